@@ -1,0 +1,270 @@
+// Loading: map or adopt the bytes, verify in three layers, then bind kernels and regions.
+#include "vm/executable.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "vm/verifier.h"
+
+namespace kiln {
+namespace {
+
+// A read-only private mapping of a whole file; unmapped when the last owner drops it.
+struct Mapping {
+  void* addr = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (addr != nullptr && addr != MAP_FAILED) munmap(addr, size);
+  }
+};
+
+struct AlignedCopy {
+  void* data = nullptr;
+  ~AlignedCopy() { std::free(data); }
+};
+
+std::string ErrnoText() { return std::strerror(errno); }
+
+ValueSpec ToValueSpec(const fb::TensorSpec* spec) {
+  ValueSpec v;
+  if (spec->name()) v.name = spec->name()->str();
+  v.dtype = static_cast<DType>(spec->dtype());
+  v.is_tuple = spec->is_tuple();
+  if (spec->shape()) {
+    for (const fb::Dim* d : *spec->shape()) {
+      v.shape.push_back(DimSpec{d->value(), d->symbol() ? d->symbol()->str() : ""});
+    }
+  }
+  return v;
+}
+
+std::vector<ValueSpec> ToValueSpecs(
+    const flatbuffers::Vector<flatbuffers::Offset<fb::TensorSpec>>* specs) {
+  std::vector<ValueSpec> out;
+  if (specs) {
+    for (const fb::TensorSpec* s : *specs) out.push_back(ToValueSpec(s));
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<DType> ToDTypes(const flatbuffers::Vector<T>* v) {
+  std::vector<DType> out;
+  if (v) {
+    for (auto d : *v) out.push_back(static_cast<DType>(d));
+  }
+  return out;
+}
+
+std::string_view View(const flatbuffers::String* s) {
+  return s ? std::string_view(s->c_str(), s->size()) : std::string_view();
+}
+
+}  // namespace
+
+std::string ValueSpec::ToString() const {
+  std::string s = name.empty() ? "" : name + ": ";
+  if (is_tuple) return s + "tuple";
+  s += DTypeShortName(dtype);
+  s += "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) s += ", ";
+    if (shape[i].fixed()) {
+      s += std::to_string(shape[i].value);
+    } else {
+      s += shape[i].symbol.empty() ? "?" : shape[i].symbol;
+    }
+  }
+  return s + "]";
+}
+
+Executable::~Executable() = default;
+
+StatusOr<std::shared_ptr<const Executable>> Executable::LoadFile(const std::string& path,
+                                                                 const LoadOptions& options) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return NotFound(path + ": no such file");
+    return InvalidArgument(path + ": cannot open: " + ErrnoText());
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(path + ": not a regular file");
+  }
+  auto mapping = std::make_shared<Mapping>();
+  mapping->size = static_cast<size_t>(st.st_size);
+  if (mapping->size > 0) {
+    mapping->addr = mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, fd, 0);
+  }
+  ::close(fd);
+  if (mapping->size > 0 && mapping->addr == MAP_FAILED) {
+    return InvalidArgument(path + ": mmap failed: " + ErrnoText());
+  }
+  auto* data = static_cast<const uint8_t*>(mapping->addr);
+  StatusOr<std::shared_ptr<const Executable>> exe =
+      LoadBytes(data ? data : reinterpret_cast<const uint8_t*>(""), mapping->size, options, mapping);
+  if (!exe.ok()) return exe.status().WithContext(path);
+  return exe;
+}
+
+StatusOr<std::shared_ptr<const Executable>> Executable::LoadBytes(
+    const uint8_t* data, size_t size, const LoadOptions& options,
+    std::shared_ptr<const void> keepalive) {
+  std::shared_ptr<Executable> exe(new Executable());
+  if (keepalive == nullptr || reinterpret_cast<uintptr_t>(data) % kStorageAlignment != 0) {
+    auto copy = std::make_shared<AlignedCopy>();
+    copy->data = std::aligned_alloc(kStorageAlignment, (size + kStorageAlignment) & ~(kStorageAlignment - 1));
+    if (copy->data == nullptr) return ResourceExhausted("cannot copy executable bytes");
+    if (size) std::memcpy(copy->data, data, size);
+    data = static_cast<const uint8_t*>(copy->data);
+    keepalive = copy;
+  }
+  exe->buffer_ = std::move(keepalive);
+  exe->data_ = data;
+  exe->size_ = size;
+  RETURN_IF_ERROR(exe->Init(options));
+  return std::shared_ptr<const Executable>(std::move(exe));
+}
+
+Status Executable::Init(const LoadOptions& options) {
+  RETURN_IF_ERROR(VerifyStructure(data_, size_, &root_, &flatbuffer_size_));
+  RETURN_IF_ERROR(VerifySemantics(*root_, size_, flatbuffer_size_));
+  RETURN_IF_ERROR(VerifyBytecode(*root_));
+
+  for (int i = 0; i < num_functions(); ++i) {
+    const fb::Function* f = root_->functions()->Get(i);
+    signatures_.push_back({f->name()->str(), ToValueSpecs(f->params()), ToValueSpecs(f->results())});
+    function_index_.emplace(f->name()->str(), i);
+    max_registers_ = std::max(max_registers_, f->register_count());
+    max_list_ = std::max<uint32_t>(max_list_, f->operands() ? f->operands()->size() : 0);
+  }
+  if (root_->kernels()) {
+    for (const fb::Kernel* k : *root_->kernels()) {
+      std::vector<DType> dtypes = ToDTypes(k->input_dtypes());
+      kernel_num_inputs_.push_back(static_cast<int>(dtypes.size()));
+      for (DType t : ToDTypes(k->output_dtypes())) dtypes.push_back(t);
+      kernel_dtypes_.push_back(std::move(dtypes));
+    }
+  }
+  if (root_->constants()) {
+    for (const fb::Constant* c : *root_->constants()) {
+      // Views of the file's bytes; the storage keeps the mapping (or copy) alive.
+      void* bytes = const_cast<uint8_t*>(data_ + c->offset());
+      StorageRef storage = StorageRef::Adopt(Storage::Borrow(bytes, c->size(), buffer_));
+      StatusOr<Shape> shape = Shape::Make(c->shape() ? c->shape()->data() : nullptr,
+                                          c->shape() ? c->shape()->size() : 0);
+      StatusOr<Tensor> t = Tensor::View(std::move(storage), 0, static_cast<DType>(c->dtype()), *shape);
+      if (!t.ok()) return Internal("constant view: " + t.status().message());
+      constants_.push_back(std::move(*t));
+      if (options.prefetch_constants && c->size() > 0) {
+        auto page = reinterpret_cast<uintptr_t>(bytes) & ~uintptr_t{4095};
+        madvise(reinterpret_cast<void*>(page), c->size() + (reinterpret_cast<uintptr_t>(bytes) - page),
+                MADV_WILLNEED);
+      }
+    }
+  }
+  if (!options.bind) return Status::Ok();
+  RETURN_IF_ERROR(BindProviders(options));
+  bound_ = true;
+  return Status::Ok();
+}
+
+Status Executable::BindProviders(const LoadOptions& options) {
+  auto need = [](const void* provider, size_t count, const char* what) -> Status {
+    if (count > 0 && provider == nullptr) {
+      return InvalidArgument(std::string("the executable has ") + std::to_string(count) + " " +
+                             what + " but no provider was given to bind them");
+    }
+    return Status::Ok();
+  };
+  size_t nk = root_->kernels() ? root_->kernels()->size() : 0;
+  size_t ns = root_->shape_functions() ? root_->shape_functions()->size() : 0;
+  size_t nx = root_->external_regions() ? root_->external_regions()->size() : 0;
+  RETURN_IF_ERROR(need(options.kernels.get(), nk + ns, "kernels/shape functions"));
+  RETURN_IF_ERROR(need(options.externals.get(), nx, "external regions"));
+  for (size_t i = 0; i < nk; ++i) {
+    const fb::Kernel* k = root_->kernels()->Get(i);
+    KernelSpec spec{static_cast<int>(i), View(k->name()), ToDTypes(k->input_dtypes()),
+                    ToDTypes(k->output_dtypes()), View(k->payload_format()),
+                    k->payload() ? k->payload()->data() : nullptr,
+                    k->payload() ? k->payload()->size() : 0};
+    auto fn = options.kernels->PrepareKernel(spec);
+    if (!fn.ok()) return fn.status().WithContext("kernels[" + std::to_string(i) + "] '" + std::string(spec.name) + "'");
+    kernels_.push_back(std::move(*fn));
+  }
+  for (size_t i = 0; i < ns; ++i) {
+    const fb::ShapeFunction* s = root_->shape_functions()->Get(i);
+    ShapeFunctionSpec spec{static_cast<int>(i), View(s->name()), static_cast<int>(s->num_inputs()),
+                           static_cast<int>(s->num_outputs()), {}, View(s->payload_format()),
+                           s->payload() ? s->payload()->data() : nullptr,
+                           s->payload() ? s->payload()->size() : 0};
+    if (s->data_dependent()) {
+      for (bool b : *s->data_dependent()) spec.data_dependent.push_back(b);
+    }
+    spec.data_dependent.resize(spec.num_inputs, false);
+    auto fn = options.kernels->PrepareShapeFunction(spec);
+    if (!fn.ok()) return fn.status().WithContext("shape_functions[" + std::to_string(i) + "] '" + std::string(spec.name) + "'");
+    shape_functions_.push_back(std::move(*fn));
+  }
+  for (size_t i = 0; i < nx; ++i) {
+    const fb::ExternalRegion* r = root_->external_regions()->Get(i);
+    ExternalRegionSpec spec{static_cast<int>(i), View(r->name()), View(r->vendor()),
+                            r->blob() ? r->blob()->data() : nullptr,
+                            r->blob() ? r->blob()->size() : 0, {},
+                            static_cast<int>(r->num_inputs()), static_cast<int>(r->num_outputs())};
+    if (r->constants()) {
+      for (uint32_t c : *r->constants()) spec.constants.push_back(constants_[c]);
+    }
+    auto fn = options.externals->CreateRegion(spec);
+    if (!fn.ok()) {
+      return fn.status().WithContext("external_regions[" + std::to_string(i) + "] '" +
+                                     std::string(spec.name) + "' (vendor '" +
+                                     std::string(spec.vendor) + "')");
+    }
+    externals_.push_back(std::move(*fn));
+  }
+  return Status::Ok();
+}
+
+uint16_t Executable::version_major() const { return root_->header()->version()->major(); }
+uint16_t Executable::version_minor() const { return root_->header()->version()->minor(); }
+std::string_view Executable::producer() const { return View(root_->header()->producer()); }
+
+int Executable::num_functions() const {
+  return root_->functions() ? static_cast<int>(root_->functions()->size()) : 0;
+}
+
+int Executable::FindFunction(std::string_view name) const {
+  auto it = function_index_.find(std::string(name));
+  return it == function_index_.end() ? -1 : it->second;
+}
+
+std::string_view Executable::entry_function() const {
+  const fb::ModelMetadata* m = root_->metadata();
+  if (m && m->entry() && m->entry()->size() > 0) return View(m->entry());
+  return "main";
+}
+
+std::string_view Executable::SourceNode(int function, int pc) const {
+  const fb::DebugInfo* debug = root_->debug();
+  if (!debug || !debug->functions() || function >= static_cast<int>(debug->functions()->size())) {
+    return {};
+  }
+  const auto* nodes = debug->functions()->Get(function)->source_nodes();
+  if (!nodes || pc < 0 || pc >= static_cast<int>(nodes->size()) || nodes->Get(pc) < 0) return {};
+  return String(nodes->Get(pc));
+}
+
+std::string_view Executable::String(int i) const {
+  if (!root_->strings() || i < 0 || i >= static_cast<int>(root_->strings()->size())) return {};
+  return View(root_->strings()->Get(i));
+}
+
+}  // namespace kiln

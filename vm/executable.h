@@ -1,0 +1,138 @@
+// Executable: a verified, immutable .kiln file in memory, bound to its kernels and regions.
+#ifndef KILN_VM_EXECUTABLE_H_
+#define KILN_VM_EXECUTABLE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "serializer/executable_generated.h"
+#include "vm/providers.h"
+#include "vm/status.h"
+#include "vm/tensor.h"
+
+namespace kiln {
+
+/// A declared dimension: fixed (value >= 0) or symbolic (value < 0, `symbol` may be empty).
+struct DimSpec {
+  int64_t value = -1;
+  std::string symbol;
+  bool fixed() const { return value >= 0; }
+};
+
+/// A declared parameter or result.
+struct ValueSpec {
+  std::string name;
+  DType dtype = DType::kInvalid;
+  std::vector<DimSpec> shape;
+  bool is_tuple = false;
+  /// "input_ids: i64[batch, seq]"
+  std::string ToString() const;
+};
+
+struct FunctionSignature {
+  std::string name;
+  std::vector<ValueSpec> params;
+  std::vector<ValueSpec> results;
+};
+
+struct LoadOptions {
+  /// Binds kernels and shape functions. Required if the file has any (unless !bind).
+  std::shared_ptr<KernelProvider> kernels;
+  /// Creates external-region runtimes. Required if the file has any (unless !bind).
+  std::shared_ptr<ExternalProvider> externals;
+  /// False: verify only, bind nothing (for inspection). Such an executable cannot run.
+  bool bind = true;
+  /// Ask the kernel to read constant pages ahead (madvise WILLNEED) so the first run does not
+  /// fault them in one by one.
+  bool prefetch_constants = true;
+};
+
+/// An immutable, verified executable. Shared by any number of threads (std::shared_ptr); VM
+/// contexts keep it alive. Constant bytes are used in place: from the mapped file, or from
+/// the caller's buffer when it is 64-byte aligned (otherwise copied once, here).
+class Executable {
+ public:
+  /// Maps `path` and verifies it. NotFound / InvalidArgument if it cannot be opened;
+  /// InvalidFormat naming where and what for a malformed file; Unsupported for another major
+  /// or a newer minor version; errors from providers while binding, with the entry named.
+  static StatusOr<std::shared_ptr<const Executable>> LoadFile(const std::string& path,
+                                                              const LoadOptions& options = {});
+  /// Verifies `bytes`; uses them in place if 64-byte aligned and `keepalive` owns them (it is
+  /// held for the executable's lifetime), otherwise copies them once.
+  static StatusOr<std::shared_ptr<const Executable>> LoadBytes(
+      const uint8_t* data, size_t size, const LoadOptions& options = {},
+      std::shared_ptr<const void> keepalive = nullptr);
+
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  const fb::Executable& root() const { return *root_; }
+  uint16_t version_major() const;
+  uint16_t version_minor() const;
+  std::string_view producer() const;
+  /// Total file bytes; bytes of the FlatBuffer part (everything but constant data).
+  size_t file_size() const { return size_; }
+  /// The executable's bytes (the mapping, or the caller's or a copied buffer).
+  const uint8_t* bytes() const { return data_; }
+  size_t flatbuffer_size() const { return flatbuffer_size_; }
+  bool bound() const { return bound_; }
+
+  int num_functions() const;
+  /// Index of the function called `name`, or -1.
+  int FindFunction(std::string_view name) const;
+  const FunctionSignature& signature(int function) const { return signatures_[function]; }
+  const std::vector<FunctionSignature>& signatures() const { return signatures_; }
+  /// Name of the entry function from the model metadata, or "main" if absent.
+  std::string_view entry_function() const;
+
+  /// Constant `i` as a tensor viewing the executable's bytes (no copy).
+  const Tensor& constant(int i) const { return constants_[i]; }
+  int num_constants() const { return static_cast<int>(constants_.size()); }
+
+  /// Bound code; null when !bound().
+  TensorFunction* kernel(int i) const { return kernels_[i].get(); }
+  /// Kernel i's declared dtypes, inputs then outputs, and its input count.
+  const std::vector<DType>& kernel_dtypes(int i) const { return kernel_dtypes_[i]; }
+  int kernel_num_inputs(int i) const { return kernel_num_inputs_[i]; }
+  TensorFunction* shape_function(int i) const { return shape_functions_[i].get(); }
+  TensorFunction* external_region(int i) const { return externals_[i].get(); }
+
+  /// Source node of functions[f].code[pc] from the debug table, or "" if none.
+  std::string_view SourceNode(int function, int pc) const;
+  std::string_view String(int i) const;
+
+  /// Largest register_count and operand-list length over all functions (sizes VM scratch).
+  uint32_t max_registers() const { return max_registers_; }
+  uint32_t max_list_length() const { return max_list_; }
+
+ private:
+  Executable() = default;
+  Status Init(const LoadOptions& options);
+  Status BindProviders(const LoadOptions& options);
+
+  std::shared_ptr<const void> buffer_;  // keeps the bytes alive (mapping or copy)
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  size_t flatbuffer_size_ = 0;
+  const fb::Executable* root_ = nullptr;
+  bool bound_ = false;
+  std::vector<FunctionSignature> signatures_;
+  std::unordered_map<std::string, int> function_index_;
+  std::vector<Tensor> constants_;
+  std::vector<std::unique_ptr<TensorFunction>> kernels_;
+  std::vector<std::vector<DType>> kernel_dtypes_;
+  std::vector<int> kernel_num_inputs_;
+  std::vector<std::unique_ptr<TensorFunction>> shape_functions_;
+  std::vector<std::unique_ptr<TensorFunction>> externals_;
+  uint32_t max_registers_ = 0;
+  uint32_t max_list_ = 0;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_VM_EXECUTABLE_H_

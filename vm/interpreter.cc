@@ -1,0 +1,347 @@
+// The dispatch loop: the one long function in kiln. Code has been verified at load, so
+// indices are trusted here; only values (empty registers, kinds, dtypes, sizes) are checked.
+#include <cstring>
+
+#include "vm/context.h"
+#include "vm/opcodes.h"
+
+namespace kiln {
+
+using internal::Obj;
+using internal::ObjKind;
+using internal::ObjPool;
+using internal::StorageObj;
+using internal::TensorObj;
+using internal::TupleObj;
+
+namespace {
+
+const Tensor* AsTensor(const Obj* o) {
+  return (o != nullptr && o->kind == ObjKind::kTensor) ? &static_cast<const TensorObj*>(o)->tensor
+                                                       : nullptr;
+}
+
+// Reads a one-element integer tensor (the VM's scalars).
+bool ReadI64Scalar(const Obj* o, int64_t* out) {
+  const Tensor* t = AsTensor(o);
+  if (t == nullptr || t->dtype() != DType::kI64 || t->NumElements() != 1) return false;
+  *out = *t->data_as<int64_t>();
+  return true;
+}
+
+// Truth value of a one-element tensor of any dtype.
+bool ReadCondition(const Obj* o, bool* out) {
+  const Tensor* t = AsTensor(o);
+  if (t == nullptr || t->NumElements() != 1) return false;
+  const void* p = t->data();
+  switch (t->dtype()) {
+    case DType::kBool:
+    case DType::kI8:
+    case DType::kU8: *out = *static_cast<const uint8_t*>(p) != 0; return true;
+    case DType::kI16: *out = *static_cast<const uint16_t*>(p) != 0; return true;
+    case DType::kF16:
+    case DType::kBF16: *out = (*static_cast<const uint16_t*>(p) & 0x7fff) != 0; return true;  // -0 is false
+    case DType::kI32: *out = *static_cast<const int32_t*>(p) != 0; return true;
+    case DType::kF32: *out = *static_cast<const float*>(p) != 0.0f; return true;
+    case DType::kI64: *out = *static_cast<const int64_t*>(p) != 0; return true;
+    case DType::kF64: *out = *static_cast<const double*>(p) != 0.0; return true;
+    case DType::kInvalid: return false;
+  }
+  return false;
+}
+
+// A shape held in an i64 rank-1 tensor.
+Status ReadShape(const Obj* o, Shape* out) {
+  const Tensor* t = AsTensor(o);
+  if (t == nullptr || t->dtype() != DType::kI64 || t->rank() != 1) {
+    return InvalidArgument("shape register does not hold an i64 rank-1 tensor");
+  }
+  ASSIGN_OR_RETURN(*out, Shape::Make(t->data_as<int64_t>(), static_cast<int>(t->dim(0))));
+  return Status::Ok();
+}
+
+// Structs in a FlatBuffers vector are laid out in place: the code is used directly.
+const fb::Instruction* CodeOf(const fb::Function* fn) {
+  return reinterpret_cast<const fb::Instruction*>(fn->code()->Data());
+}
+
+std::string Reg(int32_t r) { return "r" + std::to_string(r); }
+
+}  // namespace
+
+#define DISPATCH(ins) switch (static_cast<Opcode>((ins).opcode()))
+#define CASE(name) case Opcode::k##name:
+#define NEXT() \
+  {            \
+    ++pc;      \
+    continue;  \
+  }
+#define FAIL(status)                          \
+  {                                           \
+    executed_ += executed;                    \
+    return Fail(fn_index, pc, (status));      \
+  }
+#define CHECK_DEADLINE()                                                              \
+  if (has_deadline_ && std::chrono::steady_clock::now() >= deadline_) {               \
+    FAIL(DeadlineExceeded("deadline exceeded after " + std::to_string(executed_ + executed) + \
+                          " instructions"));                                          \
+  }
+
+Status Context::Run(int entry, std::vector<Tensor>* outputs) {
+  const fb::Executable& exe = exe_->root();
+  int fn_index = entry;
+  const fb::Function* fn = exe.functions()->Get(fn_index);
+  const fb::Instruction* code = CodeOf(fn);
+  const int32_t* ops = fn->operands() ? fn->operands()->data() : nullptr;
+  Obj** R = regs_.data() + frames_.back().base;
+  int pc = 0;
+  uint64_t executed = 0;
+
+  auto set = [this](Obj** regs, int32_t r, Obj* value) {
+    Obj* old = regs[r];
+    regs[r] = value;
+    pool_.Release(old);
+  };
+  // Gathers list[0..n) as tensors into args_; on failure returns the offending position.
+  auto gather = [&](const int32_t* list, int n) -> int {
+    for (int j = 0; j < n; ++j) {
+      const Tensor* t = AsTensor(R[list[j]]);
+      if (t == nullptr) return j;
+      args_[j] = t;
+    }
+    return -1;
+  };
+  auto not_tensor = [&](const int32_t* list, int j) {
+    return InvalidArgument("operand " + std::to_string(j) + " (" + Reg(list[j]) +
+                           ") is " + (R[list[j]] ? "not a tensor" : "empty"));
+  };
+
+  for (;;) {
+    const fb::Instruction& in = code[pc];
+    ++executed;
+    DISPATCH(in) {
+      CASE(Move) {
+        set(R, in.a(), ObjPool::Retain(R[in.b()]));
+        NEXT();
+      }
+      CASE(Goto) {
+        if (in.a() <= pc) CHECK_DEADLINE();
+        pc = in.a();
+        continue;
+      }
+      CASE(If) {
+        bool cond;
+        if (!ReadCondition(R[in.a()], &cond)) {
+          FAIL(InvalidArgument("condition " + Reg(in.a()) + " is not a one-element tensor"));
+        }
+        int target = cond ? in.b() : in.c();
+        if (target <= pc) CHECK_DEADLINE();
+        pc = target;
+        continue;
+      }
+      CASE(InvokeKernel) {
+        const int32_t* list = ops + in.b();
+        int n = in.c(), k = in.a();
+        int bad = gather(list, n);
+        if (bad >= 0) FAIL(not_tensor(list, bad));
+        const std::vector<DType>& dtypes = exe_->kernel_dtypes(k);
+        for (int j = 0; j < n; ++j) {
+          if (args_[j]->dtype() != dtypes[j]) {
+            FAIL(InvalidArgument("kernel '" + exe.kernels()->Get(k)->name()->str() + "' operand " +
+                                 std::to_string(j) + " is " + args_[j]->TypeString() + ", expected " +
+                                 DTypeShortName(dtypes[j])));
+          }
+        }
+        int nin = exe_->kernel_num_inputs(k);
+        Status s = exe_->kernel(k)->Run(args_.data(), nin, n - nin);
+        if (!s.ok()) FAIL(s.WithContext("kernel '" + exe.kernels()->Get(k)->name()->str() + "'"));
+        NEXT();
+      }
+      CASE(InvokeShapeFunc) {
+        const int32_t* list = ops + in.b();
+        int n = in.c();
+        const fb::ShapeFunction* sf = exe.shape_functions()->Get(in.a());
+        int bad = gather(list, n);
+        if (bad >= 0) FAIL(not_tensor(list, bad));
+        for (int j = static_cast<int>(sf->num_inputs()); j < n; ++j) {
+          if (args_[j]->dtype() != DType::kI64 || args_[j]->rank() != 1) {
+            FAIL(InvalidArgument("shape function '" + sf->name()->str() + "' output " +
+                                 std::to_string(j) + " is " + args_[j]->TypeString() +
+                                 ", expected i64[rank]"));
+          }
+        }
+        Status s = exe_->shape_function(in.a())->Run(args_.data(), sf->num_inputs(), sf->num_outputs());
+        if (!s.ok()) FAIL(s.WithContext("shape function '" + sf->name()->str() + "'"));
+        NEXT();
+      }
+      CASE(InvokeExternal) {
+        const int32_t* list = ops + in.b();
+        const fb::ExternalRegion* region = exe.external_regions()->Get(in.a());
+        int bad = gather(list, in.c());
+        if (bad >= 0) FAIL(not_tensor(list, bad));
+        Status s = exe_->external_region(in.a())->Run(args_.data(), region->num_inputs(),
+                                                       region->num_outputs());
+        if (!s.ok()) {
+          FAIL(s.WithContext("external region '" + region->name()->str() + "' (" +
+                             region->vendor()->str() + ")"));
+        }
+        NEXT();
+      }
+      CASE(Invoke) {
+        int callee = in.a();
+        const fb::Function* cf = exe.functions()->Get(callee);
+        if (static_cast<int>(frames_.size()) >= max_call_depth_) {
+          FAIL(OutOfRange("call depth exceeds " + std::to_string(max_call_depth_) +
+                          " calling '" + cf->name()->str() + "' (unbounded recursion?)"));
+        }
+        CHECK_DEADLINE();
+        uint32_t caller_base = frames_.back().base;
+        uint32_t base = caller_base + fn->register_count();
+        Status s = PushFrame(callee, pc, base);  // may grow regs_
+        if (!s.ok()) FAIL(s);
+        Obj** caller = regs_.data() + caller_base;
+        R = regs_.data() + base;
+        const int32_t* list = ops + in.b();
+        uint32_t nparams = cf->params() ? cf->params()->size() : 0;
+        for (uint32_t j = 0; j < nparams; ++j) R[j] = ObjPool::Retain(caller[list[j]]);
+        fn_index = callee;
+        fn = cf;
+        code = CodeOf(fn);
+        ops = fn->operands() ? fn->operands()->data() : nullptr;
+        pc = 0;
+        continue;
+      }
+      CASE(Ret) {
+        results_.clear();
+        for (int j = 0; j < in.b(); ++j) results_.push_back(ObjPool::Retain(R[ops[in.a() + j]]));
+        for (uint32_t r = 0; r < fn->register_count(); ++r) set(R, r, nullptr);
+        Frame done = frames_.back();
+        PopFrame();
+        if (frames_.empty()) {
+          executed_ += executed;
+          outputs->clear();
+          Status status;
+          for (size_t j = 0; j < results_.size(); ++j) {
+            const Tensor* t = AsTensor(results_[j]);
+            if (t == nullptr && status.ok()) {
+              status = Fail(fn_index, pc, Unsupported("result " + std::to_string(j) +
+                                                      " is not a tensor; only tensors can be "
+                                                      "returned to the caller"));
+            }
+            if (t != nullptr) outputs->push_back(*t);
+            pool_.Release(results_[j]);
+          }
+          results_.clear();
+          return status;
+        }
+        const fb::Function* callee = fn;
+        fn_index = frames_.back().function;
+        fn = exe.functions()->Get(fn_index);
+        code = CodeOf(fn);
+        ops = fn->operands() ? fn->operands()->data() : nullptr;
+        R = regs_.data() + frames_.back().base;
+        pc = done.caller_pc;
+        const int32_t* dsts = ops + code[pc].b() + (callee->params() ? callee->params()->size() : 0);
+        for (size_t j = 0; j < results_.size(); ++j) set(R, dsts[j], results_[j]);
+        results_.clear();
+        NEXT();
+      }
+      CASE(Fatal) {
+        FAIL(Aborted(exe.strings()->Get(in.a())->str()));
+      }
+      CASE(AllocStorage) {
+        int64_t bytes;
+        if (!ReadI64Scalar(R[in.b()], &bytes) || bytes < 0) {
+          FAIL(InvalidArgument("size " + Reg(in.b()) + " is not a non-negative i64 scalar"));
+        }
+        StatusOr<StorageRef> storage = allocator_->Allocate(static_cast<size_t>(bytes));
+        if (!storage.ok()) FAIL(storage.status());
+        set(R, in.a(), pool_.NewStorage(std::move(*storage)));
+        NEXT();
+      }
+      CASE(AllocTensor)
+      CASE(AllocTensorReg) {
+        const Obj* so = R[in.b()];
+        if (so == nullptr || so->kind != ObjKind::kStorage) {
+          FAIL(InvalidArgument("storage " + Reg(in.b()) + " does not hold a storage"));
+        }
+        Shape shape;
+        if (static_cast<Opcode>(in.opcode()) == Opcode::kAllocTensor) {
+          int64_t dims[kMaxRank];
+          for (int j = 0; j < in.e(); ++j) dims[j] = ops[in.d() + j];
+          shape = *Shape::Make(dims, in.e());  // verified: rank <= kMaxRank, dims >= 0
+        } else {
+          Status s = ReadShape(R[in.d()], &shape);
+          if (!s.ok()) FAIL(s);
+        }
+        StatusOr<Tensor> t = Tensor::View(static_cast<const StorageObj*>(so)->storage, in.c(),
+                                          static_cast<DType>(in.dtype()), shape);
+        if (!t.ok()) FAIL(t.status());
+        set(R, in.a(), pool_.NewTensor(std::move(*t)));
+        NEXT();
+      }
+      CASE(AllocTuple) {
+        TupleObj* tuple = pool_.NewTuple();
+        for (int j = 0; j < in.c(); ++j) tuple->fields.push_back(ObjPool::Retain(R[ops[in.b() + j]]));
+        set(R, in.a(), tuple);
+        NEXT();
+      }
+      CASE(GetField) {
+        const Obj* o = R[in.b()];
+        if (o == nullptr || o->kind != ObjKind::kTuple) {
+          FAIL(InvalidArgument(Reg(in.b()) + " does not hold a tuple"));
+        }
+        const auto& fields = static_cast<const TupleObj*>(o)->fields;
+        if (static_cast<size_t>(in.c()) >= fields.size()) {
+          FAIL(InvalidArgument("field " + std::to_string(in.c()) + " of a tuple of " +
+                               std::to_string(fields.size())));
+        }
+        set(R, in.a(), ObjPool::Retain(fields[in.c()]));
+        NEXT();
+      }
+      CASE(LoadConst) {
+        TensorObj*& c = const_objs_[in.b()];
+        if (c == nullptr) c = pool_.NewTensor(exe_->constant(in.b()));  // held by the context
+        set(R, in.a(), ObjPool::Retain(c));
+        NEXT();
+      }
+      CASE(LoadConsti) {
+        StatusOr<Tensor> t = Tensor::Allocate(*allocator_, DType::kI64, Shape());
+        if (!t.ok()) FAIL(t.status());
+        uint64_t bits = (uint64_t{static_cast<uint32_t>(in.c())} << 32) | static_cast<uint32_t>(in.b());
+        std::memcpy(t->data(), &bits, sizeof(bits));
+        set(R, in.a(), pool_.NewTensor(std::move(*t)));
+        NEXT();
+      }
+      CASE(ShapeOf) {
+        const Tensor* src = AsTensor(R[in.b()]);
+        if (src == nullptr) FAIL(InvalidArgument(Reg(in.b()) + " does not hold a tensor"));
+        StatusOr<Tensor> t = Tensor::Allocate(*allocator_, DType::kI64, Shape{src->rank()});
+        if (!t.ok()) FAIL(t.status());
+        std::memcpy(t->data(), src->shape().data(), sizeof(int64_t) * src->rank());
+        set(R, in.a(), pool_.NewTensor(std::move(*t)));
+        NEXT();
+      }
+      CASE(ReshapeTensor) {
+        const Tensor* src = AsTensor(R[in.b()]);
+        if (src == nullptr) FAIL(InvalidArgument(Reg(in.b()) + " does not hold a tensor"));
+        Shape shape;
+        Status s = ReadShape(R[in.c()], &shape);
+        if (!s.ok()) FAIL(s);
+        StatusOr<Tensor> t = src->Reshape(shape);
+        if (!t.ok()) FAIL(t.status());
+        set(R, in.a(), pool_.NewTensor(std::move(*t)));
+        NEXT();
+      }
+      CASE(KillRegister) {
+        set(R, in.a(), nullptr);
+        NEXT();
+      }
+      case Opcode::kNumOpcodes:
+        break;
+    }
+    FAIL(Internal("unverified opcode " + std::to_string(in.opcode())));
+  }
+}
+
+}  // namespace kiln
