@@ -71,7 +71,10 @@ StatusOr<StorageRef> Allocator::Allocate(size_t bytes) {
       return StorageRef::Adopt(s);
     }
   }
-  void* data = std::aligned_alloc(kStorageAlignment, capacity);
+  // aligned_alloc requires a multiple of the alignment; classes below 256 bytes (80, 96, 112)
+  // are not, so ask for a little more.
+  void* data = std::aligned_alloc(kStorageAlignment,
+                                  (capacity + kStorageAlignment - 1) & ~(kStorageAlignment - 1));
   Storage* s = data ? new (std::nothrow) Storage() : nullptr;
   if (s == nullptr) {
     std::free(data);

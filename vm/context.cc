@@ -49,6 +49,14 @@ StatusOr<std::vector<Tensor>> Context::Invoke(std::string_view function,
 
 StatusOr<std::vector<Tensor>> Context::Invoke(int function, const std::vector<Tensor>& inputs,
                                               const InvokeOptions& options) {
+  std::vector<Tensor> outputs;
+  RETURN_IF_ERROR(Invoke(function, inputs, &outputs, options));
+  return outputs;
+}
+
+Status Context::Invoke(int function, const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs,
+                       const InvokeOptions& options) {
+  if (outputs == nullptr) return InvalidArgument("Invoke: null outputs");
   if (function < 0 || function >= exe_->num_functions()) {
     return NotFound("no function with index " + std::to_string(function));
   }
@@ -62,53 +70,57 @@ StatusOr<std::vector<Tensor>> Context::Invoke(int function, const std::vector<Te
   frames_.clear();
   RETURN_IF_ERROR(PushFrame(function, -1, 0));
   for (size_t i = 0; i < inputs.size(); ++i) regs_[i] = pool_.NewTensor(inputs[i]);
-  std::vector<Tensor> outputs;
-  Status status = Run(function, &outputs);
+  Status status = Run(function, outputs);
   if (!status.ok()) {
     ClearRegisters();  // an error can leave values in any frame
     frames_.clear();
-    return status;
+    outputs->clear();
   }
-  return outputs;
+  return status;
 }
 
-Status Context::CheckInputs(int function, const std::vector<Tensor>& inputs) const {
+Status Context::CheckInputs(int function, const std::vector<Tensor>& inputs) {
   const FunctionSignature& sig = exe_->signature(function);
   if (inputs.size() != sig.params.size()) {
     return InvalidArgument("'" + sig.name + "' takes " + std::to_string(sig.params.size()) +
                            " inputs, got " + std::to_string(inputs.size()));
   }
-  // Symbolic dims bound so far: symbol -> (value, input that bound it).
-  std::vector<std::pair<const std::string*, std::pair<int64_t, size_t>>> bound;
+  // Value and binding input of each symbol, in reused scratch (no allocation per request).
+  sym_value_.assign(sig.symbols.size(), -1);
+  sym_input_.assign(sig.symbols.size(), 0);
   for (size_t i = 0; i < inputs.size(); ++i) {
     const ValueSpec& spec = sig.params[i];
     const Tensor& t = inputs[i];
-    std::string where = "input " + std::to_string(i) + (spec.name.empty() ? "" : " '" + spec.name + "'");
-    if (t.empty()) return InvalidArgument(where + ": empty tensor");
-    if (spec.is_tuple) return InvalidArgument(where + ": tuple parameters cannot be passed from the API");
+    auto where = [&] {  // built only on error: the success path allocates nothing
+      return "input " + std::to_string(i) + (spec.name.empty() ? "" : " '" + spec.name + "'");
+    };
+    if (t.empty()) return InvalidArgument(where() + ": empty tensor");
+    if (spec.is_tuple) return InvalidArgument(where() + ": tuple parameters cannot be passed from the API");
     if (t.dtype() != spec.dtype) {
-      return InvalidArgument(where + ": dtype " + DTypeShortName(t.dtype()) + ", expected " +
+      return InvalidArgument(where() + ": dtype " + DTypeShortName(t.dtype()) + ", expected " +
                              DTypeShortName(spec.dtype));
     }
     if (t.rank() != static_cast<int>(spec.shape.size())) {
-      return InvalidArgument(where + ": rank " + std::to_string(t.rank()) + " (shape " +
+      return InvalidArgument(where() + ": rank " + std::to_string(t.rank()) + " (shape " +
                              t.shape().ToString() + "), expected " + spec.ToString());
     }
-    if (!t.IsContiguous()) return InvalidArgument(where + ": must be contiguous");
+    if (!t.IsContiguous()) return InvalidArgument(where() + ": must be contiguous");
     for (int d = 0; d < t.rank(); ++d) {
       const DimSpec& ds = spec.shape[d];
       if (ds.fixed() && t.dim(d) != ds.value) {
-        return InvalidArgument(where + ": dim " + std::to_string(d) + " is " + std::to_string(t.dim(d)) +
+        return InvalidArgument(where() + ": dim " + std::to_string(d) + " is " + std::to_string(t.dim(d)) +
                                ", expected " + std::to_string(ds.value) + " (" + spec.ToString() + ")");
       }
-      if (ds.fixed() || ds.symbol.empty()) continue;
-      auto it = std::find_if(bound.begin(), bound.end(), [&](const auto& b) { return *b.first == ds.symbol; });
-      if (it == bound.end()) {
-        bound.push_back({&ds.symbol, {t.dim(d), i}});
-      } else if (it->second.first != t.dim(d)) {
-        return InvalidArgument(where + ": dim " + std::to_string(d) + " ('" + ds.symbol + "') is " +
-                               std::to_string(t.dim(d)) + " but input " + std::to_string(it->second.second) +
-                               " set '" + ds.symbol + "' = " + std::to_string(it->second.first));
+      if (ds.symbol_id < 0) continue;
+      int64_t& bound = sym_value_[ds.symbol_id];
+      if (bound < 0) {
+        bound = t.dim(d);
+        sym_input_[ds.symbol_id] = i;
+      } else if (bound != t.dim(d)) {
+        return InvalidArgument(where() + ": dim " + std::to_string(d) + " ('" + ds.symbol + "') is " +
+                               std::to_string(t.dim(d)) + " but input " +
+                               std::to_string(sym_input_[ds.symbol_id]) + " set '" + ds.symbol +
+                               "' = " + std::to_string(bound));
       }
     }
   }

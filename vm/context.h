@@ -57,6 +57,10 @@ class Context {
                                        const InvokeOptions& options = {});
   StatusOr<std::vector<Tensor>> Invoke(int function, const std::vector<Tensor>& inputs,
                                        const InvokeOptions& options = {});
+  /// As above, writing into `*outputs` (cleared first; its capacity is reused, so a serving
+  /// loop that keeps the vector allocates nothing per request in steady state).
+  Status Invoke(int function, const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs,
+                const InvokeOptions& options = {});
 
   const Executable& executable() const { return *exe_; }
   /// Instructions executed by the last Invoke (for benchmarks and tests).
@@ -71,7 +75,7 @@ class Context {
   using Obj = internal::Obj;
 
   Context(std::shared_ptr<const Executable> exe, const ContextOptions& options);
-  Status CheckInputs(int function, const std::vector<Tensor>& inputs) const;
+  Status CheckInputs(int function, const std::vector<Tensor>& inputs);
   Status Run(int function, std::vector<Tensor>* outputs);  // the dispatch loop (interpreter.cc)
   Status PushFrame(int function, int caller_pc, uint32_t base);
   void PopFrame();
@@ -86,7 +90,9 @@ class Context {
   std::vector<Frame> frames_;
   std::vector<const Tensor*> args_;    // scratch for kernel/region arguments
   std::vector<Obj*> results_;          // scratch for ret
-  std::vector<internal::TensorObj*> const_objs_;  // one shared object per constant, lazily
+  std::vector<internal::TensorObj*> const_objs_;
+  std::vector<int64_t> sym_value_;     // CheckInputs scratch: symbol values
+  std::vector<size_t> sym_input_;      // ... and the input that bound each  // one shared object per constant, lazily
   std::chrono::steady_clock::time_point deadline_;
   bool has_deadline_ = false;
   uint64_t executed_ = 0;

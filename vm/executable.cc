@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -140,7 +141,16 @@ Status Executable::Init(const LoadOptions& options) {
 
   for (int i = 0; i < num_functions(); ++i) {
     const fb::Function* f = root_->functions()->Get(i);
-    signatures_.push_back({f->name()->str(), ToValueSpecs(f->params()), ToValueSpecs(f->results())});
+    FunctionSignature sig{f->name()->str(), ToValueSpecs(f->params()), ToValueSpecs(f->results()), {}};
+    for (ValueSpec& p : sig.params) {
+      for (DimSpec& d : p.shape) {
+        if (d.fixed() || d.symbol.empty()) continue;
+        auto it = std::find(sig.symbols.begin(), sig.symbols.end(), d.symbol);
+        d.symbol_id = static_cast<int>(it - sig.symbols.begin());
+        if (it == sig.symbols.end()) sig.symbols.push_back(d.symbol);
+      }
+    }
+    signatures_.push_back(std::move(sig));
     function_index_.emplace(f->name()->str(), i);
     max_registers_ = std::max(max_registers_, f->register_count());
     max_list_ = std::max<uint32_t>(max_list_, f->operands() ? f->operands()->size() : 0);

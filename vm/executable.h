@@ -20,6 +20,9 @@ namespace kiln {
 struct DimSpec {
   int64_t value = -1;
   std::string symbol;
+  /// Within one function's parameters, the index of `symbol` (same name, same id); -1 if fixed
+  /// or unnamed. Set by the loader so input checks compare ids, not strings.
+  int symbol_id = -1;
   bool fixed() const { return value >= 0; }
 };
 
@@ -37,6 +40,8 @@ struct FunctionSignature {
   std::string name;
   std::vector<ValueSpec> params;
   std::vector<ValueSpec> results;
+  /// Symbols named in params (DimSpec::symbol_id indexes this).
+  std::vector<std::string> symbols;
 };
 
 struct LoadOptions {
@@ -94,13 +99,13 @@ class Executable {
   const Tensor& constant(int i) const { return constants_[i]; }
   int num_constants() const { return static_cast<int>(constants_.size()); }
 
-  /// Bound code; null when !bound().
-  TensorFunction* kernel(int i) const { return kernels_[i].get(); }
+  /// Bound code; null when !bound() (nothing was bound, so the tables are empty).
+  TensorFunction* kernel(int i) const { return bound_ ? kernels_[i].get() : nullptr; }
   /// Kernel i's declared dtypes, inputs then outputs, and its input count.
   const std::vector<DType>& kernel_dtypes(int i) const { return kernel_dtypes_[i]; }
   int kernel_num_inputs(int i) const { return kernel_num_inputs_[i]; }
-  TensorFunction* shape_function(int i) const { return shape_functions_[i].get(); }
-  TensorFunction* external_region(int i) const { return externals_[i].get(); }
+  TensorFunction* shape_function(int i) const { return bound_ ? shape_functions_[i].get() : nullptr; }
+  TensorFunction* external_region(int i) const { return bound_ ? externals_[i].get() : nullptr; }
 
   /// Source node of functions[f].code[pc] from the debug table, or "" if none.
   std::string_view SourceNode(int function, int pc) const;

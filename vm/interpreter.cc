@@ -81,10 +81,17 @@ std::string Reg(int32_t r) { return "r" + std::to_string(r); }
     executed_ += executed;                    \
     return Fail(fn_index, pc, (status));      \
   }
-#define CHECK_DEADLINE()                                                              \
-  if (has_deadline_ && std::chrono::steady_clock::now() >= deadline_) {               \
-    FAIL(DeadlineExceeded("deadline exceeded after " + std::to_string(executed_ + executed) + \
-                          " instructions"));                                          \
+// Reads the clock at most every kDeadlineStride instructions, or after any kernel / region
+// call (those may be slow), so tight loops pay almost nothing for a deadline.
+constexpr uint64_t kDeadlineStride = 256;
+#define CHECK_DEADLINE()                                                                     \
+  if (has_deadline_ && (called_out || executed >= next_check)) {                            \
+    called_out = false;                                                                      \
+    next_check = executed + kDeadlineStride;                                                 \
+    if (std::chrono::steady_clock::now() >= deadline_) {                                     \
+      FAIL(DeadlineExceeded("deadline exceeded after " + std::to_string(executed_ + executed) + \
+                            " instructions"));                                               \
+    }                                                                                        \
   }
 
 Status Context::Run(int entry, std::vector<Tensor>* outputs) {
@@ -96,24 +103,38 @@ Status Context::Run(int entry, std::vector<Tensor>* outputs) {
   Obj** R = regs_.data() + frames_.back().base;
   int pc = 0;
   uint64_t executed = 0;
+  uint64_t next_check = 0;  // deadline bookkeeping (CHECK_DEADLINE)
+  bool called_out = false;
 
   auto set = [this](Obj** regs, int32_t r, Obj* value) {
     Obj* old = regs[r];
     regs[r] = value;
     pool_.Release(old);
   };
-  // Gathers list[0..n) as tensors into args_; on failure returns the offending position.
-  auto gather = [&](const int32_t* list, int n) -> int {
+  // Constants view the executable's bytes: mapped read-only and shared by every context, so
+  // no callee may write them. The check is a range test, whatever reshapes a program made.
+  const uint8_t* exe_begin = exe_->bytes();
+  const uint8_t* exe_end = exe_begin + exe_->file_size();
+  auto is_constant = [&](const Tensor* t) {
+    auto* p = static_cast<const uint8_t*>(t->data());
+    return p >= exe_begin && p < exe_end;
+  };
+  // Gathers list[0..n) as tensors into args_, the ones from `first_output` on to be written;
+  // on failure returns the offending position.
+  auto gather = [&](const int32_t* list, int n, int first_output) -> int {
     for (int j = 0; j < n; ++j) {
       const Tensor* t = AsTensor(R[list[j]]);
-      if (t == nullptr) return j;
+      if (t == nullptr || (j >= first_output && is_constant(t))) return j;
       args_[j] = t;
     }
     return -1;
   };
   auto not_tensor = [&](const int32_t* list, int j) {
-    return InvalidArgument("operand " + std::to_string(j) + " (" + Reg(list[j]) +
-                           ") is " + (R[list[j]] ? "not a tensor" : "empty"));
+    const Obj* o = R[list[j]];
+    return InvalidArgument("operand " + std::to_string(j) + " (" + Reg(list[j]) + ") is " +
+                           (o == nullptr              ? "empty"
+                            : AsTensor(o) == nullptr ? "not a tensor"
+                                                     : "a constant, which cannot be an output"));
   };
 
   for (;;) {
@@ -142,7 +163,8 @@ Status Context::Run(int entry, std::vector<Tensor>* outputs) {
       CASE(InvokeKernel) {
         const int32_t* list = ops + in.b();
         int n = in.c(), k = in.a();
-        int bad = gather(list, n);
+        int nin = exe_->kernel_num_inputs(k);
+        int bad = gather(list, n, nin);
         if (bad >= 0) FAIL(not_tensor(list, bad));
         const std::vector<DType>& dtypes = exe_->kernel_dtypes(k);
         for (int j = 0; j < n; ++j) {
@@ -152,7 +174,7 @@ Status Context::Run(int entry, std::vector<Tensor>* outputs) {
                                  DTypeShortName(dtypes[j])));
           }
         }
-        int nin = exe_->kernel_num_inputs(k);
+        called_out = true;
         Status s = exe_->kernel(k)->Run(args_.data(), nin, n - nin);
         if (!s.ok()) FAIL(s.WithContext("kernel '" + exe.kernels()->Get(k)->name()->str() + "'"));
         NEXT();
@@ -161,7 +183,7 @@ Status Context::Run(int entry, std::vector<Tensor>* outputs) {
         const int32_t* list = ops + in.b();
         int n = in.c();
         const fb::ShapeFunction* sf = exe.shape_functions()->Get(in.a());
-        int bad = gather(list, n);
+        int bad = gather(list, n, static_cast<int>(sf->num_inputs()));
         if (bad >= 0) FAIL(not_tensor(list, bad));
         for (int j = static_cast<int>(sf->num_inputs()); j < n; ++j) {
           if (args_[j]->dtype() != DType::kI64 || args_[j]->rank() != 1) {
@@ -170,6 +192,7 @@ Status Context::Run(int entry, std::vector<Tensor>* outputs) {
                                  ", expected i64[rank]"));
           }
         }
+        called_out = true;
         Status s = exe_->shape_function(in.a())->Run(args_.data(), sf->num_inputs(), sf->num_outputs());
         if (!s.ok()) FAIL(s.WithContext("shape function '" + sf->name()->str() + "'"));
         NEXT();
@@ -177,8 +200,9 @@ Status Context::Run(int entry, std::vector<Tensor>* outputs) {
       CASE(InvokeExternal) {
         const int32_t* list = ops + in.b();
         const fb::ExternalRegion* region = exe.external_regions()->Get(in.a());
-        int bad = gather(list, in.c());
+        int bad = gather(list, in.c(), static_cast<int>(region->num_inputs()));
         if (bad >= 0) FAIL(not_tensor(list, bad));
+        called_out = true;
         Status s = exe_->external_region(in.a())->Run(args_.data(), region->num_inputs(),
                                                        region->num_outputs());
         if (!s.ok()) {

@@ -15,7 +15,11 @@ namespace {
 constexpr uint32_t kMaxRegisters = 1u << 20;
 constexpr uint32_t kMaxArity = 1u << 16;
 
-std::string Str(int64_t v) { return std::to_string(v); }
+// Any integer as written, so uint64 offsets and checksums above 2^63 do not print negative.
+template <typename T>
+std::string Str(T v) {
+  return std::to_string(v);
+}
 
 std::string Where(const char* table, size_t i) { return std::string(table) + "[" + Str(i) + "]"; }
 

@@ -24,6 +24,14 @@ inline void EmitAlloc(FunctionBuilder& f, int dst, int scratch, DType dtype,
   f.AllocTensor(dst, scratch + 1, 0, dtype, shape);
 }
 
+/// Load options binding the test kernel and external providers.
+inline LoadOptions TestLoadOptions() {
+  LoadOptions options;
+  options.kernels = std::make_shared<TestKernelProvider>();
+  options.externals = std::make_shared<TestExternalProvider>();
+  return options;
+}
+
 /// Loads builder output with the test providers; fails the test on error.
 inline std::shared_ptr<const Executable> LoadOrDie(ExecutableBuilder& b) {
   auto bytes = b.Finish();

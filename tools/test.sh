@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The README's test command: installs what is missing, runs every Bazel test, then a bounded
+# libFuzzer run over the loader. Ends with one line "N passed, M failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bash tools/setup.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1; }
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+bazel test --jobs=2 --test_summary=short //... 2>&1 | tee "$log"
+bazel_rc=${PIPESTATUS[0]}
+
+passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
+failed=$(grep -cE '^//[^ ]+ +.*(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$log")
+if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
+  failed=1  # the build itself failed
+fi
+
+fuzz_seconds=${KILN_FUZZ_SECONDS:-60}
+if [[ $fuzz_seconds -gt 0 ]]; then
+  echo "== fuzzing the loader for ${fuzz_seconds}s"
+  if bash tests/fuzz/run.sh "$fuzz_seconds"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAILED: fuzz run (tests/fuzz/run.sh)"
+  fi
+fi
+
+echo "${passed} passed, ${failed} failed"
+[[ $failed -eq 0 ]]
