@@ -90,9 +90,9 @@ class Context {
   std::vector<Frame> frames_;
   std::vector<const Tensor*> args_;    // scratch for kernel/region arguments
   std::vector<Obj*> results_;          // scratch for ret
-  std::vector<internal::TensorObj*> const_objs_;
+  std::vector<internal::TensorObj*> const_objs_;  // one shared object per constant, lazily
   std::vector<int64_t> sym_value_;     // CheckInputs scratch: symbol values
-  std::vector<size_t> sym_input_;      // ... and the input that bound each  // one shared object per constant, lazily
+  std::vector<size_t> sym_input_;      // ... and the input that bound each
   std::chrono::steady_clock::time_point deadline_;
   bool has_deadline_ = false;
   uint64_t executed_ = 0;

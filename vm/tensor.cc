@@ -43,6 +43,10 @@ StatusOr<int64_t> Shape::CheckedNumElements() const {
   int64_t n = 1;
   for (int i = 0; i < rank_; ++i) {
     if (dims_[i] < 0) return InvalidArgument("negative dim in shape " + ToString());
+    if (dims_[i] == 0) n = 0;  // a zero dim makes any product empty, however large the others
+  }
+  if (n == 0) return n;
+  for (int i = 0; i < rank_; ++i) {
     if (__builtin_mul_overflow(n, dims_[i], &n) || n > kMaxElements) {
       return OutOfRange("shape " + ToString() + " has too many elements");
     }

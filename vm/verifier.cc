@@ -93,7 +93,10 @@ Status VerifyStructure(const uint8_t* data, size_t size, const fb::Executable** 
     return InvalidFormat("file is " + Str(size) + " bytes; too small to be a .kiln executable");
   }
   auto fb_len = flatbuffers::ReadScalar<flatbuffers::uoffset_t>(data);
-  if (fb_len < 8 || fb_len > size - sizeof(flatbuffers::uoffset_t)) {
+  if (fb_len < 8) {
+    return InvalidFormat("size prefix " + Str(fb_len) + " is smaller than any FlatBuffer (8 bytes)");
+  }
+  if (fb_len > size - sizeof(flatbuffers::uoffset_t)) {
     return InvalidFormat("truncated: the FlatBuffer claims " + Str(fb_len) + " bytes but only " +
                          Str(size - sizeof(flatbuffers::uoffset_t)) + " follow the size prefix");
   }
@@ -193,7 +196,8 @@ Status CheckKernels(const fb::Executable& exe) {
     if (uint64_t{s->num_inputs()} + s->num_outputs() > kMaxArity) {
       return InvalidFormat(w + ": too many arguments");
     }
-    if (s->data_dependent() != nullptr && Len(s->data_dependent()) != s->num_inputs()) {
+    // Absent or empty means "reads no input values"; otherwise one flag per input.
+    if (Len(s->data_dependent()) != 0 && Len(s->data_dependent()) != s->num_inputs()) {
       return InvalidFormat(w + ": data_dependent has " + Str(Len(s->data_dependent())) +
                            " entries for " + Str(s->num_inputs()) + " inputs");
     }

@@ -24,8 +24,18 @@ void AddAs(const Tensor& a, const Tensor& b, const Tensor& out) {
   }
 }
 
-Status AddKernel(const Tensor* const* args, int, int) {
+// The bodies check what they rely on beyond the table entry's arity and dtypes (which the VM
+// checks against the entry), since a test executable's entry may declare anything.
+Status CheckArity(const char* name, int num_inputs, int num_outputs, int want_in, int want_out) {
+  if (num_inputs == want_in && num_outputs == want_out) return Status::Ok();
+  return InvalidArgument(std::string(name) + ": takes " + std::to_string(want_in) + " inputs and " +
+                         std::to_string(want_out) + " outputs");
+}
+
+Status AddKernel(const Tensor* const* args, int num_inputs, int num_outputs) {
+  RETURN_IF_ERROR(CheckArity("add", num_inputs, num_outputs, 2, 1));
   const Tensor &a = *args[0], &b = *args[1], &out = *args[2];
+  if (a.dtype() != b.dtype() || a.dtype() != out.dtype()) return InvalidArgument("add: dtypes differ");
   if (a.shape() != b.shape() || a.shape() != out.shape()) {
     return InvalidArgument("add: shapes " + a.shape().ToString() + ", " + b.shape().ToString() +
                            " -> " + out.shape().ToString());
@@ -40,12 +50,19 @@ Status AddKernel(const Tensor* const* args, int, int) {
   return Status::Ok();
 }
 
-Status Less(const Tensor* const* args, int, int) {
+Status Less(const Tensor* const* args, int num_inputs, int num_outputs) {
+  RETURN_IF_ERROR(CheckArity("less", num_inputs, num_outputs, 2, 1));
+  for (int i = 0; i < 3; ++i) {
+    if (args[i]->dtype() != (i < 2 ? DType::kI64 : DType::kBool) || args[i]->NumElements() != 1) {
+      return InvalidArgument("less: takes i64 scalars and writes a bool scalar");
+    }
+  }
   *args[2]->data_as<bool>() = *args[0]->data_as<int64_t>() < *args[1]->data_as<int64_t>();
   return Status::Ok();
 }
 
-Status SameShape(const Tensor* const* args, int, int) {
+Status SameShape(const Tensor* const* args, int num_inputs, int num_outputs) {
+  RETURN_IF_ERROR(CheckArity("same_shape", num_inputs, num_outputs, 1, 1));
   const Tensor& in = *args[0];
   const Tensor& out = *args[1];
   if (out.dim(0) != in.rank()) return InvalidArgument("same_shape: output has the wrong rank");
@@ -96,8 +113,12 @@ StatusOr<std::unique_ptr<TensorFunction>> TestExternalProvider::CreateRegion(
   }
   ++created;
   return std::unique_ptr<TensorFunction>(new BodyFunction(
-      [scale, bias](const Tensor* const* args, int, int) {
+      [scale, bias](const Tensor* const* args, int num_inputs, int num_outputs) {
+        RETURN_IF_ERROR(CheckArity("region", num_inputs, num_outputs, 1, 1));
         const Tensor &in = *args[0], &out = *args[1];
+        if (in.dtype() != DType::kF32 || out.dtype() != DType::kF32) {
+          return InvalidArgument("region: takes and writes f32");
+        }
         if (in.NumElements() != out.NumElements()) return InvalidArgument("region: size mismatch");
         for (int64_t i = 0; i < in.NumElements(); ++i) {
           out.data_as<float>()[i] = in.data_as<float>()[i] * scale + bias;
