@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "external/registry/registry.h"
 #include "tools/commands.h"
 #include "tools/npy.h"
 #include "vm/context.h"
@@ -17,15 +18,17 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: kiln run FILE.kiln [--function NAME] [--input NAME=PATH]... [PATH]...\n"
-    "                [--output-dir DIR] [--timeout-ms N]\n"
+    "                [--output-dir DIR] [--timeout-ms N] [--plugin PATH]...\n"
     "Runs a function (default: the model's entry) on .npy inputs, given by parameter name or\n"
     "positionally in parameter order, prints a summary of each output and, with --output-dir,\n"
-    "writes each output as DIR/NAME.npy. --timeout-ms stops a run that takes longer.\n";
+    "writes each output as DIR/NAME.npy. --timeout-ms stops a run that takes longer.\n"
+    "--plugin loads a vendor runtime plugin (also: KILN_PLUGINS=PATH[:PATH...]).\n";
 
 struct RunArgs {
   std::string file, function, output_dir;
   std::vector<std::pair<std::string, std::string>> named;  // name -> path
   std::vector<std::string> positional;
+  std::vector<std::string> plugins;
   long timeout_ms = 0;
 };
 
@@ -40,11 +43,13 @@ bool ParseArgs(int argc, char** argv, RunArgs* args) {
       }
       return argv[++i];
     };
-    if (a == "--function" || a == "--output-dir" || a == "--input" || a == "--timeout-ms") {
+    if (a == "--function" || a == "--output-dir" || a == "--input" || a == "--timeout-ms" ||
+        a == "--plugin") {
       const char* v = value(a.c_str());
       if (v == nullptr) return false;
       if (a == "--function") args->function = v;
       if (a == "--output-dir") args->output_dir = v;
+      if (a == "--plugin") args->plugins.push_back(v);
       if (a == "--timeout-ms") {
         char* end = nullptr;
         args->timeout_ms = std::strtol(v, &end, 10);
@@ -132,7 +137,12 @@ std::string Preview(const Tensor& t) {
 }
 
 Status Run(const RunArgs& args) {
-  ASSIGN_OR_RETURN(auto exe, Executable::LoadFile(args.file, LoadOptions{}));
+  const std::shared_ptr<ExternalRegistry>& registry = ExternalRegistry::Global();
+  RETURN_IF_ERROR(registry->LoadPluginsFromEnvironment());
+  for (const std::string& plugin : args.plugins) RETURN_IF_ERROR(registry->LoadPlugin(plugin));
+  LoadOptions load;
+  load.externals = registry;
+  ASSIGN_OR_RETURN(auto exe, Executable::LoadFile(args.file, load));
   std::string function = args.function.empty() ? std::string(exe->entry_function()) : args.function;
   int index = exe->FindFunction(function);
   if (index < 0) return NotFound("no function named '" + function + "' in " + args.file);

@@ -163,5 +163,40 @@ BOOST_AUTO_TEST_CASE(run_timeout_stops_an_infinite_loop) {
   BOOST_TEST(Contains(r.out, "DEADLINE_EXCEEDED: in 'spin' at pc 1 (goto)"), r.out);
 }
 
+// A vendor runtime added without rebuilding kiln: the example plugin, by flag or environment.
+BOOST_AUTO_TEST_CASE(run_loads_vendor_plugins) {
+  ExecutableBuilder b;
+  std::string blob = "Relu";
+  int region = b.AddExternalRegion({"example_0", "example", {blob.begin(), blob.end()}, {}, 1, 1});
+  FunctionBuilder& f = b.AddFunction("main");
+  f.AddParam(ValueSpec{"x", DType::kF32, {{3, ""}}, false});
+  f.AddResult(ValueSpec{"y", DType::kF32, {{3, ""}}, false});
+  f.LoadConsti(1, 12);
+  f.AllocStorage(2, 1);
+  f.AllocTensor(3, 2, 0, DType::kF32, {3});
+  f.InvokeExternal(region, {0}, {3});
+  f.Ret({3});
+  std::string path = TmpDir() + "/relu.kiln";
+  BOOST_REQUIRE(b.WriteFile(path).ok());
+  float x[3] = {-2, 0.5f, 3};
+  std::string xp = WriteNpyFile("relu_x.npy", Tensor::Wrap(x, DType::kF32, Shape{3}));
+  const std::string plugin = "examples/vendor_plugin/libkiln_example_vendor.so";
+
+  Result r = Kiln("run " + path + " " + xp);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "no runtime is registered for vendor 'example' (needed by region 'example_0'"), r.out);
+  r = Kiln("run " + path + " " + xp + " --plugin " + plugin);
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "y: f32[3] [0, 0.5, 3]"), r.out);
+  r = Kiln("run " + path + " " + xp + " --plugin " + TmpDir() + "/missing.so");
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "missing.so: no such file"), r.out);
+  BOOST_REQUIRE(setenv("KILN_PLUGINS", plugin.c_str(), 1) == 0);
+  r = Kiln("run " + path + " " + xp);
+  unsetenv("KILN_PLUGINS");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "y: f32[3] [0, 0.5, 3]"), r.out);
+}
+
 }  // namespace
 }  // namespace kiln

@@ -1,0 +1,77 @@
+/* The C ABI between kiln and a vendor plugin (a shared library loaded at run time).
+ *
+ * A plugin exports one function:
+ *
+ *   int kiln_plugin_register(uint32_t abi_version, KilnRegisterVendorFn register_vendor,
+ *                            void* registry, char* error, size_t error_size);
+ *
+ * kiln calls it once after dlopen with its KILN_PLUGIN_ABI_VERSION. The plugin returns non-zero
+ * (and writes a message into `error`) if it does not speak that version; otherwise it calls
+ * `register_vendor(registry, &vendor)` for each vendor it provides and returns 0. The vendor
+ * struct and its strings must stay valid while the library is loaded (kiln never unloads it).
+ *
+ * Per external region, kiln calls `create` once at load (the vendor's Init, with the region's
+ * blob and constants by reference, both valid for the region's lifetime) and `run` any number
+ * of times, possibly concurrently from several threads, then `destroy` once. Errors are
+ * reported as a non-zero return with a NUL-terminated message in `error`; a plugin must never
+ * let a C++ exception or a signal cross this boundary.
+ */
+#ifndef KILN_EXTERNAL_REGISTRY_PLUGIN_ABI_H_
+#define KILN_EXTERNAL_REGISTRY_PLUGIN_ABI_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KILN_PLUGIN_ABI_VERSION 1u
+#define KILN_PLUGIN_REGISTER_SYMBOL "kiln_plugin_register"
+
+/* A tensor view. dtype uses kiln's numbering (serializer/executable.fbs DType: 1 = f32, 2 = f16,
+ * 3 = bf16, 4 = f64, 5 = i8, 6 = u8, 7 = i16, 8 = i32, 9 = i64, 10 = bool). Strides in
+ * elements. Inputs are read-only; outputs are allocated by kiln with the computed shapes. */
+typedef struct KilnTensorC {
+  void* data;
+  int32_t dtype;
+  int32_t rank;
+  const int64_t* shape;
+  const int64_t* strides;
+} KilnTensorC;
+
+typedef struct KilnRegionSpecC {
+  const char* name;    /* region name, e.g. "example_0" */
+  const char* vendor;
+  const uint8_t* blob; /* vendor-defined; checksum already verified by kiln */
+  size_t blob_size;
+  const KilnTensorC* constants;
+  int32_t num_constants;
+  int32_t num_inputs;
+  int32_t num_outputs;
+} KilnRegionSpecC;
+
+typedef struct KilnVendorC {
+  uint32_t abi_version; /* KILN_PLUGIN_ABI_VERSION the plugin was built against */
+  const char* name;     /* vendor name as the compiler writes it into regions */
+  void* user_data;      /* passed back to create */
+  /* Returns a region handle, or NULL with `error` filled. */
+  void* (*create)(void* user_data, const KilnRegionSpecC* spec, char* error, size_t error_size);
+  /* args: inputs then outputs. Returns 0 on success. Must be thread-safe. */
+  int (*run)(void* region, const KilnTensorC* args, int32_t num_inputs, int32_t num_outputs,
+             char* error, size_t error_size);
+  void (*destroy)(void* region);
+} KilnVendorC;
+
+/* Returns 0 on success, non-zero with `error` filled otherwise. */
+typedef int (*KilnRegisterVendorFn)(void* registry, const KilnVendorC* vendor, char* error,
+                                    size_t error_size);
+
+typedef int (*KilnPluginRegisterFn)(uint32_t abi_version, KilnRegisterVendorFn register_vendor,
+                                    void* registry, char* error, size_t error_size);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+#endif
+
+#endif  /* KILN_EXTERNAL_REGISTRY_PLUGIN_ABI_H_ */

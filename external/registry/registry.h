@@ -1,0 +1,59 @@
+// The registry of vendor runtimes (BYOC run side): vendor name -> runtime, in C++ or from plugins.
+#ifndef KILN_EXTERNAL_REGISTRY_REGISTRY_H_
+#define KILN_EXTERNAL_REGISTRY_REGISTRY_H_
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "external/registry/plugin_abi.h"
+#include "vm/providers.h"
+
+namespace kiln {
+
+/// A vendor runtime: creates the runtime of each region claimed by its compiler (Init, once per
+/// region at load, with the blob and constants by reference). Thread-safe.
+class VendorRuntime {
+ public:
+  virtual ~VendorRuntime() = default;
+  virtual StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(const ExternalRegionSpec& spec) = 0;
+};
+
+/// Maps vendor names to runtimes; pass it as LoadOptions::externals. Thread-safe. Vendors are
+/// registered in C++ (Register) or from plugins (LoadPlugin, LoadPluginsFromEnvironment).
+class ExternalRegistry : public ExternalProvider {
+ public:
+  ExternalRegistry() = default;
+  /// The process-wide registry (built-in vendors register here). Never destroyed.
+  static const std::shared_ptr<ExternalRegistry>& Global();
+
+  /// InvalidArgument if `vendor` is empty or already registered.
+  Status Register(const std::string& vendor, std::shared_ptr<VendorRuntime> runtime);
+
+  /// dlopens `path` and calls its kiln_plugin_register. NotFound if the file does not exist;
+  /// InvalidArgument if it is not a loadable library, exports no registration function, was
+  /// built for another ABI version, or registers an invalid or duplicate vendor. Loading the
+  /// same path twice is a no-op.
+  Status LoadPlugin(const std::string& path);
+  /// LoadPlugin for each path in $KILN_PLUGINS (colon-separated); nothing if unset.
+  Status LoadPluginsFromEnvironment();
+
+  /// ExternalProvider: the runtime of `spec.vendor` creates the region. NotFound naming the
+  /// vendor and the registered ones if no runtime is registered for it.
+  StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(const ExternalRegionSpec& spec) override;
+
+  std::vector<std::string> vendors() const;
+
+ private:
+  static int RegisterFromPlugin(void* registry, const KilnVendorC* vendor, char* error, size_t size);
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<VendorRuntime>> vendors_;
+  std::vector<std::string> loaded_plugins_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_EXTERNAL_REGISTRY_REGISTRY_H_
