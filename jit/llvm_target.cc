@@ -1,0 +1,163 @@
+// Host target detection, TargetMachine creation and the O3 pipeline with libmvec vector math.
+#include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/IR/Module.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/SubtargetFeature.h>
+#include <llvm/TargetParser/Triple.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "jit/lower_llvm.h"
+
+namespace kiln::jit {
+namespace {
+
+// Scalar functions with glibc libmvec variants. `scalars` are the names the vectorizer sees (libm
+// calls and LLVM intrinsics); `base` is the libmvec name suffix.
+struct MathFunction {
+  std::vector<const char*> scalars;
+  const char* base;
+  bool is_f32;
+  int arity;
+};
+
+const std::vector<MathFunction>& MathFunctions() {
+  static const auto* functions = new std::vector<MathFunction>{
+      {{"expf", "llvm.exp.f32"}, "expf", true, 1},
+      {{"exp", "llvm.exp.f64"}, "exp", false, 1},
+      {{"logf", "llvm.log.f32"}, "logf", true, 1},
+      {{"log", "llvm.log.f64"}, "log", false, 1},
+      {{"sinf", "llvm.sin.f32"}, "sinf", true, 1},
+      {{"sin", "llvm.sin.f64"}, "sin", false, 1},
+      {{"cosf", "llvm.cos.f32"}, "cosf", true, 1},
+      {{"cos", "llvm.cos.f64"}, "cos", false, 1},
+      {{"tanhf", "llvm.tanh.f32"}, "tanhf", true, 1},
+      {{"tanh", "llvm.tanh.f64"}, "tanh", false, 1},
+      {{"erff"}, "erff", true, 1},
+      {{"erf"}, "erf", false, 1},
+      {{"powf", "llvm.pow.f32"}, "powf", true, 2},
+      {{"pow", "llvm.pow.f64"}, "pow", false, 2},
+  };
+  return *functions;
+}
+
+// One libmvec variant: x86-64 vector ABI ISA letter b = SSE (128-bit), d = AVX2 (256),
+// e = AVX-512 (512).
+struct Variant {
+  char isa;
+  int lanes;
+  std::string vector_name;  // e.g. "_ZGVeN16v_expf"
+  std::string abi_prefix;   // e.g. "_ZGV_LLVM_N16v"
+  const MathFunction* function;
+};
+
+// Built once: VecDesc keeps StringRefs into these strings for the whole process.
+const std::vector<Variant>& AllVariants() {
+  static const auto* variants = [] {
+    auto* out = new std::vector<Variant>();
+    for (const MathFunction& f : MathFunctions()) {
+      for (auto [isa, bits] : {std::pair<char, int>{'b', 128}, {'d', 256}, {'e', 512}}) {
+        int lanes = bits / (f.is_f32 ? 32 : 64);
+        std::string params(f.arity, 'v');
+        std::string n = std::to_string(lanes);
+        out->push_back({isa, lanes, "_ZGV" + std::string(1, isa) + "N" + n + params + "_" + f.base,
+                        "_ZGV_LLVM_N" + n + params, &f});
+      }
+    }
+    return out;
+  }();
+  return *variants;
+}
+
+// The variants the host can run: SSE always, AVX2 and AVX-512 when present.
+std::vector<llvm::VecDesc> LibmvecMappings(const TargetInfo& target) {
+  std::vector<llvm::VecDesc> out;
+  for (const Variant& v : AllVariants()) {
+    if ((v.isa == 'd' && !target.has_avx2) || (v.isa == 'e' && !target.has_avx512f)) continue;
+    for (const char* scalar : v.function->scalars) {
+      out.emplace_back(scalar, v.vector_name, llvm::ElementCount::getFixed(v.lanes),
+                       /*Masked=*/false, v.abi_prefix);
+    }
+  }
+  return out;
+}
+
+void InitializeLlvmOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+}  // namespace
+
+StatusOr<TargetInfo> DetectHostTarget() {
+  InitializeLlvmOnce();
+  TargetInfo info;
+  info.triple = llvm::sys::getProcessTriple();
+  info.cpu = llvm::sys::getHostCPUName().str();
+  llvm::SubtargetFeatures features;
+  llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+  for (const auto& feature : host) features.AddFeature(feature.first(), feature.second);
+  info.features = features.getString();
+  info.has_avx2 = host.lookup("avx2");
+  info.has_avx512f = host.lookup("avx512f");
+  std::string error;
+  if (!llvm::TargetRegistry::lookupTarget(info.triple, error)) {
+    return Internal("no LLVM target for host " + info.triple + ": " + error);
+  }
+  return info;
+}
+
+StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const TargetInfo& target) {
+  InitializeLlvmOnce();
+  std::string error;
+  const llvm::Target* t = llvm::TargetRegistry::lookupTarget(target.triple, error);
+  if (!t) return Internal("no LLVM target for " + target.triple + ": " + error);
+  llvm::TargetOptions options;
+  std::unique_ptr<llvm::TargetMachine> machine(
+      t->createTargetMachine(target.triple, target.cpu, target.features, options, std::nullopt,
+                             std::nullopt, llvm::CodeGenOptLevel::Aggressive));
+  if (!machine) return Internal("cannot create a TargetMachine for " + target.cpu);
+  return machine;
+}
+
+Status OptimizeModule(llvm::Module& module, llvm::TargetMachine& machine, const TargetInfo& target,
+                      bool use_libmvec) {
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  llvm::PipelineTuningOptions tuning;
+  tuning.LoopVectorization = true;
+  tuning.SLPVectorization = true;
+  tuning.LoopInterleaving = true;
+  tuning.LoopUnrolling = true;
+  llvm::PassBuilder builder(&machine, tuning);
+
+  // Registered before the defaults so the vectorizer sees the libmvec table.
+  llvm::TargetLibraryInfoImpl library(llvm::Triple(module.getTargetTriple()));
+  if (use_libmvec) library.addVectorizableFunctions(LibmvecMappings(target));
+  fam.registerPass([&] { return llvm::TargetLibraryAnalysis(library); });
+
+  builder.registerModuleAnalyses(mam);
+  builder.registerCGSCCAnalyses(cgam);
+  builder.registerFunctionAnalyses(fam);
+  builder.registerLoopAnalyses(lam);
+  builder.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager passes =
+      builder.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  passes.run(module, mam);
+  return Status::Ok();
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,106 @@
+// Lowering of dtype conversions, including the f16/bf16 storage types (round to nearest even).
+#include <llvm/IR/Intrinsics.h>
+
+#include "jit/lower_internal.h"
+
+namespace kiln::jit {
+namespace {
+
+bool IsFloatCompute(DType t) { return t == DType::kF32 || t == DType::kF64; }
+
+}  // namespace
+
+llvm::Value* Lowerer::EmitCast(llvm::Value* v, DType from, DType to) {
+  if (from == to) return v;
+  if (to == DType::kBool) return NonZero(v, from);
+  if (from == DType::kBool) {
+    v = b_.CreateZExt(v, b_.getInt8Ty());
+    from = DType::kU8;
+  } else if (from == DType::kF16) {
+    v = b_.CreateFPExt(v, b_.getFloatTy());  // exact
+    from = DType::kF32;
+  } else if (from == DType::kBF16) {
+    v = BF16ToF32(v);  // exact
+    from = DType::kF32;
+  }
+  if (from == to) return v;
+  if (to == DType::kF16) return b_.CreateFPTrunc(ToF32ForNarrowing(v, from), b_.getHalfTy());
+  if (to == DType::kBF16) return F32ToBF16(ToF32ForNarrowing(v, from));
+  llvm::Type* dst = ValueType(to);
+  bool from_unsigned = from == DType::kU8;
+  if (IsFloatCompute(from) && IsFloatCompute(to)) {
+    return from == DType::kF32 ? b_.CreateFPExt(v, dst) : b_.CreateFPTrunc(v, dst);
+  }
+  if (IsFloatCompute(to)) return from_unsigned ? b_.CreateUIToFP(v, dst) : b_.CreateSIToFP(v, dst);
+  if (IsFloatCompute(from)) {  // saturating, NaN -> 0
+    auto id = to == DType::kU8 ? llvm::Intrinsic::fptoui_sat : llvm::Intrinsic::fptosi_sat;
+    return b_.CreateIntrinsic(id, {dst, v->getType()}, {v});
+  }
+  return b_.CreateIntCast(v, dst, /*isSigned=*/!from_unsigned);
+}
+
+llvm::Value* Lowerer::NonZero(llvm::Value* v, DType from) {
+  switch (from) {
+    case DType::kBool:
+      return v;
+    case DType::kBF16:
+      return b_.CreateICmpNE(b_.CreateAnd(v, b_.getInt16(0x7fff)), b_.getInt16(0));
+    case DType::kF16:
+    case DType::kF32:
+    case DType::kF64:
+      return b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0));  // NaN -> true
+    default:
+      return b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
+  }
+}
+
+// An f32 from which one more round-to-nearest-even step to f16/bf16 gives the correctly rounded
+// result: exact where f32 can hold the value, otherwise rounded to odd (no double rounding).
+// Caveat: i64 magnitudes above 2^53 are first rounded to f64.
+llvm::Value* Lowerer::ToF32ForNarrowing(llvm::Value* v, DType from) {
+  switch (from) {
+    case DType::kF32:
+      return v;
+    case DType::kF64:
+      return RoundToOddF32(v);
+    case DType::kI8:
+    case DType::kI16:
+      return b_.CreateSIToFP(v, b_.getFloatTy());
+    case DType::kU8:
+      return b_.CreateUIToFP(v, b_.getFloatTy());
+    default:
+      return RoundToOddF32(b_.CreateSIToFP(v, b_.getDoubleTy()));  // i32, i64
+  }
+}
+
+// f64 -> f32 rounding to odd: truncate toward zero, and set the last bit if anything was lost.
+llvm::Value* Lowerer::RoundToOddF32(llvm::Value* x) {
+  llvm::Value* r = b_.CreateFPTrunc(x, b_.getFloatTy());
+  llvm::Value* back = b_.CreateFPExt(r, b_.getDoubleTy());
+  llvm::Value* inexact = b_.CreateFCmpONE(back, x);  // false for NaN
+  llvm::Value* away = b_.CreateFCmpOGT(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, back),
+                                       b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x));
+  llvm::Value* bits = b_.CreateBitCast(r, b_.getInt32Ty());
+  bits = b_.CreateSelect(b_.CreateAnd(inexact, away), b_.CreateSub(bits, b_.getInt32(1)), bits);
+  bits = b_.CreateSelect(inexact, b_.CreateOr(bits, b_.getInt32(1)), bits);
+  return b_.CreateBitCast(bits, b_.getFloatTy());
+}
+
+// f32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN.
+llvm::Value* Lowerer::F32ToBF16(llvm::Value* x) {
+  llvm::Value* bits = b_.CreateBitCast(x, b_.getInt32Ty());
+  llvm::Value* high = b_.CreateLShr(bits, 16);
+  llvm::Value* lsb = b_.CreateAnd(high, b_.getInt32(1));
+  llvm::Value* rounded =
+      b_.CreateLShr(b_.CreateAdd(b_.CreateAdd(bits, b_.getInt32(0x7fff)), lsb), 16);
+  llvm::Value* quiet_nan = b_.CreateOr(high, b_.getInt32(0x40));
+  llvm::Value* result = b_.CreateSelect(b_.CreateFCmpUNO(x, x), quiet_nan, rounded);
+  return b_.CreateTrunc(result, b_.getInt16Ty());
+}
+
+llvm::Value* Lowerer::BF16ToF32(llvm::Value* v) {
+  llvm::Value* bits = b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16);
+  return b_.CreateBitCast(bits, b_.getFloatTy());
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,95 @@
+// Lowering of kernel IR to an optimized LLVM module for the host CPU, and the compiled ABI.
+#ifndef KILN_JIT_LOWER_LLVM_H_
+#define KILN_JIT_LOWER_LLVM_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "jit/kernel_ir.h"
+#include "vm/status.h"
+
+namespace llvm {
+class LLVMContext;
+class Module;
+class TargetMachine;
+}  // namespace llvm
+
+namespace kiln::jit {
+
+/// The ABI of every compiled kernel:
+///
+///   void kernel(void* const* buffers, const int64_t* const* shapes,
+///               const int64_t* const* strides, const int64_t* dims);
+///
+/// - buffers[i]: address of element [0, ..., 0] of Kernel::buffers[i]. Distinct buffers must not
+///   overlap (the kernel is compiled assuming they do not alias).
+/// - shapes[i]: the rank_i runtime dims of buffer i (not read when rank_i == 0).
+/// - strides[i]: rank_i strides in elements (not bytes); not read, and may be null, for buffers
+///   declared contiguous, whose strides are derived from the shape (row-major).
+/// - dims: the values of Kernel::dims, in order (may be null when there are none).
+/// The kernel returns nothing and cannot fail: the caller checks, before calling, that the shapes
+/// satisfy whatever the kernel's indexing assumes (TFLite-style prepare). The arrays are read only
+/// during the call. A kernel is reentrant: any number of threads may call it at once on distinct
+/// output buffers.
+using KernelFn = void (*)(void* const* buffers, const int64_t* const* shapes,
+                          const int64_t* const* strides, const int64_t* dims);
+
+/// The CPU code is generated for.
+struct TargetInfo {
+  std::string triple;
+  std::string cpu;       // e.g. "znver5"
+  std::string features;  // "+avx512f,+fma,..." (LLVM feature string)
+  bool has_avx2 = false;
+  bool has_avx512f = false;
+};
+
+/// Detects the host CPU (name and features through llvm::sys). Initializes LLVM's native target
+/// once per process. Thread-safe. kInternal if LLVM has no target for this host.
+StatusOr<TargetInfo> DetectHostTarget();
+
+struct LowerOptions {
+  bool optimize = true;     // run the O3 pipeline (off only to inspect the raw lowering)
+  bool use_libmvec = true;  // map vectorized math to glibc libmvec (_ZGV... symbols)
+};
+
+/// One kernel lowered into its own LLVM context and module (the unit ORC takes). Move-only.
+struct LoweredKernel {
+  LoweredKernel();
+  LoweredKernel(LoweredKernel&&) noexcept;
+  LoweredKernel& operator=(LoweredKernel&&) noexcept;
+  ~LoweredKernel();
+
+  std::unique_ptr<llvm::LLVMContext> context;
+  std::unique_ptr<llvm::Module> module;  // destroyed before `context`
+  std::string symbol;                    // name of the entry function (the KernelFn ABI)
+  /// Error diagnostics LLVM reported through `context` (also later, during code generation);
+  /// empty while all is well. Warnings and remarks (e.g. a loop that would not vectorize) are
+  /// dropped rather than printed.
+  std::shared_ptr<std::string> llvm_errors;
+};
+
+/// Validates `kernel` (ValidateKernel), lowers it to a module whose entry function is `symbol`,
+/// verifies the module and, if options.optimize, runs O3 for `target`. Errors: kInvalidArgument
+/// from validation, kInternal for an LLVM failure; messages name the kernel. Thread-safe (each
+/// call owns its context).
+StatusOr<LoweredKernel> LowerKernel(const Kernel& kernel, const std::string& symbol,
+                                    const TargetInfo& target, const LowerOptions& options = {});
+
+/// Textual LLVM IR of a lowered kernel (tests and `kiln inspect`).
+std::string ModuleText(const LoweredKernel& lowered);
+
+/// Name of the runtime parallel-for every parallel loop calls (see jit/runtime.h).
+inline constexpr const char* kParallelForSymbol = "kiln_parallel_for";
+
+// ---- Internal to jit/ (shared by lower_llvm.cc, llvm_target.cc and engine.cc). ----
+
+/// A TargetMachine for `target` at -O3, or kInternal.
+StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const TargetInfo& target);
+/// Runs the O3 pipeline with libmvec mappings (when `use_libmvec`) on `module`.
+Status OptimizeModule(llvm::Module& module, llvm::TargetMachine& machine, const TargetInfo& target,
+                      bool use_libmvec);
+
+}  // namespace kiln::jit
+
+#endif  // KILN_JIT_LOWER_LLVM_H_

@@ -1,0 +1,182 @@
+// Tests for jit/engine: compile once under concurrency, the cache, cached failures, host symbols.
+#define BOOST_TEST_MODULE engine_test
+#include "jit/engine.h"
+
+#include <atomic>
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <thread>
+#include <vector>
+
+#include "tests/jit/test_util.h"
+
+namespace kiln::jit {
+namespace {
+
+using testing::Call;
+using testing::TestBuffer;
+
+std::unique_ptr<Engine> NewEngine() {
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::Create();
+  BOOST_REQUIRE_MESSAGE(engine.ok(), engine.status().ToString());
+  return std::move(engine).value();
+}
+
+// out[i] = a[i] * scale + 1, built from fresh objects on every call (same structure).
+Kernel ScaleKernel(const std::string& name, double scale) {
+  Buffer a = Buffer::Param("a", DType::kF32, 1), out = Buffer::Param("out", DType::kF32, 1);
+  Var i("i");
+  return {name,
+          {a, out},
+          {},
+          For(i, DimOf(out, 0), ForKind::kVectorized, Store(out, {i}, Load(a, {i}) * scale + 1.0))};
+}
+
+void ExpectScaled(KernelFn fn, double scale) {
+  TestBuffer a(DType::kF32, {100}), out(DType::kF32, {100});
+  for (int64_t k = 0; k < 100; ++k) a.Set(k, k);
+  Call(fn, {&a, &out});
+  for (int64_t k = 0; k < 100; ++k) {
+    BOOST_TEST(out.At(k) == static_cast<float>(static_cast<float>(k * scale) + 1.0f));
+  }
+}
+
+// Runs `body(thread_index)` on `n` threads released together.
+void RunTogether(int n, const std::function<void(int)>& body) {
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t) {
+    threads.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < n) std::this_thread::yield();
+      body(t);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+BOOST_AUTO_TEST_CASE(eight_threads_same_new_kernel_compile_once) {
+  std::unique_ptr<Engine> engine = NewEngine();
+  std::vector<StatusOr<KernelFn>> results(8, Status(StatusCode::kInternal, "not run"));
+  RunTogether(8, [&](int t) {
+    results[t] = engine->GetOrCompile(ScaleKernel("scale_t" + std::to_string(t), 3.0));
+  });
+  for (const auto& r : results) BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  for (const auto& r : results) BOOST_TEST(*r == *results[0]);
+  EngineStats stats = engine->stats();
+  BOOST_TEST(stats.compilations == 1);
+  BOOST_TEST(stats.cache_hits == 7);
+  BOOST_TEST(stats.failures == 0);
+  BOOST_TEST(stats.cached_kernels == 1);
+  BOOST_TEST(stats.compile_seconds > 0);
+  ExpectScaled(*results[0], 3.0);
+}
+
+BOOST_AUTO_TEST_CASE(many_threads_many_kernels_compile_each_once) {
+  std::unique_ptr<Engine> engine = NewEngine();
+  std::vector<std::vector<KernelFn>> fns(8, std::vector<KernelFn>(4));
+  RunTogether(8, [&](int t) {
+    for (int k = 0; k < 4; ++k) {
+      int which = (k + t) % 4;  // every thread asks for all four, in different orders
+      StatusOr<KernelFn> fn = engine->GetOrCompile(ScaleKernel("k", which + 2.0));
+      fns[t][which] = fn.ok() ? *fn : nullptr;
+    }
+  });
+  for (int t = 0; t < 8; ++t) {
+    for (int k = 0; k < 4; ++k) BOOST_TEST(fns[t][k] == fns[0][k]);
+  }
+  EngineStats stats = engine->stats();
+  BOOST_TEST(stats.compilations == 4);
+  BOOST_TEST(stats.cache_hits == 28);
+  for (int k = 0; k < 4; ++k) ExpectScaled(fns[0][k], k + 2.0);
+}
+
+BOOST_AUTO_TEST_CASE(cache_is_keyed_by_structure_not_name) {
+  std::unique_ptr<Engine> engine = NewEngine();
+  StatusOr<KernelFn> a = engine->GetOrCompile(ScaleKernel("first", 2.0));
+  StatusOr<KernelFn> b = engine->GetOrCompile(ScaleKernel("renamed", 2.0));
+  StatusOr<KernelFn> c = engine->GetOrCompile(ScaleKernel("first", 5.0));
+  BOOST_REQUIRE(a.ok());
+  BOOST_REQUIRE(b.ok());
+  BOOST_REQUIRE(c.ok());
+  BOOST_TEST(*a == *b);
+  BOOST_TEST(*a != *c);
+  BOOST_TEST(engine->stats().compilations == 2);
+  BOOST_TEST(engine->stats().cache_hits == 1);
+  ExpectScaled(*b, 2.0);
+  ExpectScaled(*c, 5.0);
+}
+
+BOOST_AUTO_TEST_CASE(failures_are_reported_with_the_kernel_name_and_cached) {
+  std::unique_ptr<Engine> engine = NewEngine();
+  Buffer out = Buffer::Param("out", DType::kI32, 1);
+  Var i("i");
+  Kernel bad{"bad_store",
+             {out},
+             {},
+             For(i, DimOf(out, 0), ForKind::kSerial, Store(out, {i}, FloatImm(1)))};
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    StatusOr<KernelFn> fn = engine->GetOrCompile(bad);
+    BOOST_REQUIRE(!fn.ok());
+    BOOST_TEST((fn.status().code() == StatusCode::kInvalidArgument));
+    BOOST_TEST(fn.status().message().find("bad_store") != std::string::npos, fn.status().message());
+  }
+  EngineStats stats = engine->stats();
+  BOOST_TEST(stats.compilations == 1);
+  BOOST_TEST(stats.failures == 1);
+  BOOST_TEST(stats.cache_hits == 1);
+}
+
+// Host symbols: libm (fmodf, scalar tails), libmvec (vector bodies) and kiln_parallel_for.
+BOOST_AUTO_TEST_CASE(host_math_and_runtime_symbols_resolve) {
+  std::unique_ptr<Engine> engine = NewEngine();
+  BOOST_TEST(engine->uses_libmvec());
+  BOOST_TEST(!engine->target().cpu.empty());
+  Buffer a = Buffer::Param("a", DType::kF32, 1), out = Buffer::Param("out", DType::kF32, 1);
+  Var i("i");
+  Expr x = Load(a, {i});
+  Kernel k{"mix",
+           {a, out},
+           {},
+           For(i, DimOf(out, 0), ForKind::kParallel,
+               Store(out, {i}, Tanh(x) + Erf(x) + Mod(x, FloatImm(0.75)) + Exp(x)))};
+  StatusOr<KernelFn> fn = engine->GetOrCompile(k);
+  BOOST_REQUIRE_MESSAGE(fn.ok(), fn.status().ToString());
+  const int64_t n = 70001;  // large enough to run on several threads
+  TestBuffer in(DType::kF32, {n}), res(DType::kF32, {n});
+  for (int64_t e = 0; e < n; ++e) in.Set(e, -3.0 + 6.0 * e / n);
+  Call(*fn, {&in, &res});
+  for (int64_t e = 0; e < n; e += 97) {
+    float v = static_cast<float>(in.At(e));
+    double want = std::tanh(v) + std::erf(v) + std::fmod(v, 0.75f) + std::exp(v);
+    // Four terms each within 4 ulp, then three f32 additions: a small relative tolerance.
+    BOOST_TEST(std::fabs(res.At(e) - want) <= 1e-5 * (std::fabs(want) + 1), "x=" << v);
+  }
+}
+
+// A compiled kernel is reentrant: many threads call it at once on their own buffers.
+BOOST_AUTO_TEST_CASE(compiled_kernels_run_concurrently) {
+  std::unique_ptr<Engine> engine = NewEngine();
+  Buffer a = Buffer::Param("a", DType::kI64, 1), out = Buffer::Param("out", DType::kI64, 1);
+  Var i("i");
+  Kernel k{"square",
+           {a, out},
+           {},
+           For(i, DimOf(out, 0), ForKind::kParallel, Store(out, {i}, Load(a, {i}) * Load(a, {i})))};
+  StatusOr<KernelFn> fn = engine->GetOrCompile(k);
+  BOOST_REQUIRE(fn.ok());
+  std::atomic<int> wrong{0};
+  RunTogether(4, [&](int t) {
+    const int64_t n = 50000 + t;
+    TestBuffer in(DType::kI64, {n}), res(DType::kI64, {n});
+    for (int64_t e = 0; e < n; ++e) in.SetI(e, e - t);
+    Call(*fn, {&in, &res});
+    for (int64_t e = 0; e < n; ++e) {
+      if (res.IntAt(e) != (e - t) * (e - t)) wrong.fetch_add(1);
+    }
+  });
+  BOOST_TEST(wrong.load() == 0);
+}
+
+}  // namespace
+}  // namespace kiln::jit

@@ -1,0 +1,250 @@
+// Tests for jit/lower_cast: every dtype pair, rounding to nearest even, saturation, double
+// rounding.
+#define BOOST_TEST_MODULE lower_cast_test
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <limits>
+
+#include "tests/jit/test_util.h"
+
+namespace kiln::jit {
+namespace {
+
+using testing::Call;
+using testing::CompileOrFail;
+using testing::TestBuffer;
+namespace data = boost::unit_test::data;
+
+const std::vector<DType> kAllTypes = {DType::kBool, DType::kI8,  DType::kU8,  DType::kI16,
+                                      DType::kI32,  DType::kI64, DType::kF16, DType::kBF16,
+                                      DType::kF32,  DType::kF64};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Floats chosen for the narrowing rules: ties (to even) in f16 and bf16, the f16 overflow edge,
+// f16 subnormals, saturation edges of every integer type, and values whose correct f16/bf16
+// rounding is lost if f64 is first rounded to f32 (double rounding).
+std::vector<double> FloatSamples(DType t) {
+  std::vector<double> xs = {0.0,
+                            -0.0,
+                            0.5,
+                            1.5,
+                            2.5,
+                            -2.5,
+                            127.9,
+                            128.0,
+                            -128.9,
+                            -129.0,
+                            255.5,
+                            256.0,
+                            32767.5,
+                            -32769.0,
+                            65504.0,
+                            65519.0,
+                            65520.0,
+                            1e10,
+                            -1e10,
+                            3e38,
+                            1e-8,
+                            5.960464477539063e-08,
+                            2.9802322387695312e-08,
+                            1 + std::ldexp(1, -11),
+                            1 + 3 * std::ldexp(1, -11),
+                            1 + std::ldexp(1, -8),
+                            1 + 3 * std::ldexp(1, -8),
+                            2147483647.0,
+                            -2147483648.0,
+                            9.3e18,
+                            -9.3e18,
+                            kInf,
+                            -kInf,
+                            std::numeric_limits<double>::quiet_NaN()};
+  if (t == DType::kF64) {
+    xs.push_back(1 + std::ldexp(1, -11) + std::ldexp(1, -40));  // f16: rounds up, not to even
+    xs.push_back(1 + std::ldexp(1, -8) + std::ldexp(1, -30));   // bf16: likewise
+    xs.push_back(1e300);
+    xs.push_back(std::ldexp(1, -1070));  // f64 subnormal
+  }
+  return xs;
+}
+
+std::vector<int64_t> IntSamples(DType t) {
+  std::vector<int64_t> xs = {0,         1,         -1,        2,          7,       -7,   100,
+                             -100,      127,       -128,      255,        256,     -129, 32767,
+                             -32768,    65504,     65520,     1077936129,  // 2^30+2^22+1: bf16 trap
+                             INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN,  16777217};
+  std::vector<int64_t> out;
+  for (int64_t x : xs) {
+    TestBuffer probe(t, {1});
+    probe.SetI(0, x);
+    if (probe.IntAt(0) == x) out.push_back(x);  // only values the source dtype holds
+  }
+  return out;
+}
+
+int64_t Saturate(double v, DType to) {
+  if (std::isnan(v)) return 0;
+  long double lo = 0, hi = 0;
+  switch (to) {
+    case DType::kI8:
+      lo = INT8_MIN, hi = INT8_MAX;
+      break;
+    case DType::kU8:
+      lo = 0, hi = UINT8_MAX;
+      break;
+    case DType::kI16:
+      lo = INT16_MIN, hi = INT16_MAX;
+      break;
+    case DType::kI32:
+      lo = INT32_MIN, hi = INT32_MAX;
+      break;
+    default:
+      lo = INT64_MIN, hi = INT64_MAX;
+      break;
+  }
+  long double t = std::trunc(static_cast<long double>(v));
+  if (t <= lo) return static_cast<int64_t>(lo);
+  if (t >= hi) return static_cast<int64_t>(hi);
+  return static_cast<int64_t>(t);
+}
+
+int64_t WrapInt(int64_t v, DType to) {
+  auto u = static_cast<uint64_t>(v);
+  switch (to) {
+    case DType::kI8:
+      return static_cast<int8_t>(u);
+    case DType::kU8:
+      return static_cast<uint8_t>(u);
+    case DType::kI16:
+      return static_cast<int16_t>(u);
+    case DType::kI32:
+      return static_cast<int32_t>(u);
+    default:
+      return v;
+  }
+}
+
+// Expected result of casting a source element to `to`, from the definitions in kernel_ir.h.
+struct Expected {
+  bool is_float;
+  double f;
+  int64_t i;
+};
+
+Expected Reference(bool src_float, double fv, int64_t iv, DType to) {
+  if (to == DType::kBool) return {false, 0, src_float ? (fv != 0 || std::isnan(fv)) : iv != 0};
+  if (IsFloat(to)) {
+    double exact = src_float ? fv : static_cast<double>(iv);
+    switch (to) {
+      case DType::kF16:
+        return {true, testing::RoundToHalf(exact), 0};
+      case DType::kBF16:
+        return {true, testing::RoundToBFloat16(exact), 0};
+      case DType::kF32:
+        return {true, src_float ? static_cast<float>(fv) : static_cast<float>(iv), 0};
+      default:
+        return {true, exact, 0};
+    }
+  }
+  return {false, 0, src_float ? Saturate(fv, to) : WrapInt(iv, to)};
+}
+
+bool SameFloat(double x, double y) {
+  return (std::isnan(x) && std::isnan(y)) || (x == y && std::signbit(x) == std::signbit(y));
+}
+
+BOOST_DATA_TEST_CASE(cast_every_dtype_pair, data::make(kAllTypes) * data::make(kAllTypes), from,
+                     to) {
+  Buffer in = Buffer::Param("in", from, 1), out = Buffer::Param("out", to, 1);
+  Var i("i");
+  KernelFn fn = CompileOrFail(
+      {"cast",
+       {in, out},
+       {},
+       For(i, DimOf(out, 0), ForKind::kVectorized, Store(out, {i}, Cast(to, Load(in, {i}))))});
+  BOOST_REQUIRE(fn);
+  bool src_float = IsFloat(from);
+  std::vector<double> fs = src_float ? FloatSamples(from) : std::vector<double>{};
+  std::vector<int64_t> is = src_float ? std::vector<int64_t>{} : IntSamples(from);
+  if (from == DType::kBool) is = {0, 1};
+  int64_t n = static_cast<int64_t>(src_float ? fs.size() : is.size());
+  TestBuffer a(from, {n}), b(to, {n});
+  for (int64_t k = 0; k < n; ++k) {
+    if (src_float)
+      a.Set(k, fs[k]);
+    else
+      a.SetI(k, is[k]);
+  }
+  Call(fn, {&a, &b});
+  for (int64_t k = 0; k < n; ++k) {
+    Expected e = Reference(src_float, a.At(k), a.IntAt(k), to);
+    if (e.is_float) {
+      BOOST_TEST(SameFloat(b.At(k), e.f), "cast(" << (src_float ? a.At(k) : a.IntAt(k))
+                                                  << ") = " << b.At(k) << " want " << e.f);
+    } else {
+      BOOST_TEST(b.IntAt(k) == e.i, "cast(" << (src_float ? a.At(k) : a.IntAt(k))
+                                            << ") = " << b.IntAt(k) << " want " << e.i);
+    }
+  }
+}
+
+// Narrowing f32 -> f16/bf16 over many random values, bit-exact against the definition.
+BOOST_DATA_TEST_CASE(f32_to_storage_floats_round_to_nearest_even,
+                     data::make({DType::kF16, DType::kBF16}), to) {
+  Buffer in = Buffer::Param("in", DType::kF32, 1), out = Buffer::Param("out", to, 1);
+  Var i("i");
+  KernelFn fn = CompileOrFail(
+      {"narrow",
+       {in, out},
+       {},
+       For(i, DimOf(out, 0), ForKind::kVectorized, Store(out, {i}, Cast(to, Load(in, {i}))))});
+  BOOST_REQUIRE(fn);
+  std::vector<double> xs = testing::RandomDoubles(4001, -70000, 70000, 11);
+  std::vector<double> small = testing::RandomDoubles(2000, -1e-4, 1e-4, 12);
+  xs.insert(xs.end(), small.begin(), small.end());
+  int64_t n = static_cast<int64_t>(xs.size());
+  TestBuffer a(DType::kF32, {n}), b(to, {n});
+  for (int64_t k = 0; k < n; ++k) a.Set(k, xs[k]);
+  Call(fn, {&a, &b});
+  for (int64_t k = 0; k < n; ++k) {
+    double want =
+        to == DType::kF16 ? testing::RoundToHalf(a.At(k)) : testing::RoundToBFloat16(a.At(k));
+    BOOST_TEST(b.At(k) == want, "x=" << a.At(k));
+  }
+}
+
+// f16/bf16 arithmetic computes in f32: (a + b) is exact in f32 here, then rounds once on store.
+BOOST_AUTO_TEST_CASE(storage_float_arithmetic_computes_in_f32) {
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    Buffer a = Buffer::Param("a", t, 1), b = Buffer::Param("b", t, 1);
+    Buffer out = Buffer::Param("out", t, 1);
+    Var i("i");
+    Expr sum = Load(a, {i}) + Load(b, {i});
+    BOOST_TEST((sum.dtype() == DType::kF32));
+    KernelFn fn =
+        CompileOrFail({"add16",
+                       {a, b, out},
+                       {},
+                       For(i, DimOf(out, 0), ForKind::kVectorized, Store(out, {i}, Cast(t, sum)))});
+    BOOST_REQUIRE(fn);
+    std::vector<double> xs = testing::RandomDoubles(301, -300, 300, 5);
+    std::vector<double> ys = testing::RandomDoubles(301, -3, 3, 6);
+    int64_t n = static_cast<int64_t>(xs.size());
+    TestBuffer x(t, {n}), y(t, {n}), z(t, {n});
+    for (int64_t k = 0; k < n; ++k) {
+      x.Set(k, xs[k]);
+      y.Set(k, ys[k]);
+    }
+    Call(fn, {&x, &y, &z});
+    for (int64_t k = 0; k < n; ++k) {
+      double exact = x.At(k) + y.At(k);
+      double want =
+          t == DType::kF16 ? testing::RoundToHalf(exact) : testing::RoundToBFloat16(exact);
+      BOOST_TEST(z.At(k) == want, "k=" << k);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::jit
