@@ -6,6 +6,7 @@
 #include <dnnl.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "jit/compute.h"
 #include "jit/engine.h"
+#include "tests/jit/bench/reference_loops.h"
 
 namespace kiln::jit {
 namespace {
@@ -181,6 +183,111 @@ void MatmulArgs(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_KilnMatmul)->Apply(MatmulArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_OneDnnSgemm)->Apply(MatmulArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// ---- Row softmax and layer norm: JIT kernels vs the -O3 -march=native C++ loops, 1 thread ----
+
+// out[r, :] = softmax(in[r, :]). Buffers: in, out (f32, rank 2).
+Kernel SoftmaxRowKernel() {
+  Buffer in = Buffer::Param("in", DType::kF32, 2), out = Buffer::Param("out", DType::kF32, 2);
+  Var r("r"), c("c"), j("j"), k("k");
+  Var m("m", DType::kF32), inv("inv", DType::kF32);
+  Expr cols = DimOf(in, 1);
+  Stmt row = Let(m, ReduceMax({{j, cols}}, Load(in, {r, j})),
+                 Let(inv, FloatImm(1.0) / Sum({{k, cols}}, Exp(Load(in, {r, k}) - m)),
+                     For(c, cols, ForKind::kVectorized,
+                         Store(out, {r, c}, Exp(Load(in, {r, c}) - m) * inv))));
+  return Kernel{"softmax_rows", {in, out}, {}, For(r, DimOf(in, 0), ForKind::kParallel, row)};
+}
+
+// out[r, :] = (in[r, :] - mean) * rstd * gamma + beta. Buffers: in, gamma, beta, out.
+Kernel LayerNormRowKernel(float epsilon) {
+  Buffer in = Buffer::Param("in", DType::kF32, 2), out = Buffer::Param("out", DType::kF32, 2);
+  Buffer gamma = Buffer::Param("gamma", DType::kF32, 1), beta = Buffer::Param("beta", DType::kF32, 1);
+  Var r("r"), c("c"), j("j"), k("k");
+  Var mean("mean", DType::kF32), rstd("rstd", DType::kF32);
+  Expr cols = DimOf(in, 1);
+  Expr n = Cast(DType::kF32, cols);
+  Expr centered = Load(in, {r, k}) - mean;
+  Stmt row = Let(mean, Sum({{j, cols}}, Load(in, {r, j})) / n,
+                 Let(rstd, Rsqrt(Sum({{k, cols}}, centered * centered) / n + FloatImm(epsilon)),
+                     For(c, cols, ForKind::kVectorized,
+                         Store(out, {r, c},
+                               MulAdd((Load(in, {r, c}) - mean) * rstd, Load(gamma, {c}),
+                                      Load(beta, {c}))))));
+  return Kernel{"layer_norm_rows", {in, gamma, beta, out}, {},
+                For(r, DimOf(in, 0), ForKind::kParallel, row)};
+}
+
+// Largest |a - b| / max(1, |b|): the benchmark refuses to time a kernel whose answers are wrong.
+double MaxRelError(const Floats& a, const Floats& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.n; ++i) {
+    worst = std::max(worst, std::fabs(double{a.p[i]} - b.p[i]) / std::max(1.0, std::fabs(double{b.p[i]})));
+  }
+  return worst;
+}
+
+// Reassociated f32 sums over a row of up to 1024 and vector exp (4 ulp): 1e-4 relative is
+// well above both and far below any indexing mistake.
+constexpr double kRowTolerance = 1e-4;
+
+void BM_JitSoftmaxRows(benchmark::State& state) {
+  omp_set_num_threads(1);
+  int64_t rows = state.range(0), cols = state.range(1);
+  KernelFn fn = CompileOrDie(SoftmaxRowKernel());
+  Floats in(rows * cols, -1.0f), out(rows * cols, 0);
+  int64_t shape[2] = {rows, cols};
+  void* bufs[2] = {in.p, out.p};
+  const int64_t* shapes[2] = {shape, shape};
+  fn(bufs, shapes, nullptr, nullptr);
+  Floats want(rows * cols, 0);
+  bench::SoftmaxRows(in.p, want.p, rows, cols);
+  if (MaxRelError(out, want) > kRowTolerance) return state.SkipWithError("softmax result is wrong");
+  for (auto _ : state) fn(bufs, shapes, nullptr, nullptr);
+  state.SetItemsProcessed(state.iterations() * rows * cols);
+}
+
+void BM_CppSoftmaxRows(benchmark::State& state) {
+  int64_t rows = state.range(0), cols = state.range(1);
+  Floats in(rows * cols, -1.0f), out(rows * cols, 0);
+  for (auto _ : state) {
+    bench::SoftmaxRows(in.p, out.p, rows, cols);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * rows * cols);
+}
+
+void BM_JitLayerNormRows(benchmark::State& state) {
+  omp_set_num_threads(1);
+  int64_t rows = state.range(0), cols = state.range(1);
+  KernelFn fn = CompileOrDie(LayerNormRowKernel(1e-5f));
+  Floats in(rows * cols, -1.0f), gamma(cols), beta(cols, 0.5f), out(rows * cols, 0);
+  int64_t shape[2] = {rows, cols}, vec[1] = {cols};
+  void* bufs[4] = {in.p, gamma.p, beta.p, out.p};
+  const int64_t* shapes[4] = {shape, vec, vec, shape};
+  fn(bufs, shapes, nullptr, nullptr);
+  Floats want(rows * cols, 0);
+  bench::LayerNormRows(in.p, gamma.p, beta.p, want.p, rows, cols, 1e-5f);
+  if (MaxRelError(out, want) > kRowTolerance) return state.SkipWithError("layer norm result is wrong");
+  for (auto _ : state) fn(bufs, shapes, nullptr, nullptr);
+  state.SetItemsProcessed(state.iterations() * rows * cols);
+}
+
+void BM_CppLayerNormRows(benchmark::State& state) {
+  int64_t rows = state.range(0), cols = state.range(1);
+  Floats in(rows * cols, -1.0f), gamma(cols), beta(cols, 0.5f), out(rows * cols, 0);
+  for (auto _ : state) {
+    bench::LayerNormRows(in.p, gamma.p, beta.p, out.p, rows, cols, 1e-5f);
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * rows * cols);
+}
+
+// Attention-score rows (seq 128) and wide rows; BERT-like hidden 256 and 1024.
+BENCHMARK(BM_JitSoftmaxRows)->Args({512, 128})->Args({128, 1024})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CppSoftmaxRows)->Args({512, 128})->Args({128, 1024})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_JitLayerNormRows)->Args({128, 256})->Args({512, 1024})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CppLayerNormRows)->Args({128, 256})->Args({512, 1024})->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace kiln::jit
