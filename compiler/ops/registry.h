@@ -1,0 +1,199 @@
+// The op registry: per ONNX op type and opset range, its type-and-shape rule over symbolic dims,
+// plus the extension points later stages fill (lowering to kernel IR, run-time shape function).
+#ifndef KILN_COMPILER_OPS_REGISTRY_H_
+#define KILN_COMPILER_OPS_REGISTRY_H_
+
+#include <climits>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "compiler/ir/dim_expr.h"
+#include "compiler/ir/graph.h"
+#include "vm/dtype.h"
+#include "vm/status.h"
+
+namespace kiln::compiler {
+
+class InferenceContext;
+// Defined by compiler/lower when it exists; the registry only carries pointers to functions
+// taking them, so nothing here depends on the kernel IR.
+struct LowerContext;
+struct ShapeFuncContext;
+
+/// The type and shape rule of an op: reads the node's input types, known input values and
+/// attributes from `ctx`, and sets the dtype and shape of every present output. Errors come from
+/// ctx.Error() / ctx.UnsupportedError() so they name the node.
+using ShapeRule = Status (*)(InferenceContext& ctx);
+/// Extension point for compiler/lower (not implemented yet): emits this op as kernel IR.
+using LowerFn = Status (*)(LowerContext& ctx);
+/// Extension point for compiler/lower (not implemented yet): builds the run-time shape function
+/// (integer code over input dims, and input values when the node is data-dependent).
+using ShapeFuncFn = Status (*)(ShapeFuncContext& ctx);
+
+/// A set of dtypes, one bit per kiln::DType.
+using DTypeSet = uint32_t;
+constexpr DTypeSet DTypeBit(DType t) { return 1u << static_cast<int>(t); }
+inline constexpr DTypeSet kFloatTypes =
+    DTypeBit(DType::kF32) | DTypeBit(DType::kF16) | DTypeBit(DType::kBF16) | DTypeBit(DType::kF64);
+inline constexpr DTypeSet kIntTypes = DTypeBit(DType::kI8) | DTypeBit(DType::kU8) |
+                                      DTypeBit(DType::kI16) | DTypeBit(DType::kI32) |
+                                      DTypeBit(DType::kI64);
+inline constexpr DTypeSet kNumericTypes = kFloatTypes | kIntTypes;
+inline constexpr DTypeSet kBoolTypes = DTypeBit(DType::kBool);
+inline constexpr DTypeSet kAllTypes = kNumericTypes | kBoolTypes;
+/// "float32, float16, bfloat16, float64"
+std::string DTypeSetToString(DTypeSet set);
+
+inline constexpr int kLatestOpset = INT_MAX;
+inline constexpr int kVariadic = INT_MAX;
+
+/// One op type over one opset range whose semantics are uniform.
+struct OpDef {
+  std::string domain;  // "" is ai.onnx
+  std::string op_type;
+  int since_version = 1;             // first opset with these semantics
+  int until_version = kLatestOpset;  // last opset with them (inclusive)
+  int min_inputs = 1;
+  int max_inputs = 1;  // kVariadic for no limit
+  int min_outputs = 1;
+  int max_outputs = 1;
+  DTypeSet input0_types = kAllTypes;  // dtypes input 0 may have (ONNX type constraint "T")
+  ShapeRule infer = nullptr;          // required
+
+  // ---- Extension points for later stages. Null until those stages exist; nothing calls them
+  // yet. compiler/lower will set `lower` for every op it can emit as kernel IR, and
+  // `shape_function` for every op whose output shape is not fully static at compile time.
+  LowerFn lower = nullptr;
+  ShapeFuncFn shape_function = nullptr;
+};
+
+/// Op type -> OpDefs by opset range. Built once; lookups are const and thread-safe.
+class OpRegistry {
+ public:
+  /// Every op kiln supports (all families in compiler/ops/), built on first use.
+  static const OpRegistry& Global();
+
+  /// Adds a def. InvalidArgument when it has no rule, a bad range, or a range overlapping an
+  /// existing def of the same op.
+  Status Register(OpDef def);
+  /// The def for op_type in domain ("ai.onnx" == "") at `opset`; nullptr if there is none.
+  const OpDef* Find(std::string_view domain, std::string_view op_type, int64_t opset) const;
+  /// Why Find() fails, for error messages: "is not supported", "needs opset >= 14 (the model
+  /// imports 13)", "is not supported at opset 7 (supported from 9)"; "" when it does not fail.
+  std::string WhyUnsupported(std::string_view domain, std::string_view op_type,
+                             int64_t opset) const;
+  /// Every registered (domain, op type), sorted.
+  std::vector<std::pair<std::string, std::string>> OpTypes() const;
+  /// Every def of one op type, by opset.
+  std::vector<const OpDef*> Defs(std::string_view domain, std::string_view op_type) const;
+
+ private:
+  std::map<std::pair<std::string, std::string>, std::vector<OpDef>, std::less<>> defs_;
+};
+
+/// A dtype and shape, as passed to a subgraph's formal inputs.
+struct ValueType {
+  DType dtype = DType::kInvalid;
+  SymbolicShape shape;
+};
+
+/// What a shape rule sees of one node, and where it puts its answer. Built by shape inference
+/// for one rule invocation; the rule's results are applied to the graph only if it succeeds.
+class InferenceContext {
+ public:
+  /// Infers a subgraph (If/Loop body) whose formal inputs get `inputs`, in the scope of the
+  /// node's graph. Supplied by shape inference (compiler/passes), which the registry cannot see.
+  using SubgraphInferer = std::function<Status(Graph& body, const std::vector<ValueType>& inputs)>;
+
+  /// Everything is borrowed and must outlive the context.
+  InferenceContext(Graph& graph, NodeId node, int64_t opset, SubgraphInferer subgraphs);
+
+  const Node& node() const { return graph_.node(node_); }
+  int64_t opset() const { return opset_; }
+
+  // ---- Inputs (index i counts omitted optional inputs) ----
+  int num_inputs() const { return static_cast<int>(node().inputs.size()); }
+  bool has_input(int i) const { return i < num_inputs() && node().inputs[i] != kNoValue; }
+  const Value& input(int i) const { return graph_.value(node().inputs[i]); }
+  DType input_dtype(int i) const { return input(i).dtype; }
+  /// Requires has_input(i); shape inference guarantees the rank is known.
+  const SymbolicShape& input_shape(int i) const { return *input(i).shape; }
+  int input_rank(int i) const { return static_cast<int>(input_shape(i).size()); }
+  /// Compile-time constant data of input i (an initializer or a folded value), else nullptr.
+  /// An overridable graph input's default is not a constant.
+  const TensorData* input_data(int i) const;
+  /// The elements of a rank-0/1 integer input as dims when they are known at compile time,
+  /// from constant data or from symbolic values (Shape -> Gather -> Concat chains). Elements
+  /// only known at run time are fresh symbols. nullopt when nothing is known.
+  std::optional<std::vector<DimExpr>> InputValues(int i) const;
+  /// Like InputValues when every element is a constant.
+  std::optional<std::vector<int64_t>> InputConstInts(int i) const;
+
+  // ---- Attributes (InvalidFormat naming node and attribute on a type mismatch) ----
+  bool HasAttr(std::string_view name) const { return node().FindAttribute(name) != nullptr; }
+  StatusOr<int64_t> GetInt(std::string_view name, int64_t default_value) const;
+  StatusOr<int64_t> GetRequiredInt(std::string_view name) const;
+  StatusOr<float> GetFloat(std::string_view name, float default_value) const;
+  StatusOr<std::string> GetString(std::string_view name, std::string default_value) const;
+  /// Absent -> nullopt.
+  StatusOr<std::optional<std::vector<int64_t>>> GetInts(std::string_view name) const;
+  StatusOr<std::optional<std::vector<float>>> GetFloats(std::string_view name) const;
+  /// Absent -> nullptr.
+  StatusOr<TensorDataRef> GetTensor(std::string_view name) const;
+  /// Absent -> InvalidFormat.
+  StatusOr<Graph*> GetGraph(std::string_view name) const;
+
+  // ---- Outputs ----
+  int num_outputs() const { return static_cast<int>(node().outputs.size()); }
+  bool has_output(int i) const { return i < num_outputs() && node().outputs[i] != kNoValue; }
+  /// Sets output i's type (ignored for an omitted output).
+  void SetOutput(int i, DType dtype, SymbolicShape shape);
+  /// Output i is a small integer tensor whose elements are known symbolically.
+  void SetOutputValues(int i, std::vector<DimExpr> values);
+  /// Output i is a compile-time constant.
+  void SetOutputData(int i, TensorDataRef data);
+
+  struct Result {
+    DType dtype = DType::kInvalid;
+    std::optional<SymbolicShape> shape;
+    std::optional<std::vector<DimExpr>> values;
+    TensorDataRef data;
+  };
+  const std::vector<Result>& results() const { return results_; }
+
+  // ---- Helpers ----
+  /// A new dim unknown until run time. Does not by itself mark the node data-dependent: a dim
+  /// computed from input shapes at run time (broadcast of two unrelated symbols) is not.
+  DimExpr FreshDim() { return graph_.symbols().Fresh(); }
+  /// An output shape depends on input values known only at run time.
+  void MarkDataDependent() { data_dependent_ = true; }
+  bool data_dependent() const { return data_dependent_; }
+  /// InvalidFormat "node 'name' (Op): message" — the model contradicts itself.
+  Status Error(std::string_view message) const;
+  /// Unsupported "node 'name' (Op): message" — valid ONNX kiln does not handle.
+  Status UnsupportedError(std::string_view message) const;
+  /// axis in [-rank, rank) -> [0, rank); Error naming `what` otherwise.
+  StatusOr<int> NormalizeAxis(int64_t axis, int rank, std::string_view what = "axis") const;
+  /// Runs shape inference on `body` (see SubgraphInferer).
+  Status InferSubgraph(Graph& body, const std::vector<ValueType>& inputs) const;
+
+ private:
+  StatusOr<const Attribute*> FindTyped(std::string_view name, Attribute::Type type) const;
+
+  Graph& graph_;
+  NodeId node_;
+  int64_t opset_;
+  SubgraphInferer subgraphs_;
+  std::vector<Result> results_;
+  bool data_dependent_ = false;
+};
+
+}  // namespace kiln::compiler
+
+#endif  // KILN_COMPILER_OPS_REGISTRY_H_
