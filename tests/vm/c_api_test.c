@@ -1,0 +1,144 @@
+/* The C API from C: load, inspect, invoke, errors (null handles, bad dtypes, ranks, dims,
+ * unknown functions, small output arrays, deadlines), ownership of outputs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vm/c_api.h"
+
+static int g_failed = 0, g_passed = 0;
+
+#define CHECK(cond)                                                      \
+  do {                                                                   \
+    if (cond) {                                                          \
+      ++g_passed;                                                        \
+    } else {                                                             \
+      ++g_failed;                                                        \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                    \
+  } while (0)
+
+/* Checks `s` has `code` and a message containing `part`, then frees it. */
+static void ExpectError(kiln_status* s, kiln_status_code code, const char* part) {
+  CHECK(s != NULL);
+  if (s == NULL) return;
+  CHECK(kiln_status_get_code(s) == code);
+  if (strstr(kiln_status_message(s), part) == NULL) {
+    ++g_failed;
+    fprintf(stderr, "message '%s' lacks '%s'\n", kiln_status_message(s), part);
+  }
+  kiln_status_free(s);
+}
+
+static const char* FixturePath(void) { return "tests/vm/c_api_fixture.kiln"; }
+
+static void TestSignature(const kiln_executable* exe) {
+  kiln_value_info info;
+  CHECK(kiln_executable_num_functions(exe) == 3);
+  CHECK(strcmp(kiln_executable_function_name(exe, 0), "main") == 0);
+  CHECK(strcmp(kiln_executable_entry_function(exe), "main") == 0);
+  CHECK(kiln_executable_function_name(exe, 7) == NULL);
+  CHECK(kiln_function_num_params(exe, 0) == 2);
+  CHECK(kiln_function_num_results(exe, 0) == 3);
+  CHECK(kiln_function_param(exe, 0, 0, &info) == NULL);
+  CHECK(strcmp(info.name, "x") == 0);
+  CHECK(info.dtype == KILN_F32 && info.rank == 2);
+  CHECK(info.dims[0] == -1 && strcmp(info.symbols[0], "n") == 0 && info.dims[1] == 3);
+  ExpectError(kiln_function_param(exe, 0, 5, &info), KILN_OUT_OF_RANGE, "index 5 of 2");
+  ExpectError(kiln_function_result(exe, 9, 0, &info), KILN_NOT_FOUND, "no function 9");
+}
+
+static void TestInvoke(kiln_context* ctx) {
+  float x[6] = {1, 2, 3, 4, 5, 6};
+  int64_t k = 42, shape[2] = {2, 3};
+  kiln_tensor *tx = NULL, *tk = NULL, *out[4] = {NULL};
+  size_t n = 0;
+  CHECK(kiln_tensor_wrap(x, KILN_F32, shape, 2, &tx) == NULL);
+  CHECK(kiln_tensor_wrap(&k, KILN_I64, NULL, 0, &tk) == NULL);
+  const kiln_tensor* in[2] = {tx, tk};
+  CHECK(kiln_context_invoke(ctx, "main", in, 2, out, 4, &n, 0) == NULL);
+  CHECK(n == 3);
+  CHECK(*(int64_t*)kiln_tensor_data(out[0]) == 42);
+  CHECK(kiln_tensor_rank(out[1]) == 2 && kiln_tensor_shape(out[1])[0] == 2);
+  CHECK(kiln_tensor_data(out[1]) == (void*)x); /* zero copy in and out */
+  CHECK(kiln_tensor_size_bytes(out[2]) == 8 && ((float*)kiln_tensor_data(out[2]))[1] == -1.5f);
+  for (size_t i = 0; i < n; ++i) kiln_tensor_free(out[i]);
+
+  /* Too small an output array: nothing written. */
+  ExpectError(kiln_context_invoke(ctx, "main", in, 2, out, 2, &n, 0), KILN_OUT_OF_RANGE,
+              "returns 3 outputs but outputs_capacity is 2");
+  CHECK(n == 0);
+  /* Wrong count, dtype and dim. */
+  ExpectError(kiln_context_invoke(ctx, "main", in, 1, out, 4, &n, 0), KILN_INVALID_ARGUMENT,
+              "takes 2 inputs, got 1");
+  const kiln_tensor* swapped[2] = {tk, tx};
+  ExpectError(kiln_context_invoke(ctx, "main", swapped, 2, out, 4, &n, 0), KILN_INVALID_ARGUMENT,
+              "input 0 'x': dtype i64, expected f32");
+  int64_t bad_shape[2] = {3, 2};
+  kiln_tensor* bad = NULL;
+  CHECK(kiln_tensor_wrap(x, KILN_F32, bad_shape, 2, &bad) == NULL);
+  const kiln_tensor* bad_in[2] = {bad, tk};
+  ExpectError(kiln_context_invoke(ctx, "main", bad_in, 2, out, 4, &n, 0), KILN_INVALID_ARGUMENT,
+              "dim 1 is 2, expected 3");
+  const kiln_tensor* null_in[2] = {tx, NULL};
+  ExpectError(kiln_context_invoke(ctx, "main", null_in, 2, out, 4, &n, 0), KILN_INVALID_ARGUMENT,
+              "input 1 is null");
+  ExpectError(kiln_context_invoke(ctx, "nope", in, 2, out, 4, &n, 0), KILN_NOT_FOUND,
+              "no function named 'nope'");
+  ExpectError(kiln_context_invoke(ctx, "spin", NULL, 0, out, 4, &n, 50), KILN_DEADLINE_EXCEEDED,
+              "in 'spin' at pc 1 (goto)");
+  ExpectError(kiln_context_invoke(ctx, "fail", NULL, 0, out, 4, &n, 0), KILN_ABORTED,
+              "fail was called");
+  kiln_tensor_free(bad);
+  kiln_tensor_free(tx);
+  kiln_tensor_free(tk);
+}
+
+static void TestNullsAndBadTensors(void) {
+  kiln_executable* exe = (kiln_executable*)1; /* must be overwritten */
+  kiln_context* ctx = NULL;
+  kiln_tensor* t = NULL;
+  size_t n = 0;
+  int64_t shape[1] = {-4};
+  ExpectError(kiln_executable_load_file(NULL, &exe), KILN_INVALID_ARGUMENT, "path is null");
+  ExpectError(kiln_executable_load_file("tests/vm/missing.kiln", &exe), KILN_NOT_FOUND, "no such file");
+  CHECK(exe == NULL);
+  ExpectError(kiln_executable_load_bytes("garbage!garbage!", 16, &exe), KILN_INVALID_FORMAT,
+              "truncated: the FlatBuffer claims");
+  ExpectError(kiln_context_create(NULL, &ctx), KILN_INVALID_ARGUMENT, "executable is null");
+  ExpectError(kiln_context_invoke(NULL, "main", NULL, 0, NULL, 0, &n, 0), KILN_INVALID_ARGUMENT,
+              "context is null");
+  ExpectError(kiln_tensor_wrap(NULL, KILN_F32, shape, 1, &t), KILN_INVALID_ARGUMENT, "negative");
+  ExpectError(kiln_tensor_create((kiln_dtype)77, NULL, 0, &t), KILN_INVALID_ARGUMENT, "invalid dtype 77");
+  shape[0] = 4;
+  ExpectError(kiln_tensor_wrap(NULL, KILN_F32, shape, 1, &t), KILN_INVALID_ARGUMENT, "data is null");
+  ExpectError(kiln_tensor_create(KILN_F32, shape, 9, &t), KILN_UNSUPPORTED, "rank 9");
+  CHECK(kiln_tensor_create(KILN_I32, shape, 1, &t) == NULL);
+  CHECK(((int32_t*)kiln_tensor_data(t))[3] == 0);
+  kiln_tensor_free(t);
+  CHECK(kiln_executable_num_functions(NULL) == -1);
+  CHECK(kiln_tensor_rank(NULL) == -1);
+  CHECK(kiln_status_get_code(NULL) == KILN_OK && strcmp(kiln_status_message(NULL), "") == 0);
+  kiln_executable_free(NULL);
+  kiln_context_free(NULL);
+  kiln_tensor_free(NULL);
+  kiln_status_free(NULL);
+}
+
+int main(void) {
+  kiln_executable* exe = NULL;
+  kiln_context* ctx = NULL;
+  kiln_status* s = kiln_executable_load_file(FixturePath(), &exe);
+  if (s != NULL) {
+    fprintf(stderr, "load: %s\n", kiln_status_message(s));
+    return 1;
+  }
+  TestSignature(exe);
+  CHECK(kiln_context_create(exe, &ctx) == NULL);
+  kiln_executable_free(exe); /* the context keeps it alive */
+  TestInvoke(ctx);
+  kiln_context_free(ctx);
+  TestNullsAndBadTensors();
+  printf("%d checks passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,124 @@
+/* kiln C API: load an executable, inspect its signature, run it. For languages other than C++.
+ *
+ * Conventions
+ * - Handles are opaque; each *_create / *_load / *_wrap has a matching *_free (NULL is accepted).
+ * - Fallible calls return a kiln_status*: NULL means success; otherwise the caller owns it and
+ *   frees it with kiln_status_free. No C++ exception ever crosses this API.
+ * - Thread safety: a kiln_executable may be shared by any number of threads; a kiln_context is
+ *   used by one thread at a time (create one per thread). Tensors are immutable once passed in.
+ * - Ownership: tensors returned by kiln_context_invoke belong to the caller (kiln_tensor_free);
+ *   they stay valid after the context and the executable are freed.
+ */
+#ifndef KILN_VM_C_API_H_
+#define KILN_VM_C_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_status kiln_status;
+typedef struct kiln_executable kiln_executable;
+typedef struct kiln_context kiln_context;
+typedef struct kiln_tensor kiln_tensor;
+
+/* Same numbering as kiln::StatusCode. */
+typedef enum kiln_status_code {
+  KILN_OK = 0,
+  KILN_INVALID_ARGUMENT = 1,
+  KILN_INVALID_FORMAT = 2,
+  KILN_UNSUPPORTED = 3,
+  KILN_NOT_FOUND = 4,
+  KILN_OUT_OF_RANGE = 5,
+  KILN_DEADLINE_EXCEEDED = 6,
+  KILN_RESOURCE_EXHAUSTED = 7,
+  KILN_INTERNAL = 8,
+  KILN_ABORTED = 9
+} kiln_status_code;
+
+/* Same numbering as kiln::DType and the file format. */
+typedef enum kiln_dtype {
+  KILN_DTYPE_INVALID = 0,
+  KILN_F32 = 1,
+  KILN_F16 = 2,
+  KILN_BF16 = 3,
+  KILN_F64 = 4,
+  KILN_I8 = 5,
+  KILN_U8 = 6,
+  KILN_I16 = 7,
+  KILN_I32 = 8,
+  KILN_I64 = 9,
+  KILN_BOOL = 10
+} kiln_dtype;
+
+#define KILN_MAX_RANK 8
+
+/* ---- Status ---- */
+kiln_status_code kiln_status_get_code(const kiln_status* status); /* KILN_OK for NULL */
+const char* kiln_status_message(const kiln_status* status);       /* "" for NULL */
+void kiln_status_free(kiln_status* status);
+
+/* ---- Executables ---- */
+/* Maps and verifies a .kiln file; vendor plugins named in $KILN_PLUGINS are loaded first. */
+kiln_status* kiln_executable_load_file(const char* path, kiln_executable** out);
+/* Verifies `size` bytes (copied once if they are not 64-byte aligned or must outlive the call:
+ * the executable never refers to `data` after returning). */
+kiln_status* kiln_executable_load_bytes(const void* data, size_t size, kiln_executable** out);
+void kiln_executable_free(kiln_executable* executable);
+
+int kiln_executable_num_functions(const kiln_executable* executable);          /* -1 for NULL */
+const char* kiln_executable_function_name(const kiln_executable* executable, int function);
+const char* kiln_executable_entry_function(const kiln_executable* executable);
+
+/* A declared parameter or result. Strings point into the executable (valid until it is freed).
+ * dims[i] >= 0 is a fixed size; -1 is symbolic, named by symbols[i] ("" if unnamed). */
+typedef struct kiln_value_info {
+  const char* name;
+  kiln_dtype dtype;
+  int32_t rank;
+  int64_t dims[KILN_MAX_RANK];
+  const char* symbols[KILN_MAX_RANK];
+} kiln_value_info;
+
+int kiln_function_num_params(const kiln_executable* executable, int function);  /* -1 if invalid */
+int kiln_function_num_results(const kiln_executable* executable, int function); /* -1 if invalid */
+kiln_status* kiln_function_param(const kiln_executable* executable, int function, int index,
+                                 kiln_value_info* out);
+kiln_status* kiln_function_result(const kiln_executable* executable, int function, int index,
+                                  kiln_value_info* out);
+
+/* ---- Tensors ---- */
+/* A view of caller memory, no copy: the caller keeps `data` valid and unchanged while the tensor
+ * (or any output that may alias it) is in use. */
+kiln_status* kiln_tensor_wrap(void* data, kiln_dtype dtype, const int64_t* shape, int32_t rank,
+                              kiln_tensor** out);
+/* A new zero-filled tensor owned by kiln. */
+kiln_status* kiln_tensor_create(kiln_dtype dtype, const int64_t* shape, int32_t rank,
+                                kiln_tensor** out);
+void kiln_tensor_free(kiln_tensor* tensor);
+kiln_dtype kiln_tensor_dtype(const kiln_tensor* tensor);
+int32_t kiln_tensor_rank(const kiln_tensor* tensor);           /* -1 for NULL */
+const int64_t* kiln_tensor_shape(const kiln_tensor* tensor);   /* rank entries */
+void* kiln_tensor_data(const kiln_tensor* tensor);
+size_t kiln_tensor_size_bytes(const kiln_tensor* tensor);
+
+/* ---- Contexts ---- */
+kiln_status* kiln_context_create(const kiln_executable* executable, kiln_context** out);
+void kiln_context_free(kiln_context* context);
+
+/* Runs `function` on `inputs`. On success writes *num_outputs new tensors into `outputs`
+ * (KILN_OUT_OF_RANGE, nothing written, if there are more than `outputs_capacity`). Inputs are
+ * checked against the declared parameters (count, dtype, rank, dims). timeout_ms > 0 stops a run
+ * that takes longer with KILN_DEADLINE_EXCEEDED. */
+kiln_status* kiln_context_invoke(kiln_context* context, const char* function,
+                                 const kiln_tensor* const* inputs, size_t num_inputs,
+                                 kiln_tensor** outputs, size_t outputs_capacity,
+                                 size_t* num_outputs, int64_t timeout_ms);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KILN_VM_C_API_H_ */
