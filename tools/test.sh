@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, runs every Bazel test, then a bounded
-# libFuzzer run over the loader. Ends with one line "N passed, M failed".
+# The README's test command: installs what is missing, runs every Bazel test, the VM tests under
+# ASan and TSan, then a bounded libFuzzer run over the loader. Ends with one line
+# "N passed, M failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,16 @@ passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
 failed=$(grep -cE '^//[^ ]+ +.*(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$log")
 if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
   failed=1  # the build itself failed
+fi
+
+if [[ ${KILN_SANITIZERS:-1} != 0 ]]; then
+  echo "== sanitizers (ASan: vm, tools, external tests; TSan: concurrency tests)"
+  if bash tools/sanitizers.sh all; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    echo "FAILED: sanitizer run (tools/sanitizers.sh)"
+  fi
 fi
 
 fuzz_seconds=${KILN_FUZZ_SECONDS:-60}
