@@ -208,6 +208,54 @@ void BM_Load100MBConstants(benchmark::State& state) {
 }
 BENCHMARK(BM_Load100MBConstants)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
+// RSS of N contexts over one executable with 100 MB of constants, each having run the model
+// once (touching every constant page): constants are mapped once and shared, so N contexts
+// should cost little more than one.
+void BM_ContextsMemory(benchmark::State& state) {
+  static std::string path = [] {
+    std::string p = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
+                    "/kiln_bench_ctx_" + std::to_string(getpid()) + ".kiln";
+    ExecutableBuilder b;
+    std::vector<float> data(25 * 1024 * 1024, 0.25f);  // 100 MB
+    int c = b.AddConstant("w", DType::kF32, {static_cast<int64_t>(data.size())}, data.data(),
+                          data.size() * 4);
+    int k = b.AddKernel({"touch", {DType::kF32}, {DType::kF32}});
+    FunctionBuilder& f = b.AddFunction("main");
+    f.AddResult(ValueSpec{"s", DType::kF32, {}, false});
+    f.LoadConst(0, c);
+    EmitAlloc(f, 1, 5, DType::kF32, {});
+    f.InvokeKernel(k, {0}, {1});
+    f.Ret({1});
+    if (!b.WriteFile(p).ok()) std::abort();
+    return p;
+  }();
+  auto kernels = std::make_shared<TestKernelProvider>();
+  kernels->Add("touch", [](const Tensor* const* args, int, int) {  // reads every constant page
+    const float* w = args[0]->data_as<float>();
+    float s = 0;
+    for (int64_t i = 0; i < args[0]->NumElements(); i += 1024) s += w[i];
+    *args[1]->data_as<float>() = s;
+    return Status::Ok();
+  });
+  LoadOptions options;
+  options.kernels = kernels;
+  int n = static_cast<int>(state.range(0));
+  long before = 0, after = 0;
+  for (auto _ : state) {
+    before = RssKiB();
+    auto exe = Executable::LoadFile(path, options);
+    if (!exe.ok()) return state.SkipWithError(exe.status().ToString().c_str());
+    std::vector<std::unique_ptr<Context>> contexts;
+    for (int i = 0; i < n; ++i) {
+      contexts.push_back(std::move(*Context::Create(*exe)));
+      if (!contexts.back()->Invoke("main", {}).ok()) return state.SkipWithError("run failed");
+    }
+    after = RssKiB();
+  }
+  state.counters["rss_MiB"] = (after - before) / 1024.0;
+}
+BENCHMARK(BM_ContextsMemory)->Arg(1)->Arg(16)->Iterations(1)->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace kiln::testing
 
