@@ -1,4 +1,4 @@
-// kiln: the command line. Subcommands: inspect, run (compile, bench and profile come with the
+// kiln: the command line. Subcommands: inspect, run, bench (compile and profile come with the
 // compiler and embedding work).
 #include <cstdio>
 #include <cstring>
@@ -19,6 +19,7 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"inspect", kiln::tools::InspectMain, "print the header, disassembly, tables and section sizes"},
     {"run", kiln::tools::RunMain, "run a function of an executable on .npy inputs"},
+    {"bench", kiln::tools::BenchMain, "first-call and steady-state latency, memory (--json)"},
 };
 
 void PrintUsage(FILE* out) {

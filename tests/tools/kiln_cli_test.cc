@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -161,6 +162,49 @@ BOOST_AUTO_TEST_CASE(run_timeout_stops_an_infinite_loop) {
   Result r = Kiln("run " + path + " --function spin --timeout-ms 100");
   BOOST_TEST(r.code == 1);
   BOOST_TEST(Contains(r.out, "DEADLINE_EXCEEDED: in 'spin' at pc 1 (goto)"), r.out);
+}
+
+// Reads the number after "key": in a one-line JSON object; NaN if absent.
+double JsonNumber(const std::string& json, const std::string& key) {
+  size_t at = json.find("\"" + key + "\": ");
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(json.c_str() + at + key.size() + 4, nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(bench_reports_first_call_percentiles_and_memory_as_json) {
+  std::string path = WriteProgram();
+  Result r = Kiln("bench " + path + " --shape n=4 --iters 20 --warmup 2 --json");
+  BOOST_TEST(r.code == 0, r.out);
+  for (const char* key : {"first_ms", "p50_ms", "p90_ms", "p99_ms", "jit_compiles", "jit_ms", "peak_rss_mb"}) {
+    BOOST_TEST(!std::isnan(JsonNumber(r.out, key)), key);
+  }
+  BOOST_TEST(JsonNumber(r.out, "first_ms") > 0.0);
+  BOOST_TEST(JsonNumber(r.out, "p50_ms") <= JsonNumber(r.out, "p90_ms"));
+  BOOST_TEST(JsonNumber(r.out, "p90_ms") <= JsonNumber(r.out, "p99_ms"));
+  BOOST_TEST(JsonNumber(r.out, "peak_rss_mb") > 1.0);
+  BOOST_TEST(JsonNumber(r.out, "iters") == 20.0);
+  r = Kiln("bench " + path + " --shape n=4 --iters 3");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "first call"));
+  BOOST_TEST(Contains(r.out, "p99"));
+}
+
+BOOST_AUTO_TEST_CASE(bench_errors_name_what_is_missing_or_wrong) {
+  std::string path = WriteProgram();
+  Result r = Kiln("bench " + path);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "input 'x' (x: f32[n, 3]): dim 0 is symbolic: give --shape n=N"), r.out);
+  r = Kiln("bench " + path + " --shape n=-1");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(Contains(r.out, "--shape wants a non-negative integer"), r.out);
+  r = Kiln("bench " + path + " --iters 0");
+  BOOST_TEST(r.code == 2);
+  r = Kiln("bench " + path + " --function nope --shape n=1");
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "no function named 'nope'"), r.out);
+  r = Kiln("bench " + path + " --function spin --timeout-ms 50");  // loops forever
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "DEADLINE_EXCEEDED: in 'spin'"), r.out);
 }
 
 // A vendor runtime added without rebuilding kiln: the example plugin, by flag or environment.
