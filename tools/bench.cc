@@ -13,6 +13,7 @@
 
 #include "external/registry/registry.h"
 #include "tools/commands.h"
+#include "tools/inputs.h"
 #include "tools/npy.h"
 #include "vm/context.h"
 
@@ -110,64 +111,6 @@ bool ParseArgs(int argc, char** argv, BenchArgs* a) {
   return true;
 }
 
-// Deterministic contents: floats in [-1, 1), integers in [0, 10), alternating bools.
-void Fill(Tensor& t, uint64_t seed) {
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  auto next = [&s] {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    return s >> 33;
-  };
-  int64_t n = t.NumElements();
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t r = next();
-    double u = (r % 2000000) / 1000000.0 - 1.0;
-    switch (t.dtype()) {
-      case DType::kF32: t.data_as<float>()[i] = static_cast<float>(u); break;
-      case DType::kF64: t.data_as<double>()[i] = u; break;
-      case DType::kI64: t.data_as<int64_t>()[i] = static_cast<int64_t>(r % 10); break;
-      case DType::kI32: t.data_as<int32_t>()[i] = static_cast<int32_t>(r % 10); break;
-      case DType::kI16: t.data_as<int16_t>()[i] = static_cast<int16_t>(r % 10); break;
-      case DType::kI8: t.data_as<int8_t>()[i] = static_cast<int8_t>(r % 10); break;
-      case DType::kU8: t.data_as<uint8_t>()[i] = static_cast<uint8_t>(r % 10); break;
-      case DType::kBool: t.data_as<uint8_t>()[i] = static_cast<uint8_t>(i % 2); break;
-      default: std::memset(static_cast<char*>(t.data()) + i * DTypeSize(t.dtype()), 0, DTypeSize(t.dtype()));
-    }
-  }
-}
-
-StatusOr<std::vector<Tensor>> MakeInputs(const FunctionSignature& sig, const BenchArgs& a) {
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < sig.params.size(); ++i) {
-    const ValueSpec& p = sig.params[i];
-    auto file = a.inputs.find(p.name);
-    if (file != a.inputs.end()) {
-      ASSIGN_OR_RETURN(Tensor t, ReadNpy(file->second, DefaultAllocator()));
-      inputs.push_back(std::move(t));
-      continue;
-    }
-    int64_t dims[kMaxRank];
-    for (size_t d = 0; d < p.shape.size(); ++d) {
-      const DimSpec& ds = p.shape[d];
-      if (ds.fixed()) {
-        dims[d] = ds.value;
-        continue;
-      }
-      auto it = a.shapes.find(ds.symbol);
-      if (ds.symbol.empty() || it == a.shapes.end()) {
-        return InvalidArgument("input '" + p.name + "' (" + p.ToString() + "): dim " + std::to_string(d) +
-                               " is symbolic" + (ds.symbol.empty() ? " and unnamed: give --input " + p.name + "=FILE.npy"
-                                                                   : ": give --shape " + ds.symbol + "=N"));
-      }
-      dims[d] = it->second;
-    }
-    ASSIGN_OR_RETURN(Shape shape, Shape::Make(dims, static_cast<int>(p.shape.size())));
-    ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(DefaultAllocator(), p.dtype, shape));
-    Fill(t, i + 1);
-    inputs.push_back(std::move(t));
-  }
-  return inputs;
-}
-
 double Percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   size_t k = static_cast<size_t>(q * (v.size() - 1) + 0.5);
@@ -184,7 +127,7 @@ Status Bench(const BenchArgs& a) {
   std::string function = a.function.empty() ? std::string(exe->entry_function()) : a.function;
   int index = exe->FindFunction(function);
   if (index < 0) return NotFound("no function named '" + function + "' in " + a.file);
-  ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeInputs(exe->signature(index), a));
+  ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeInputs(exe->signature(index), a.shapes, a.inputs));
   ASSIGN_OR_RETURN(auto ctx, Context::Create(exe));
   using Clock = std::chrono::steady_clock;
   std::vector<Tensor> outputs;

@@ -8,6 +8,7 @@ namespace kiln::tools {
 int InspectMain(int argc, char** argv);
 int RunMain(int argc, char** argv);
 int BenchMain(int argc, char** argv);
+int ProfileMain(int argc, char** argv);
 
 }  // namespace kiln::tools
 

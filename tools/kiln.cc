@@ -1,5 +1,5 @@
-// kiln: the command line. Subcommands: inspect, run, bench (compile and profile come with the
-// compiler and embedding work).
+// kiln: the command line. Subcommands: inspect, run, bench, profile (compile comes with the
+// compiler).
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -20,6 +20,7 @@ const Subcommand kSubcommands[] = {
     {"inspect", kiln::tools::InspectMain, "print the header, disassembly, tables and section sizes"},
     {"run", kiln::tools::RunMain, "run a function of an executable on .npy inputs"},
     {"bench", kiln::tools::BenchMain, "first-call and steady-state latency, memory (--json)"},
+    {"profile", kiln::tools::ProfileMain, "time per instruction kind, kernel and region (--trace)"},
 };
 
 void PrintUsage(FILE* out) {

@@ -70,7 +70,7 @@ Status Context::Invoke(int function, const std::vector<Tensor>& inputs, std::vec
   frames_.clear();
   RETURN_IF_ERROR(PushFrame(function, -1, 0));
   for (size_t i = 0; i < inputs.size(); ++i) regs_[i] = pool_.NewTensor(inputs[i]);
-  Status status = Run(function, outputs);
+  Status status = Run(function, outputs, options.profile);
   if (!status.ok()) {
     ClearRegisters();  // an error can leave values in any frame
     frames_.clear();

@@ -10,6 +10,7 @@
 
 #include "vm/allocator.h"
 #include "vm/executable.h"
+#include "vm/profile.h"
 #include "vm/status.h"
 #include "vm/tensor.h"
 #include "vm/value.h"
@@ -33,6 +34,9 @@ struct InvokeOptions {
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   /// Convenience: deadline = now + timeout if timeout > 0 (takes the earlier of the two).
   std::chrono::milliseconds timeout{0};
+  /// If set, every executed instruction is timed into it (a separate instantiation of the
+  /// dispatch loop: no cost when null). Owned by the caller.
+  Profile* profile = nullptr;
 };
 
 /// Runs functions of one Executable. Cheap to create (one per thread or request); not
@@ -76,7 +80,9 @@ class Context {
 
   Context(std::shared_ptr<const Executable> exe, const ContextOptions& options);
   Status CheckInputs(int function, const std::vector<Tensor>& inputs);
-  Status Run(int function, std::vector<Tensor>* outputs);  // the dispatch loop (interpreter.cc)
+  Status Run(int function, std::vector<Tensor>* outputs, Profile* profile);
+  template <bool kProfile>
+  Status RunLoop(int function, std::vector<Tensor>* outputs, Profile* profile);  // interpreter.cc
   Status PushFrame(int function, int caller_pc, uint32_t base);
   void PopFrame();
   Status Fail(int function, int pc, const Status& error) const;

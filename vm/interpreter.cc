@@ -79,6 +79,7 @@ std::string Reg(int32_t r) { return "r" + std::to_string(r); }
 #define FAIL(status)                          \
   {                                           \
     executed_ += executed;                    \
+    if constexpr (kProfile) flush_profile();  \
     return Fail(fn_index, pc, (status));      \
   }
 // Reads the clock at most every kDeadlineStride instructions, or after any kernel / region
@@ -94,7 +95,23 @@ constexpr uint64_t kDeadlineStride = 256;
     }                                                                                        \
   }
 
-Status Context::Run(int entry, std::vector<Tensor>* outputs) {
+Status Context::Run(int entry, std::vector<Tensor>* outputs, Profile* profile) {
+  return profile != nullptr ? RunLoop<true>(entry, outputs, profile)
+                            : RunLoop<false>(entry, outputs, nullptr);
+}
+
+namespace {
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+// kProfile = false is the production loop; true times every instruction into `profile` (the
+// previous instruction is recorded when the next one starts, so calls and jumps need no care).
+template <bool kProfile>
+Status Context::RunLoop(int entry, std::vector<Tensor>* outputs, Profile* profile) {
   const fb::Executable& exe = exe_->root();
   int fn_index = entry;
   const fb::Function* fn = exe.functions()->Get(fn_index);
@@ -105,6 +122,20 @@ Status Context::Run(int entry, std::vector<Tensor>* outputs) {
   uint64_t executed = 0;
   uint64_t next_check = 0;  // deadline bookkeeping (CHECK_DEADLINE)
   bool called_out = false;
+
+  struct Pending {
+    int32_t function = -1, pc = 0, callee = -1;
+    uint8_t opcode = 0;
+    int64_t start_ns = 0;
+  } pending;
+  auto flush_profile = [&] {
+    if constexpr (kProfile) {
+      if (pending.function >= 0) {
+        profile->Record(pending.function, pending.pc, pending.opcode, pending.callee, pending.start_ns, NowNs());
+      }
+      pending.function = -1;
+    }
+  };
 
   auto set = [this](Obj** regs, int32_t r, Obj* value) {
     Obj* old = regs[r];
@@ -140,6 +171,16 @@ Status Context::Run(int entry, std::vector<Tensor>* outputs) {
   for (;;) {
     const fb::Instruction& in = code[pc];
     ++executed;
+    if constexpr (kProfile) {
+      int64_t now = NowNs();
+      if (pending.function >= 0) {
+        profile->Record(pending.function, pending.pc, pending.opcode, pending.callee, pending.start_ns, now);
+      }
+      auto op = static_cast<Opcode>(in.opcode());
+      bool calls = op == Opcode::kInvoke || op == Opcode::kInvokeKernel ||
+                   op == Opcode::kInvokeShapeFunc || op == Opcode::kInvokeExternal;
+      pending = {fn_index, pc, calls ? in.a() : -1, in.opcode(), now};
+    }
     DISPATCH(in) {
       CASE(Move) {
         set(R, in.a(), ObjPool::Retain(R[in.b()]));
@@ -243,6 +284,7 @@ Status Context::Run(int entry, std::vector<Tensor>* outputs) {
         PopFrame();
         if (frames_.empty()) {
           executed_ += executed;
+          if constexpr (kProfile) flush_profile();
           outputs->clear();
           Status status;
           for (size_t j = 0; j < results_.size(); ++j) {
@@ -367,5 +409,8 @@ Status Context::Run(int entry, std::vector<Tensor>* outputs) {
     FAIL(Internal("unverified opcode " + std::to_string(in.opcode())));
   }
 }
+
+template Status Context::RunLoop<false>(int, std::vector<Tensor>*, Profile*);
+template Status Context::RunLoop<true>(int, std::vector<Tensor>*, Profile*);
 
 }  // namespace kiln

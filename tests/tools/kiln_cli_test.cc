@@ -207,6 +207,30 @@ BOOST_AUTO_TEST_CASE(bench_errors_name_what_is_missing_or_wrong) {
   BOOST_TEST(Contains(r.out, "DEADLINE_EXCEEDED: in 'spin'"), r.out);
 }
 
+BOOST_AUTO_TEST_CASE(profile_prints_tables_and_writes_a_chrome_trace) {
+  std::string path = WriteProgram();
+  std::string trace = TmpDir() + "/trace.json";
+  Result r = Kiln("profile " + path + " --shape n=2 --iters 3 --trace " + trace);
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "3 profiled runs after one warm-up"), r.out);
+  BOOST_TEST(Contains(r.out, "load_const"), r.out);
+  BOOST_TEST(Contains(r.out, "6 instructions"), r.out);  // 2 per run
+  BOOST_TEST(Contains(r.out, "trace: " + trace + " (6 events)"), r.out);
+  std::ifstream in(trace);
+  std::stringstream text;
+  text << in.rdbuf();
+  BOOST_TEST(text.str().rfind("{\"traceEvents\": [", 0) == 0u);
+  BOOST_TEST(Contains(text.str(), "\"node\": \"Identity_0\""), text.str());
+  r = Kiln("profile " + path);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "give --shape n=N"), r.out);
+  r = Kiln("profile " + path + " --iters 0");
+  BOOST_TEST(r.code == 2);
+  r = Kiln("profile " + path + " --function spin --timeout-ms 50");
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "DEADLINE_EXCEEDED"), r.out);
+}
+
 // A vendor runtime added without rebuilding kiln: the example plugin, by flag or environment.
 BOOST_AUTO_TEST_CASE(run_loads_vendor_plugins) {
   ExecutableBuilder b;
