@@ -1,6 +1,7 @@
 // Engine: LLJIT setup, host symbol resolution, and the compile-once kernel cache.
 #include "jit/engine.h"
 
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -17,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "jit/object_cache.h"
 #include "jit/runtime.h"
 
 namespace kiln::jit {
@@ -34,15 +36,22 @@ std::string SanitizedName(const std::string& name) {
   return out;
 }
 
-StatusOr<std::unique_ptr<llvm::orc::LLJIT>> CreateJit(const TargetInfo& target) {
+StatusOr<std::unique_ptr<llvm::orc::LLJIT>> CreateJit(const TargetInfo& target,
+                                                      llvm::ObjectCache* cache) {
   llvm::orc::JITTargetMachineBuilder machine{llvm::Triple(target.triple)};
   machine.setCPU(target.cpu);
   machine.setFeatures(target.features);
   machine.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
-  auto jit = llvm::orc::LLJITBuilder()
-                 .setJITTargetMachineBuilder(std::move(machine))
-                 .setSupportConcurrentCompilation(true)
-                 .create();
+  llvm::orc::LLJITBuilder builder;
+  builder.setJITTargetMachineBuilder(std::move(machine)).setSupportConcurrentCompilation(true);
+  if (cache != nullptr) {
+    builder.setCompileFunctionCreator([cache](llvm::orc::JITTargetMachineBuilder jtmb)
+                                          -> llvm::Expected<std::unique_ptr<
+                                              llvm::orc::IRCompileLayer::IRCompiler>> {
+      return std::make_unique<llvm::orc::ConcurrentIRCompiler>(std::move(jtmb), cache);
+    });
+  }
+  auto jit = builder.create();
   if (!jit) return Internal("cannot create the LLJIT: " + ErrorText(jit.takeError()));
   return std::move(*jit);
 }
@@ -89,6 +98,7 @@ struct Engine::Impl {
 
   EngineOptions options;
   TargetInfo target;
+  std::unique_ptr<DiskObjectCache> object_cache;  // null when off; outlives `jit`
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::atomic<uint64_t> next_symbol{0};
 
@@ -104,7 +114,10 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   ASSIGN_OR_RETURN(impl->target, DetectHostTarget());
-  ASSIGN_OR_RETURN(impl->jit, CreateJit(impl->target));
+  if (!options.object_cache_dir.empty()) {
+    ASSIGN_OR_RETURN(impl->object_cache, DiskObjectCache::Open(options.object_cache_dir));
+  }
+  ASSIGN_OR_RETURN(impl->jit, CreateJit(impl->target, impl->object_cache.get()));
   Status status;
   std::vector<bool> loaded = AddHostSymbols(*impl->jit, {"libm.so.6", "libmvec.so.1"}, &status);
   RETURN_IF_ERROR(status);
@@ -149,11 +162,33 @@ StatusOr<KernelFn> Engine::GetOrCompile(const Kernel& kernel) {
 }
 
 StatusOr<KernelFn> Engine::Compile(const Kernel& kernel) {
-  std::string symbol =
-      "kiln_" + SanitizedName(kernel.name) + "_" + std::to_string(impl_->next_symbol.fetch_add(1));
+  DiskObjectCache* cache = impl_->object_cache.get();
+  std::string key, symbol;
+  if (cache != nullptr) {
+    // With a persistent cache the symbol must not depend on the process: derive it from the key.
+    RETURN_IF_ERROR(ValidateKernel(kernel));
+    key = ObjectCacheKey(kernel, impl_->target, impl_->options.lower);
+    symbol = "kiln_" + key;
+    if (std::unique_ptr<llvm::MemoryBuffer> object = cache->Load(key)) {
+      if (llvm::Error error = impl_->jit->addObjectFile(std::move(object))) {
+        return Internal("kernel '" + kernel.name +
+                        "': cannot add a cached object: " + ErrorText(std::move(error)));
+      }
+      auto address = impl_->jit->lookup(symbol);
+      if (!address) {
+        return Internal("kernel '" + kernel.name +
+                        "': cannot link a cached object: " + ErrorText(address.takeError()));
+      }
+      return address->toPtr<KernelFn>();
+    }
+  } else {
+    symbol = "kiln_" + SanitizedName(kernel.name) + "_" +
+             std::to_string(impl_->next_symbol.fetch_add(1));
+  }
   ASSIGN_OR_RETURN(LoweredKernel lowered,
                    LowerKernel(kernel, symbol, impl_->target, impl_->options.lower));
   std::shared_ptr<std::string> llvm_errors = lowered.llvm_errors;
+  if (cache != nullptr) lowered.module->setModuleIdentifier(key);  // the ObjectCache's key
   llvm::orc::ThreadSafeModule module(std::move(lowered.module), std::move(lowered.context));
   if (llvm::Error error = impl_->jit->addIRModule(std::move(module))) {
     return Internal("kernel '" + kernel.name +
@@ -166,14 +201,25 @@ StatusOr<KernelFn> Engine::Compile(const Kernel& kernel) {
   }
   // Code generation ran on this thread inside lookup, reporting into the kernel's context.
   if (!llvm_errors->empty()) {
+    if (cache != nullptr) cache->Remove(key);
     return Internal("kernel '" + kernel.name + "': LLVM code generation: " + *llvm_errors);
   }
   return address->toPtr<KernelFn>();
 }
 
 EngineStats Engine::stats() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->stats;
+  EngineStats stats;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    stats = impl_->stats;
+  }
+  if (impl_->object_cache) {
+    ObjectCacheStats c = impl_->object_cache->stats();
+    stats.object_cache_hits = c.hits;
+    stats.object_cache_misses = c.misses;
+    stats.object_cache_corrupt = c.corrupt;
+  }
+  return stats;
 }
 
 const TargetInfo& Engine::target() const { return impl_->target; }

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "jit/kernel_ir.h"
 #include "jit/lower_llvm.h"
@@ -13,6 +14,9 @@ namespace kiln::jit {
 
 struct EngineOptions {
   LowerOptions lower;  // lower.use_libmvec is turned off if libmvec.so.1 cannot be loaded
+  /// Non-empty: a persistent object cache in this directory (created if missing; see
+  /// jit/object_cache.h), so a restarted process loads kernels instead of recompiling them.
+  std::string object_cache_dir;
 };
 
 /// Counters since the engine was created (a consistent snapshot).
@@ -23,6 +27,9 @@ struct EngineStats {
                                // compilation another thread had started)
   double compile_seconds = 0;  // wall time spent compiling, summed over compilations
   int64_t cached_kernels = 0;  // distinct kernels in the cache (failed ones included)
+  int64_t object_cache_hits = 0;     // compilations served from the persistent object cache
+  int64_t object_cache_misses = 0;   // compilations that found no usable object on disk
+  int64_t object_cache_corrupt = 0;  // cache files rejected (and rewritten by the compile)
 };
 
 /// Compiles kernels to host machine code through ORC LLJIT.

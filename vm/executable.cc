@@ -204,7 +204,14 @@ Status Executable::BindProviders(const LoadOptions& options) {
     KernelSpec spec{static_cast<int>(i), View(k->name()), ToDTypes(k->input_dtypes()),
                     ToDTypes(k->output_dtypes()), View(k->payload_format()),
                     k->payload() ? k->payload()->data() : nullptr,
-                    k->payload() ? k->payload()->size() : 0};
+                    k->payload() ? k->payload()->size() : 0, {}};
+    if (k->dispatch_hints()) {
+      for (const fb::DispatchHint* h : *k->dispatch_hints()) {
+        DispatchHintSpec hint{View(h->symbol()), {}};
+        if (h->buckets()) hint.buckets.assign(h->buckets()->begin(), h->buckets()->end());
+        spec.dispatch_hints.push_back(std::move(hint));
+      }
+    }
     auto fn = options.kernels->PrepareKernel(spec);
     if (!fn.ok()) return fn.status().WithContext("kernels[" + std::to_string(i) + "] '" + std::string(spec.name) + "'");
     kernels_.push_back(std::move(*fn));

@@ -27,6 +27,13 @@ class TensorFunction {
   virtual Status Run(const Tensor* const* args, int num_inputs, int num_outputs) = 0;
 };
 
+/// Bucket values the compiler declared for a symbolic dim (`symbol`, a kernel dim name):
+/// a provider may pre-specialize the kernel for them. Views into the executable.
+struct DispatchHintSpec {
+  std::string_view symbol;
+  std::vector<int64_t> buckets;
+};
+
 /// A kernel table entry as the provider sees it (views into the executable; valid for the
 /// executable's lifetime).
 struct KernelSpec {
@@ -37,6 +44,7 @@ struct KernelSpec {
   std::string_view payload_format;
   const uint8_t* payload = nullptr;
   size_t payload_size = 0;
+  std::vector<DispatchHintSpec> dispatch_hints;
 };
 
 /// A shape function entry. Outputs are i64 1-D tensors.

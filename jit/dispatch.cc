@@ -1,0 +1,353 @@
+// Per-kernel dispatch: shape-keyed variant table, background specialization, bucket hints.
+#include "jit/dispatch.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+namespace kiln::jit {
+namespace {
+
+uint64_t HashKey(const int64_t* key, int n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < n; ++i) {
+    h ^= static_cast<uint64_t>(key[i]);
+    h *= 0x100000001b3ull;
+    h ^= h >> 29;
+  }
+  return h;
+}
+
+// Rebuilds only the nodes whose subtrees contain something folded; shared nodes stay shared.
+class Folder {
+ public:
+  Folder(const Kernel& k, const std::vector<const int64_t*>& shapes, const int64_t* dims,
+         const std::vector<bool>& fold_dim, const std::vector<bool>& fold_shape)
+      : shapes_(shapes), fold_shape_(fold_shape) {
+    int pos = 0;
+    for (size_t b = 0; b < k.buffers.size(); ++b) {
+      params_[k.buffers[b].get()] = {static_cast<int>(b), pos};
+      pos += k.buffers[b]->rank;
+    }
+    for (size_t i = 0; i < k.dims.size(); ++i) {
+      if (fold_dim.empty() || fold_dim[i]) dim_values_[k.dims[i].get()] = dims[i];
+    }
+  }
+
+  Expr Fold(const Expr& e) {
+    auto it = memo_.find(e.get());
+    if (it != memo_.end()) return it->second;
+    Expr out = FoldNew(e);
+    memo_[e.get()] = out;
+    return out;
+  }
+
+  Stmt Fold(const Stmt& s) {
+    bool changed = false;
+    StmtNode node = *s.get();
+    for (Expr& e : node.exprs) {
+      Expr f = Fold(e);
+      changed |= f.get() != e.get();
+      e = f;
+    }
+    for (auto& b : node.body) {
+      if (!b) continue;
+      Stmt f = Fold(Stmt(b));
+      changed |= f.get() != b.get();
+      b = f.node();
+    }
+    return changed ? Stmt(std::make_shared<const StmtNode>(std::move(node))) : s;
+  }
+
+ private:
+  Expr FoldNew(const Expr& e) {
+    const ExprNode& n = *e;
+    if (n.op == ExprOp::kVar) {
+      auto it = dim_values_.find(e.get());
+      return it == dim_values_.end() ? e : IntImm(it->second, n.dtype);
+    }
+    if (n.op == ExprOp::kDim) {
+      auto it = params_.find(n.buffer.get());
+      if (it == params_.end()) return e;
+      int pos = it->second.second + static_cast<int>(n.int_value);
+      if (!fold_shape_.empty() && !fold_shape_[pos]) return e;
+      return IntImm(shapes_[it->second.first][n.int_value], DType::kI64);
+    }
+    bool changed = false;
+    ExprNode node = n;
+    for (Expr& a : node.args) {
+      Expr f = Fold(a);
+      changed |= f.get() != a.get();
+      a = f;
+    }
+    return changed ? Expr(std::make_shared<const ExprNode>(std::move(node))) : e;
+  }
+
+  const std::vector<const int64_t*>& shapes_;
+  const std::vector<bool>& fold_shape_;
+  std::unordered_map<const BufferNode*, std::pair<int, int>> params_;  // buffer, key offset
+  std::unordered_map<const ExprNode*, int64_t> dim_values_;
+  std::unordered_map<const ExprNode*, Expr> memo_;
+};
+
+StatusOr<KernelFn> CompileTimed(Engine& engine, DispatchCounters& counters, const Kernel& k) {
+  auto start = std::chrono::steady_clock::now();
+  StatusOr<KernelFn> fn = engine.GetOrCompile(k);
+  auto nanos =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  counters.compilations.fetch_add(1);
+  counters.compile_nanos.fetch_add(nanos);
+  return fn;
+}
+
+}  // namespace
+
+DispatchStats DispatchCounters::Snapshot() const {
+  DispatchStats s;
+  s.compilations = compilations.load();
+  s.hits = hits.load();
+  s.misses = misses.load();
+  s.specializations = specializations.load();
+  s.evictions = evictions.load();
+  s.compile_seconds = static_cast<double>(compile_nanos.load()) * 1e-9;
+  return s;
+}
+
+// ---- BackgroundCompiler. The queue state is shared with the thread so that the compiler may be
+// destroyed from inside one of its own tasks (the last owner of a dispatcher can be a task). ----
+
+struct BackgroundCompiler::State {
+  std::mutex mu;
+  std::condition_variable cv, idle_cv;
+  std::deque<std::function<void()>> queue;
+  bool running_task = false, stop = false;
+};
+
+BackgroundCompiler::BackgroundCompiler() : state_(std::make_shared<State>()) {
+  thread_ = std::thread([state = state_] {
+    std::unique_lock<std::mutex> lock(state->mu);
+    for (;;) {
+      state->cv.wait(lock, [&] { return state->stop || !state->queue.empty(); });
+      if (state->stop) break;
+      std::function<void()> task = std::move(state->queue.front());
+      state->queue.pop_front();
+      state->running_task = true;
+      lock.unlock();
+      task();
+      task = nullptr;
+      lock.lock();
+      state->running_task = false;
+      if (state->queue.empty()) state->idle_cv.notify_all();
+    }
+    state->running_task = false;
+    state->idle_cv.notify_all();
+  });
+}
+
+BackgroundCompiler::~BackgroundCompiler() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stop = true;
+    state_->queue.clear();
+  }
+  state_->cv.notify_all();
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
+}
+
+void BackgroundCompiler::Submit(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    if (state_->stop) return;
+    state_->queue.push_back(std::move(task));
+  }
+  state_->cv.notify_one();
+}
+
+void BackgroundCompiler::WaitIdle() {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->idle_cv.wait(
+      lock, [&] { return state_->stop || (state_->queue.empty() && !state_->running_task); });
+}
+
+// ---- Specialization. ----
+
+Kernel SpecializeKernel(const Kernel& kernel, const std::vector<const int64_t*>& shapes,
+                        const int64_t* dims, const std::vector<bool>& fold_dim,
+                        const std::vector<bool>& fold_shape) {
+  Folder folder(kernel, shapes, dims, fold_dim, fold_shape);
+  Kernel out = kernel;
+  out.body = folder.Fold(kernel.body);
+  return out;
+}
+
+// ---- KernelDispatcher. ----
+
+KernelDispatcher::CompileJob KernelDispatcher::Job() const {
+  return CompileJob{engine_, counters_, payload_.kernel, payload_.dim_bindings, key_offset_};
+}
+
+std::shared_ptr<KernelDispatcher> KernelDispatcher::Create(
+    std::shared_ptr<Engine> engine, std::shared_ptr<BackgroundCompiler> compiler,
+    std::shared_ptr<DispatchCounters> counters, KernelPayload payload,
+    const DispatchOptions& options,
+    const std::vector<std::pair<std::string, std::vector<int64_t>>>& hints) {
+  std::shared_ptr<KernelDispatcher> d(new KernelDispatcher());
+  d->engine_ = std::move(engine);
+  d->compiler_ = std::move(compiler);
+  d->counters_ = std::move(counters);
+  d->payload_ = std::move(payload);
+  d->options_ = options;
+  d->table_ = std::make_shared<Table>();
+  d->table_->counters = d->counters_;
+  for (const Buffer& b : d->payload_.kernel.buffers) {
+    d->key_offset_.push_back(d->key_size_);
+    d->key_size_ += b->rank;
+  }
+  const Kernel& k = d->payload_.kernel;
+  std::vector<std::function<void()>> tasks;
+  for (const auto& [symbol, buckets] : hints) {
+    for (size_t i = 0; i < k.dims.size(); ++i) {
+      if (k.dims[i].name() != symbol) continue;
+      const DimBinding& bind = d->payload_.dim_bindings[i];
+      for (int64_t value : buckets) {
+        if (value < 0 ||
+            static_cast<int>(d->table_->hint_variants.size()) >= options.max_hint_variants) {
+          continue;
+        }
+        auto hv = std::make_unique<HintVariant>();
+        hv->key_pos = d->key_offset_[bind.buffer] + bind.axis;
+        hv->value = value;
+        HintVariant* raw = hv.get();
+        d->table_->hint_variants.push_back(std::move(hv));
+        std::weak_ptr<Table> weak = d->table_;
+        tasks.push_back([weak, raw, i, key_size = d->key_size_, job = d->Job()] {
+          if (weak.expired()) return;
+          std::vector<int64_t> key(key_size, 0), dims(job.kernel.dims.size(), 0);
+          key[raw->key_pos] = raw->value;
+          dims[i] = raw->value;
+          std::vector<const int64_t*> shapes;
+          for (int off : job.key_offset) shapes.push_back(key.data() + off);
+          std::vector<bool> fold_dim(dims.size(), false), fold_shape(key.size(), false);
+          fold_dim[i] = true;
+          fold_shape[raw->key_pos] = true;
+          auto fn =
+              CompileTimed(*job.engine, *job.counters,
+                           SpecializeKernel(job.kernel, shapes, dims.data(), fold_dim, fold_shape));
+          // `raw` is owned by the table, which the lock keeps alive.
+          std::shared_ptr<Table> table = weak.lock();
+          if (table && fn.ok()) {
+            raw->fn.store(*fn, std::memory_order_release);
+            table->counters->specializations.fetch_add(1);
+          }
+        });
+      }
+    }
+  }
+  // Submitted once hint_variants is complete: readers scan it without a lock.
+  for (auto& task : tasks) d->compiler_->Submit(std::move(task));
+  return d;
+}
+
+StatusOr<KernelFn> KernelDispatcher::Generic() {
+  KernelFn fn = generic_.load(std::memory_order_acquire);
+  if (fn) return fn;
+  std::lock_guard<std::mutex> lock(generic_mu_);
+  fn = generic_.load(std::memory_order_acquire);
+  if (fn) return fn;
+  if (!generic_error_.ok()) return generic_error_;
+  StatusOr<KernelFn> compiled = CompileTimed(*engine_, *counters_, payload_.kernel);
+  if (!compiled.ok()) {
+    generic_error_ = compiled.status();
+    return generic_error_;
+  }
+  generic_.store(*compiled, std::memory_order_release);
+  return *compiled;
+}
+
+KernelFn KernelDispatcher::FindHintVariant(const int64_t* key) const {
+  for (const auto& hv : table_->hint_variants) {
+    if (key[hv->key_pos] != hv->value) continue;
+    KernelFn fn = hv->fn.load(std::memory_order_acquire);
+    if (fn) return fn;
+  }
+  return nullptr;
+}
+
+StatusOr<KernelFn> KernelDispatcher::Select(const int64_t* key) {
+  ASSIGN_OR_RETURN(KernelFn generic, Generic());
+  KernelFn fn = nullptr;
+  Table& t = *table_;
+  if (options_.specialize_after > 0 && options_.max_shapes > 0) {
+    uint64_t h = HashKey(key, key_size_);
+    bool submit = false;
+    {
+      std::lock_guard<std::mutex> lock(t.mu);
+      auto it = t.entries.find(h);
+      if (it == t.entries.end()) {
+        if (static_cast<int>(t.entries.size()) >= options_.max_shapes) {
+          t.entries.erase(t.lru.back());
+          t.lru.pop_back();
+          counters_->evictions.fetch_add(1);
+        }
+        t.lru.push_front(h);
+        it = t.entries.emplace(h, Entry()).first;
+        it->second.key.assign(key, key + key_size_);
+        it->second.lru = t.lru.begin();
+      } else {
+        t.lru.splice(t.lru.begin(), t.lru, it->second.lru);
+      }
+      Entry& e = it->second;
+      // A hash collision (different key) just runs generic for the newcomer.
+      if (std::equal(e.key.begin(), e.key.end(), key)) {
+        fn = e.fn;
+        if (!fn && !e.pending && ++e.count >= options_.specialize_after) {
+          e.pending = true;
+          submit = true;
+        }
+      }
+    }
+    if (submit) {
+      std::weak_ptr<Table> weak = table_;
+      std::vector<int64_t> k(key, key + key_size_);
+      compiler_->Submit([weak, h, k = std::move(k), job = Job()] {
+        if (weak.expired()) return;
+        std::vector<const int64_t*> shapes;
+        for (int off : job.key_offset) shapes.push_back(k.data() + off);
+        std::vector<int64_t> dims;
+        for (const DimBinding& b : job.bindings)
+          dims.push_back(k[job.key_offset[b.buffer] + b.axis]);
+        StatusOr<KernelFn> fn = CompileTimed(*job.engine, *job.counters,
+                                             SpecializeKernel(job.kernel, shapes, dims.data()));
+        std::shared_ptr<Table> table = weak.lock();
+        if (!table) return;
+        std::lock_guard<std::mutex> lock(table->mu);
+        auto it = table->entries.find(h);
+        // Evicted meanwhile: the variant stays in the engine's cache but is not installed. A
+        // failed compile leaves the entry pending for good, so it is not retried on every call.
+        if (it == table->entries.end() || it->second.key != k || !fn.ok()) return;
+        it->second.fn = *fn;
+        it->second.pending = false;
+        table->counters->specializations.fetch_add(1);
+      });
+    }
+  }
+  if (!fn && !t.hint_variants.empty()) fn = FindHintVariant(key);
+  if (fn) {
+    counters_->hits.fetch_add(1, std::memory_order_relaxed);
+    return fn;
+  }
+  counters_->misses.fetch_add(1, std::memory_order_relaxed);
+  return generic;
+}
+
+int KernelDispatcher::tracked_shapes() const {
+  std::lock_guard<std::mutex> lock(table_->mu);
+  return static_cast<int>(table_->entries.size());
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,165 @@
+// Per-kernel dispatch: a bounded table from shape key to compiled variant, with background
+// specialization of hot shapes (dims folded to constants) and pre-specialized bucket hints.
+#ifndef KILN_JIT_DISPATCH_H_
+#define KILN_JIT_DISPATCH_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "jit/engine.h"
+#include "jit/kernel_ir.h"
+#include "jit/kir_serialize.h"
+#include "vm/status.h"
+
+namespace kiln::jit {
+
+/// Largest number of buffers (inputs + outputs) a dispatched kernel may have, and largest number
+/// of symbolic dims: Run builds its argument arrays on the stack.
+inline constexpr int kMaxDispatchBuffers = 32;
+inline constexpr int kMaxDispatchDims = 64;
+/// Largest shape key (sum of the buffers' ranks).
+inline constexpr int kMaxShapeKey = 256;
+
+struct DispatchOptions {
+  /// A shape seen this many times gets a specialized variant (0 or less: never specialize).
+  int specialize_after = 8;
+  /// Shapes tracked per kernel (counted or specialized); the least recently used is evicted.
+  int max_shapes = 32;
+  /// Largest number of hint buckets pre-specialized per kernel (the rest are ignored).
+  int max_hint_variants = 32;
+};
+
+/// Counters summed over every kernel of a provider (a snapshot; each field read atomically).
+struct DispatchStats {
+  int64_t compilations = 0;     // variants compiled (generic and specialized, failures included)
+  int64_t hits = 0;             // calls served by a specialized variant
+  int64_t misses = 0;           // calls served by the generic variant
+  int64_t specializations = 0;  // specialized variants installed (hot shapes and hint buckets)
+  int64_t evictions = 0;        // shape-table entries evicted
+  double compile_seconds = 0;   // wall time in compilations (including engine cache hits)
+};
+
+/// The shared, lock-free counters behind DispatchStats.
+struct DispatchCounters {
+  std::atomic<int64_t> compilations{0}, hits{0}, misses{0}, specializations{0}, evictions{0};
+  std::atomic<int64_t> compile_nanos{0};
+  DispatchStats Snapshot() const;
+};
+
+/// One worker thread that runs compile tasks in submission order. Thread-safe. The destructor
+/// drops queued tasks and joins the thread (a task in progress finishes first).
+class BackgroundCompiler {
+ public:
+  BackgroundCompiler();
+  ~BackgroundCompiler();
+  BackgroundCompiler(const BackgroundCompiler&) = delete;
+  BackgroundCompiler& operator=(const BackgroundCompiler&) = delete;
+
+  void Submit(std::function<void()> task);
+  /// Blocks until the queue is empty and no task runs (tests, benchmarks).
+  void WaitIdle();
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+  std::thread thread_;
+};
+
+/// `kernel` with every runtime size folded to a constant: Dim(param b, axis a) becomes
+/// shapes[b][a] and kernel dim i becomes dims[i] (the dims stay in Kernel::dims, unused, so the
+/// ABI is unchanged). `fold_dim` limits folding to the kernel dims it marks and the buffer dims
+/// `fold_shape` marks (flat key positions); empty means fold everything.
+Kernel SpecializeKernel(const Kernel& kernel, const std::vector<const int64_t*>& shapes,
+                        const int64_t* dims, const std::vector<bool>& fold_dim = {},
+                        const std::vector<bool>& fold_shape = {});
+
+/// Chooses the compiled variant of one kernel for each call. Thread-safe: Select takes one
+/// short lock around the table; compiles of specialized variants run on the BackgroundCompiler
+/// and are swapped in when done, so callers never wait for them (only the very first call waits
+/// for the generic variant). Destroying the last owner of the BackgroundCompiler (the provider
+/// or a dispatcher) waits for a compile in progress, so destroy them before the process exits.
+class KernelDispatcher {
+ public:
+  /// `hints` name kernel dims (by Var name) bound to a buffer dim; each bucket value gets a
+  /// variant with that dim folded, compiled in the background now. Unknown names are ignored.
+  static std::shared_ptr<KernelDispatcher> Create(
+      std::shared_ptr<Engine> engine, std::shared_ptr<BackgroundCompiler> compiler,
+      std::shared_ptr<DispatchCounters> counters, KernelPayload payload,
+      const DispatchOptions& options,
+      const std::vector<std::pair<std::string, std::vector<int64_t>>>& hints);
+
+  /// The variant for this call. `key` is the buffers' dims concatenated (key_size() values);
+  /// the kernel dims are derived from it through the bindings. Errors: the
+  /// generic variant's compile error (kInvalidArgument / kInternal, naming the kernel).
+  StatusOr<KernelFn> Select(const int64_t* key);
+
+  const Kernel& kernel() const { return payload_.kernel; }
+  const std::vector<DimBinding>& dim_bindings() const { return payload_.dim_bindings; }
+  int key_size() const { return key_size_; }
+  /// Shapes currently tracked (tests of the cap).
+  int tracked_shapes() const;
+
+ private:
+  struct Entry {
+    std::vector<int64_t> key;
+    int64_t count = 0;
+    bool pending = false;
+    KernelFn fn = nullptr;  // the specialized variant once compiled
+    std::list<uint64_t>::iterator lru;
+  };
+  struct HintVariant {
+    int key_pos = 0;
+    int64_t value = 0;
+    std::atomic<KernelFn> fn{nullptr};
+  };
+  // What background compiles write into. Tasks hold it weakly, so a task never owns (and so
+  // never destroys) the dispatcher or the compiler thread it runs on.
+  struct Table {
+    std::mutex mu;  // guards entries and lru
+    std::unordered_map<uint64_t, Entry> entries;
+    std::list<uint64_t> lru;                                  // most recent first
+    std::vector<std::unique_ptr<HintVariant>> hint_variants;  // fixed after Create
+    std::shared_ptr<DispatchCounters> counters;
+  };
+  // Everything a compile task needs, copied so that it does not touch the dispatcher.
+  struct CompileJob {
+    std::shared_ptr<Engine> engine;
+    std::shared_ptr<DispatchCounters> counters;
+    Kernel kernel;
+    std::vector<DimBinding> bindings;
+    std::vector<int> key_offset;
+  };
+
+  KernelDispatcher() = default;
+  StatusOr<KernelFn> Generic();
+  KernelFn FindHintVariant(const int64_t* key) const;
+  CompileJob Job() const;
+
+  std::shared_ptr<Engine> engine_;
+  std::shared_ptr<BackgroundCompiler> compiler_;
+  std::shared_ptr<DispatchCounters> counters_;
+  KernelPayload payload_;
+  DispatchOptions options_;
+  int key_size_ = 0;
+  std::vector<int> key_offset_;  // per buffer: first key position of its dims
+
+  std::atomic<KernelFn> generic_{nullptr};
+  std::mutex generic_mu_;
+  Status generic_error_;
+
+  std::shared_ptr<Table> table_;
+};
+
+}  // namespace kiln::jit
+
+#endif  // KILN_JIT_DISPATCH_H_

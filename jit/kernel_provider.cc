@@ -1,0 +1,146 @@
+// JitKernelProvider: payload decoding and table checks at load; stack-only argument marshalling.
+#include "jit/kernel_provider.h"
+
+#include <string>
+#include <utility>
+
+#include "jit/kir_serialize.h"
+
+namespace kiln::jit {
+namespace {
+
+class JitTensorFunction : public TensorFunction {
+ public:
+  explicit JitTensorFunction(std::shared_ptr<KernelDispatcher> dispatcher)
+      : dispatcher_(std::move(dispatcher)) {}
+
+  Status Run(const Tensor* const* args, int num_inputs, int num_outputs) override {
+    const Kernel& k = dispatcher_->kernel();
+    const int n = num_inputs + num_outputs;
+    if (n != static_cast<int>(k.buffers.size())) {
+      return InvalidArgument("kernel '" + k.name + "': " + std::to_string(n) + " arguments for " +
+                             std::to_string(k.buffers.size()) + " buffers");
+    }
+    // Sizes were checked at Prepare, so these fixed arrays always suffice.
+    void* buffers[kMaxDispatchBuffers];
+    const int64_t* shapes[kMaxDispatchBuffers];
+    const int64_t* strides[kMaxDispatchBuffers];
+    int64_t key[kMaxShapeKey];
+    int64_t dims[kMaxDispatchDims];
+    int pos = 0;
+    for (int i = 0; i < n; ++i) {
+      const Tensor* t = args[i];
+      const BufferNode& b = *k.buffers[i];
+      if (t == nullptr || t->empty()) return ArgError(i, "is empty");
+      if (t->rank() != b.rank || t->dtype() != b.dtype) {
+        return ArgError(i, "is " + t->TypeString() + ", the kernel expects " +
+                               DTypeShortName(b.dtype) + " of rank " + std::to_string(b.rank));
+      }
+      if (b.contiguous && !t->IsContiguous()) return ArgError(i, "is not contiguous");
+      buffers[i] = t->data();
+      shapes[i] = t->shape().data();
+      strides[i] = t->strides();
+      for (int d = 0; d < b.rank; ++d) key[pos++] = t->dim(d);
+    }
+    const std::vector<DimBinding>& bindings = dispatcher_->dim_bindings();
+    for (size_t i = 0; i < bindings.size(); ++i) {
+      dims[i] = args[bindings[i].buffer]->dim(bindings[i].axis);
+    }
+    ASSIGN_OR_RETURN(KernelFn fn, dispatcher_->Select(key));
+    fn(buffers, shapes, strides, bindings.empty() ? nullptr : dims);
+    return Status::Ok();
+  }
+
+ private:
+  Status ArgError(int i, const std::string& what) const {
+    const Kernel& k = dispatcher_->kernel();
+    return InvalidArgument("kernel '" + k.name + "': argument " + std::to_string(i) + " ('" +
+                           k.buffers[i]->name + "') " + what);
+  }
+
+  std::shared_ptr<KernelDispatcher> dispatcher_;
+};
+
+std::string Quote(std::string_view what, std::string_view name) {
+  return std::string(what) + " '" + std::string(name) + "'";
+}
+
+}  // namespace
+
+JitKernelProvider::JitKernelProvider(std::shared_ptr<Engine> engine,
+                                     const JitProviderOptions& options)
+    : engine_(std::move(engine)),
+      options_(options),
+      compiler_(std::make_shared<BackgroundCompiler>()),
+      counters_(std::make_shared<DispatchCounters>()) {}
+
+JitKernelProvider::~JitKernelProvider() = default;
+
+StatusOr<KernelPayload> JitKernelProvider::Decode(std::string_view what, std::string_view name,
+                                                  std::string_view format, const uint8_t* payload,
+                                                  size_t size, size_t num_buffers) {
+  const std::string where = Quote(what, name);
+  if (format != kPayloadFormat) {
+    return Unsupported(where + ": payload format '" + std::string(format) + "' is not '" +
+                       kPayloadFormat + "'");
+  }
+  StatusOr<KernelPayload> p = DeserializeKernelPayload(payload, size);
+  if (!p.ok()) return p.status().WithContext(where);
+  const Kernel& k = p->kernel;
+  if (k.buffers.size() != num_buffers) {
+    return InvalidArgument(where + ": the payload kernel has " + std::to_string(k.buffers.size()) +
+                           " buffers, the table declares " + std::to_string(num_buffers) +
+                           " inputs and outputs");
+  }
+  int key_size = 0;
+  for (const Buffer& b : k.buffers) key_size += b->rank;
+  if (k.buffers.size() > static_cast<size_t>(kMaxDispatchBuffers) ||
+      k.dims.size() > static_cast<size_t>(kMaxDispatchDims) || key_size > kMaxShapeKey) {
+    return Unsupported(where + ": more than " + std::to_string(kMaxDispatchBuffers) + " buffers, " +
+                       std::to_string(kMaxDispatchDims) + " dims or " +
+                       std::to_string(kMaxShapeKey) + " buffer dims in all");
+  }
+  return p;
+}
+
+StatusOr<std::unique_ptr<TensorFunction>> JitKernelProvider::PrepareKernel(const KernelSpec& spec) {
+  std::vector<DType> dtypes = spec.input_dtypes;
+  dtypes.insert(dtypes.end(), spec.output_dtypes.begin(), spec.output_dtypes.end());
+  ASSIGN_OR_RETURN(KernelPayload p, Decode("kernel", spec.name, spec.payload_format, spec.payload,
+                                           spec.payload_size, dtypes.size()));
+  for (size_t i = 0; i < dtypes.size(); ++i) {
+    DType want = p.kernel.buffers[i]->dtype;
+    if (want != dtypes[i]) {
+      return InvalidArgument(Quote("kernel", spec.name) + ": buffer " + std::to_string(i) + " ('" +
+                             p.kernel.buffers[i]->name + "') is " + DTypeShortName(want) +
+                             " but the table says " + DTypeShortName(dtypes[i]));
+    }
+  }
+  std::vector<std::pair<std::string, std::vector<int64_t>>> hints;
+  for (const DispatchHintSpec& h : spec.dispatch_hints) {
+    hints.emplace_back(std::string(h.symbol), h.buckets);
+  }
+  auto dispatcher = KernelDispatcher::Create(engine_, compiler_, counters_, std::move(p),
+                                             options_.dispatch, hints);
+  return std::unique_ptr<TensorFunction>(new JitTensorFunction(std::move(dispatcher)));
+}
+
+StatusOr<std::unique_ptr<TensorFunction>> JitKernelProvider::PrepareShapeFunction(
+    const ShapeFunctionSpec& spec) {
+  ASSIGN_OR_RETURN(
+      KernelPayload p,
+      Decode("shape function", spec.name, spec.payload_format, spec.payload, spec.payload_size,
+             static_cast<size_t>(spec.num_inputs + spec.num_outputs)));
+  for (int i = spec.num_inputs; i < spec.num_inputs + spec.num_outputs; ++i) {
+    const BufferNode& b = *p.kernel.buffers[i];
+    if (b.dtype != DType::kI64 || b.rank != 1) {
+      return InvalidArgument(Quote("shape function", spec.name) + ": output buffer '" + b.name +
+                             "' must be i64 of rank 1");
+    }
+  }
+  auto dispatcher =
+      KernelDispatcher::Create(engine_, compiler_, counters_, std::move(p), options_.dispatch, {});
+  return std::unique_ptr<TensorFunction>(new JitTensorFunction(std::move(dispatcher)));
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,64 @@
+// JitKernelProvider: binds "kiln-kir-1" kernel-table entries to JIT-compiled, shape-dispatched
+// code.
+#ifndef KILN_JIT_KERNEL_PROVIDER_H_
+#define KILN_JIT_KERNEL_PROVIDER_H_
+
+#include <memory>
+
+#include "jit/dispatch.h"
+#include "jit/engine.h"
+#include "vm/providers.h"
+
+namespace kiln::jit {
+
+struct JitProviderOptions {
+  DispatchOptions dispatch;
+};
+
+/// The VM's KernelProvider for kernels whose payload is serialized kernel IR (kPayloadFormat).
+///
+/// PrepareKernel (once per table entry, at load) decodes and validates the payload and checks it
+/// against the table: buffer count == inputs + outputs, buffer dtypes == the table's dtypes, at
+/// most kMaxDispatchBuffers buffers, kMaxDispatchDims dims and kMaxShapeKey dims in all. Nothing
+/// is compiled yet. The returned TensorFunction's Run checks each tensor's rank, dtype and (for
+/// buffers the kernel declares contiguous) contiguity, builds the ABI arrays on the stack (no
+/// heap allocation once a shape has been seen), picks a variant through the kernel's
+/// KernelDispatcher (compiling the generic variant on the first call) and calls it. Kernels do
+/// not check that shapes agree with one another (e.g. broadcast-compatible): the VM's shape
+/// functions are trusted to have computed consistent output shapes.
+///
+/// Errors from Prepare name the kernel: kUnsupported for another payload format or a kernel over
+/// the limits, kInvalidFormat for corrupt bytes, kInvalidArgument when the kernel does not match
+/// the table. Thread-safe; functions it returns keep the engine alive and may outlive the
+/// provider. Compiled code is never freed (it lives as long as the engine).
+class JitKernelProvider : public KernelProvider {
+ public:
+  explicit JitKernelProvider(std::shared_ptr<Engine> engine,
+                             const JitProviderOptions& options = {});
+  ~JitKernelProvider() override;
+
+  StatusOr<std::unique_ptr<TensorFunction>> PrepareKernel(const KernelSpec& spec) override;
+  /// Shape functions are kernels too: their buffers are the inputs (any dtype; checked at run
+  /// time) then the outputs, which must be i64 of rank 1.
+  StatusOr<std::unique_ptr<TensorFunction>> PrepareShapeFunction(
+      const ShapeFunctionSpec& spec) override;
+
+  /// Dispatch counters summed over every kernel this provider prepared.
+  DispatchStats stats() const { return counters_->Snapshot(); }
+  /// Blocks until no background compile is queued or running (tests, warm-up).
+  void WaitForBackgroundCompiles() { compiler_->WaitIdle(); }
+
+ private:
+  StatusOr<KernelPayload> Decode(std::string_view what, std::string_view name,
+                                 std::string_view format, const uint8_t* payload, size_t size,
+                                 size_t num_buffers);
+
+  std::shared_ptr<Engine> engine_;
+  JitProviderOptions options_;
+  std::shared_ptr<BackgroundCompiler> compiler_;
+  std::shared_ptr<DispatchCounters> counters_;
+};
+
+}  // namespace kiln::jit
+
+#endif  // KILN_JIT_KERNEL_PROVIDER_H_

@@ -1,0 +1,224 @@
+// Tests for jit/dispatch: hot-shape specialization, the bounded table, bucket hints, concurrency.
+#define BOOST_TEST_MODULE dispatch_test
+#include "jit/dispatch.h"
+
+#include <atomic>
+#include <boost/test/unit_test.hpp>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "jit/compute.h"
+#include "jit/kernel_provider.h"
+#include "jit/kir_serialize.h"
+
+namespace kiln::jit {
+namespace {
+
+// Leaked on purpose (as tests/jit/test_util.cc does): destroying an LLJIT during static
+// destruction races with LLVM's own static teardown.
+std::shared_ptr<Engine> TestEngine() {
+  static auto* engine = [] {
+    auto e = Engine::Create();
+    if (!e.ok()) throw std::runtime_error(e.status().ToString());
+    return new std::shared_ptr<Engine>(std::move(*e));
+  }();
+  return *engine;
+}
+
+Kernel AddKernel() {
+  return ElementwiseBinary("add", {DType::kF32, 2, {}}, {DType::kF32, 1, {}}, DType::kF32,
+                           [](Expr a, Expr b) { return a + b; });
+}
+
+// Owns the payload bytes the spec points into.
+struct PreparedKernel {
+  std::vector<uint8_t> payload;
+  std::unique_ptr<TensorFunction> fn;
+};
+
+PreparedKernel Prepare(JitKernelProvider& provider, const Kernel& k,
+                       const std::vector<DimBinding>& bindings = {},
+                       std::vector<DispatchHintSpec> hints = {}) {
+  PreparedKernel p;
+  p.payload = SerializeKernel(k, bindings);
+  KernelSpec spec;
+  spec.name = k.name;
+  for (size_t i = 0; i + 1 < k.buffers.size(); ++i)
+    spec.input_dtypes.push_back(k.buffers[i]->dtype);
+  spec.output_dtypes = {k.buffers.back()->dtype};
+  spec.payload_format = kPayloadFormat;
+  spec.payload = p.payload.data();
+  spec.payload_size = p.payload.size();
+  spec.dispatch_hints = std::move(hints);
+  auto fn = provider.PrepareKernel(spec);
+  BOOST_REQUIRE_MESSAGE(fn.ok(), fn.status().ToString());
+  p.fn = std::move(*fn);
+  return p;
+}
+
+std::vector<float> Random(int64_t n, uint64_t seed) {
+  std::vector<float> v(n);
+  for (auto& x : v) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    x = static_cast<float>(static_cast<double>(seed >> 11) / 9007199254740992.0 * 200.0 - 100.0);
+  }
+  return v;
+}
+
+Tensor Wrap(std::vector<float>& v, std::vector<int64_t> dims) {
+  return Tensor::Wrap(v.data(), DType::kF32,
+                      *Shape::Make(dims.data(), static_cast<int>(dims.size())));
+}
+
+// Runs add at [n, m] on fixed pseudo-random data; returns the output and checks it exactly.
+std::vector<float> RunAdd(TensorFunction& fn, int64_t n, int64_t m) {
+  std::vector<float> a = Random(n * m, 1 + n), b = Random(m, 2 + m), y(n * m, -1.0f);
+  Tensor ta = Wrap(a, {n, m}), tb = Wrap(b, {m}), ty = Wrap(y, {n, m});
+  const Tensor* args[] = {&ta, &tb, &ty};
+  Status s = fn.Run(args, 2, 1);
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  for (int64_t i = 0; i < n * m; ++i) {
+    if (y[i] != a[i] + b[i % m]) {
+      BOOST_FAIL("add [" << n << ", " << m << "] element " << i << ": " << y[i]);
+    }
+  }
+  return y;
+}
+
+BOOST_AUTO_TEST_CASE(hot_shape_gets_a_specialized_variant_with_identical_results) {
+  JitProviderOptions options;
+  options.dispatch.specialize_after = 3;
+  JitKernelProvider provider(TestEngine(), options);
+  PreparedKernel add = Prepare(provider, AddKernel());
+  std::vector<float> generic;
+  for (int i = 0; i < 3; ++i) generic = RunAdd(*add.fn, 7, 37);
+  provider.WaitForBackgroundCompiles();
+  DispatchStats s = provider.stats();
+  BOOST_TEST(s.misses == 3);
+  BOOST_TEST(s.hits == 0);
+  BOOST_TEST(s.specializations == 1);
+  BOOST_TEST(s.compilations == 2);  // generic + [7, 37]
+  BOOST_TEST(s.compile_seconds > 0);
+  std::vector<float> special = RunAdd(*add.fn, 7, 37);
+  BOOST_TEST(provider.stats().hits == 1);
+  BOOST_TEST(std::memcmp(generic.data(), special.data(), generic.size() * 4) == 0);
+  RunAdd(*add.fn, 7, 38);  // another shape still runs generic
+  BOOST_TEST(provider.stats().misses == 4);
+}
+
+BOOST_AUTO_TEST_CASE(specialization_folds_every_runtime_size) {
+  Kernel k = AddKernel();
+  int64_t a[] = {7, 37}, b[] = {37}, y[] = {7, 37};
+  Kernel s = SpecializeKernel(k, {a, b, y}, nullptr);
+  BOOST_TEST(ValidateKernel(s).ok());
+  BOOST_TEST(HashKernel(s) != HashKernel(k));
+  BOOST_TEST(ToText(s).find("dim(") == std::string::npos, ToText(s));
+  BOOST_TEST(ToText(s).find("37") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(table_is_bounded_with_lru_eviction) {
+  JitProviderOptions options;
+  options.dispatch.specialize_after = 2;
+  options.dispatch.max_shapes = 4;
+  JitKernelProvider provider(TestEngine(), options);
+  PreparedKernel add = Prepare(provider, AddKernel());
+  for (int64_t m = 1; m <= 4; ++m) RunAdd(*add.fn, 2, m);  // table full: m = 1, 2, 3, 4
+  RunAdd(*add.fn, 2, 1);  // m = 1 is now hot (count 2) and most recent
+  RunAdd(*add.fn, 2, 5);  // evicts m = 2, the least recently used
+  BOOST_TEST(provider.stats().evictions == 1);
+  RunAdd(*add.fn, 2, 2);  // m = 2 starts over at count 1 (evicting m = 3)
+  BOOST_TEST(provider.stats().evictions == 2);
+  provider.WaitForBackgroundCompiles();
+  BOOST_TEST(provider.stats().specializations == 1);  // only m = 1
+  RunAdd(*add.fn, 2, 2);                              // count 2: now m = 2 specializes
+  provider.WaitForBackgroundCompiles();
+  BOOST_TEST(provider.stats().specializations == 2);
+  RunAdd(*add.fn, 2, 1);
+  RunAdd(*add.fn, 2, 2);
+  BOOST_TEST(provider.stats().hits == 2);
+}
+
+BOOST_AUTO_TEST_CASE(dispatch_hints_are_pre_specialized) {
+  Buffer x = Buffer::Param("x", DType::kF32, 1), y = Buffer::Param("y", DType::kF32, 1);
+  Var n("n"), i("i");
+  Kernel k{
+      "double", {x, y}, {n}, For(i, n, ForKind::kVectorized, Store(y, {i}, Load(x, {i}) * 2.0f))};
+  JitProviderOptions options;
+  options.dispatch.specialize_after = 0;  // hints only
+  JitKernelProvider provider(TestEngine(), options);
+  PreparedKernel dbl = Prepare(provider, k, {{0, 0}}, {{"n", {4, 16}}});
+  provider.WaitForBackgroundCompiles();
+  BOOST_TEST(provider.stats().specializations == 2);
+  for (int64_t len : {16, 5, 4}) {
+    std::vector<float> in = Random(len, 9), out(len, 0.0f);
+    Tensor ti = Wrap(in, {len}), to = Wrap(out, {len});
+    const Tensor* args[] = {&ti, &to};
+    BOOST_REQUIRE(dbl.fn->Run(args, 1, 1).ok());
+    for (int64_t j = 0; j < len; ++j) BOOST_REQUIRE(out[j] == in[j] * 2.0f);
+  }
+  BOOST_TEST(provider.stats().hits == 2);    // 16 and 4
+  BOOST_TEST(provider.stats().misses == 1);  // 5
+}
+
+BOOST_AUTO_TEST_CASE(eight_threads_at_mixed_shapes) {
+  JitProviderOptions options;
+  options.dispatch.specialize_after = 4;
+  JitKernelProvider provider(TestEngine(), options);
+  PreparedKernel add = Prepare(provider, AddKernel());
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {{1, 1}, {3, 17},  {8, 64},
+                                                           {5, 3}, {2, 100}, {33, 9}};
+  std::atomic<int> failures{0};
+  auto round = [&] {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t) {
+      threads.emplace_back([&, t] {
+        for (int it = 0; it < 100; ++it) {
+          auto [n, m] = shapes[(t + it) % shapes.size()];
+          std::vector<float> a = Random(n * m, t * 1000 + it), b = Random(m, it), y(n * m);
+          Tensor ta = Wrap(a, {n, m}), tb = Wrap(b, {m}), ty = Wrap(y, {n, m});
+          const Tensor* args[] = {&ta, &tb, &ty};
+          if (!add.fn->Run(args, 2, 1).ok()) ++failures;
+          for (int64_t i = 0; i < n * m; ++i) {
+            if (y[i] != a[i] + b[i % m]) {
+              ++failures;
+              break;
+            }
+          }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+  };
+  // Round 1: specializations are compiled while the threads run (or after; either is fine).
+  round();
+  provider.WaitForBackgroundCompiles();
+  DispatchStats s = provider.stats();
+  BOOST_TEST(failures.load() == 0);
+  BOOST_TEST(s.hits + s.misses == 800);
+  BOOST_TEST(s.specializations == 6);  // each shape exactly once, however the threads raced
+  // Round 2: every shape is hot, so every call runs a specialized variant.
+  round();
+  BOOST_TEST(failures.load() == 0);
+  BOOST_TEST(provider.stats().hits == s.hits + 800);
+  BOOST_TEST(provider.stats().specializations == 6);
+}
+
+BOOST_AUTO_TEST_CASE(functions_outlive_the_provider) {
+  std::unique_ptr<TensorFunction> fn;
+  std::vector<uint8_t> payload;
+  {
+    JitProviderOptions options;
+    options.dispatch.specialize_after = 1;
+    JitKernelProvider provider(TestEngine(), options);
+    PreparedKernel add = Prepare(provider, AddKernel());
+    payload = std::move(add.payload);
+    fn = std::move(add.fn);
+    RunAdd(*fn, 3, 3);  // queues a specialization the provider's destruction may drop
+  }
+  for (int i = 0; i < 3; ++i) RunAdd(*fn, 3, 3);
+}
+
+}  // namespace
+}  // namespace kiln::jit
