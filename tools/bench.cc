@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "external/registry/registry.h"
 #include "tools/commands.h"
 #include "tools/inputs.h"
 #include "tools/npy.h"
+#include "tools/runtime.h"
 #include "vm/context.h"
 
 namespace kiln::tools {
@@ -118,12 +118,8 @@ double Percentile(std::vector<double> v, double q) {
 }
 
 Status Bench(const BenchArgs& a) {
-  const std::shared_ptr<ExternalRegistry>& registry = ExternalRegistry::Global();
-  RETURN_IF_ERROR(registry->LoadPluginsFromEnvironment());
-  for (const std::string& p : a.plugins) RETURN_IF_ERROR(registry->LoadPlugin(p));
-  LoadOptions load;
-  load.externals = registry;
-  ASSIGN_OR_RETURN(auto exe, Executable::LoadFile(a.file, load));
+  ASSIGN_OR_RETURN(CliRuntime runtime, MakeCliRuntime(a.plugins));
+  ASSIGN_OR_RETURN(auto exe, Executable::LoadFile(a.file, runtime.load));
   std::string function = a.function.empty() ? std::string(exe->entry_function()) : a.function;
   int index = exe->FindFunction(function);
   if (index < 0) return NotFound("no function named '" + function + "' in " + a.file);
@@ -149,10 +145,10 @@ Status Bench(const BenchArgs& a) {
   getrusage(RUSAGE_SELF, &usage);
   double peak_mb = usage.ru_maxrss / 1024.0;
   double p50 = Percentile(times, 0.50), p90 = Percentile(times, 0.90), p99 = Percentile(times, 0.99);
-  // Kernels are bound through the KernelProvider; no JIT provider is wired into the CLI yet,
-  // so nothing is compiled here and the counters are truthfully zero.
-  int jit_compiles = 0;
-  double jit_ms = 0;
+  runtime.kernels->WaitForBackgroundCompiles();  // count specializations the runs triggered
+  jit::DispatchStats jit = runtime.kernels->stats();
+  int jit_compiles = static_cast<int>(jit.compilations);
+  double jit_ms = jit.compile_seconds * 1000.0;
   if (a.json) {
     std::printf("{\"function\": \"%s\", \"iters\": %d, \"first_ms\": %.6f, \"p50_ms\": %.6f, "
                 "\"p90_ms\": %.6f, \"p99_ms\": %.6f, \"jit_compiles\": %d, \"jit_ms\": %.3f, "

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "external/registry/registry.h"
 #include "tools/commands.h"
 #include "tools/inputs.h"
+#include "tools/runtime.h"
 #include "vm/context.h"
 #include "vm/profile.h"
 
@@ -90,12 +90,8 @@ bool ParseArgs(int argc, char** argv, ProfileArgs* a) {
 }
 
 Status RunProfile(const ProfileArgs& a) {
-  const std::shared_ptr<ExternalRegistry>& registry = ExternalRegistry::Global();
-  RETURN_IF_ERROR(registry->LoadPluginsFromEnvironment());
-  for (const std::string& p : a.plugins) RETURN_IF_ERROR(registry->LoadPlugin(p));
-  LoadOptions load;
-  load.externals = registry;
-  ASSIGN_OR_RETURN(auto exe, Executable::LoadFile(a.file, load));
+  ASSIGN_OR_RETURN(CliRuntime runtime, MakeCliRuntime(a.plugins));
+  ASSIGN_OR_RETURN(auto exe, Executable::LoadFile(a.file, runtime.load));
   std::string function = a.function.empty() ? std::string(exe->entry_function()) : a.function;
   int index = exe->FindFunction(function);
   if (index < 0) return NotFound("no function named '" + function + "' in " + a.file);

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "external/registry/registry.h"
 #include "tools/commands.h"
 #include "tools/npy.h"
+#include "tools/runtime.h"
 #include "vm/context.h"
 
 namespace kiln::tools {
@@ -137,12 +137,8 @@ std::string Preview(const Tensor& t) {
 }
 
 Status Run(const RunArgs& args) {
-  const std::shared_ptr<ExternalRegistry>& registry = ExternalRegistry::Global();
-  RETURN_IF_ERROR(registry->LoadPluginsFromEnvironment());
-  for (const std::string& plugin : args.plugins) RETURN_IF_ERROR(registry->LoadPlugin(plugin));
-  LoadOptions load;
-  load.externals = registry;
-  ASSIGN_OR_RETURN(auto exe, Executable::LoadFile(args.file, load));
+  ASSIGN_OR_RETURN(CliRuntime runtime, MakeCliRuntime(args.plugins));
+  ASSIGN_OR_RETURN(auto exe, Executable::LoadFile(args.file, runtime.load));
   std::string function = args.function.empty() ? std::string(exe->entry_function()) : args.function;
   int index = exe->FindFunction(function);
   if (index < 0) return NotFound("no function named '" + function + "' in " + args.file);

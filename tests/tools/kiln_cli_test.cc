@@ -12,6 +12,8 @@
 #include <sstream>
 #include <string>
 
+#include "jit/compute.h"
+#include "jit/kir_serialize.h"
 #include "tools/npy.h"
 #include "vm/builder.h"
 #include "vm/context.h"
@@ -229,6 +231,37 @@ BOOST_AUTO_TEST_CASE(profile_prints_tables_and_writes_a_chrome_trace) {
   r = Kiln("profile " + path + " --function spin --timeout-ms 50");
   BOOST_TEST(r.code == 1);
   BOOST_TEST(Contains(r.out, "DEADLINE_EXCEEDED"), r.out);
+}
+
+// kiln run / bench bind the JIT: a kernel stored as kernel IR is compiled on first use.
+BOOST_AUTO_TEST_CASE(run_and_bench_jit_compile_kernel_payloads) {
+  ExecutableBuilder b;
+  jit::Operand x{DType::kF32, 1, {}};
+  jit::Kernel add = jit::ElementwiseBinary("add", x, x, DType::kF32,
+                                           [](jit::Expr a, jit::Expr c) { return a + c; });
+  KernelDef def{"add", {DType::kF32, DType::kF32}, {DType::kF32}};
+  def.payload_format = jit::kPayloadFormat;
+  def.payload = jit::SerializeKernel(add);
+  int k = b.AddKernel(def);
+  FunctionBuilder& f = b.AddFunction("main");
+  f.AddParam(ValueSpec{"x", DType::kF32, {{3, ""}}, false});
+  f.AddResult(ValueSpec{"y", DType::kF32, {{3, ""}}, false});
+  f.LoadConsti(1, 12);
+  f.AllocStorage(2, 1);
+  f.AllocTensor(3, 2, 0, DType::kF32, {3});
+  f.InvokeKernel(k, {0, 0}, {3});
+  f.Ret({3});
+  std::string path = TmpDir() + "/jit_add.kiln";
+  BOOST_REQUIRE(b.WriteFile(path).ok());
+  float xs[3] = {1.5f, -2, 4};
+  std::string xp = WriteNpyFile("jit_x.npy", Tensor::Wrap(xs, DType::kF32, Shape{3}));
+  Result r = Kiln("run " + path + " " + xp);
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "y: f32[3] [3, -4, 8]"), r.out);
+  r = Kiln("bench " + path + " --iters 5 --json");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(JsonNumber(r.out, "jit_compiles") >= 1.0, r.out);
+  BOOST_TEST(JsonNumber(r.out, "jit_ms") > 0.0, r.out);
 }
 
 // A vendor runtime added without rebuilding kiln: the example plugin, by flag or environment.

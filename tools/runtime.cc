@@ -1,0 +1,21 @@
+// The CLI's runtime: JIT kernels and registered vendor runtimes.
+#include "tools/runtime.h"
+
+#include "external/registry/registry.h"
+#include "jit/engine.h"
+
+namespace kiln::tools {
+
+StatusOr<CliRuntime> MakeCliRuntime(const std::vector<std::string>& plugins) {
+  const std::shared_ptr<ExternalRegistry>& registry = ExternalRegistry::Global();
+  RETURN_IF_ERROR(registry->LoadPluginsFromEnvironment());
+  for (const std::string& p : plugins) RETURN_IF_ERROR(registry->LoadPlugin(p));
+  ASSIGN_OR_RETURN(std::unique_ptr<jit::Engine> engine, jit::Engine::Create());
+  CliRuntime runtime;
+  runtime.kernels = std::make_shared<jit::JitKernelProvider>(std::shared_ptr<jit::Engine>(std::move(engine)));
+  runtime.load.kernels = runtime.kernels;
+  runtime.load.externals = registry;
+  return runtime;
+}
+
+}  // namespace kiln::tools

@@ -1,0 +1,25 @@
+// What the kiln CLI binds executables to: the JIT kernel provider and the vendor registry.
+#ifndef KILN_TOOLS_RUNTIME_H_
+#define KILN_TOOLS_RUNTIME_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "jit/kernel_provider.h"
+#include "vm/executable.h"
+
+namespace kiln::tools {
+
+struct CliRuntime {
+  std::shared_ptr<jit::JitKernelProvider> kernels;  // for JIT counters (bench)
+  LoadOptions load;                                  // kernels + externals bound
+};
+
+/// Creates the JIT engine and provider, loads $KILN_PLUGINS and `plugins` into the global
+/// vendor registry. Errors name the plugin or the JIT failure.
+StatusOr<CliRuntime> MakeCliRuntime(const std::vector<std::string>& plugins);
+
+}  // namespace kiln::tools
+
+#endif  // KILN_TOOLS_RUNTIME_H_
