@@ -118,11 +118,11 @@ double Percentile(std::vector<double> v, double q) {
 }
 
 Status Bench(const BenchArgs& a) {
-  ASSIGN_OR_RETURN(CliRuntime runtime, MakeCliRuntime(a.plugins));
-  ASSIGN_OR_RETURN(auto exe, Executable::LoadFile(a.file, runtime.load));
-  std::string function = a.function.empty() ? std::string(exe->entry_function()) : a.function;
-  int index = exe->FindFunction(function);
-  if (index < 0) return NotFound("no function named '" + function + "' in " + a.file);
+  ASSIGN_OR_RETURN(LoadedFunction f, LoadFunction(a.file, a.function, a.plugins));
+  std::shared_ptr<const Executable> exe = f.exe;
+  int index = f.index;
+  const std::string& function = f.name;
+  CliRuntime& runtime = f.runtime;
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeInputs(exe->signature(index), a.shapes, a.inputs));
   ASSIGN_OR_RETURN(auto ctx, Context::Create(exe));
   using Clock = std::chrono::steady_clock;

@@ -90,11 +90,10 @@ bool ParseArgs(int argc, char** argv, ProfileArgs* a) {
 }
 
 Status RunProfile(const ProfileArgs& a) {
-  ASSIGN_OR_RETURN(CliRuntime runtime, MakeCliRuntime(a.plugins));
-  ASSIGN_OR_RETURN(auto exe, Executable::LoadFile(a.file, runtime.load));
-  std::string function = a.function.empty() ? std::string(exe->entry_function()) : a.function;
-  int index = exe->FindFunction(function);
-  if (index < 0) return NotFound("no function named '" + function + "' in " + a.file);
+  ASSIGN_OR_RETURN(LoadedFunction f, LoadFunction(a.file, a.function, a.plugins));
+  std::shared_ptr<const Executable> exe = f.exe;
+  int index = f.index;
+  const std::string& function = f.name;
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, MakeInputs(exe->signature(index), a.shapes, a.inputs));
   ASSIGN_OR_RETURN(auto ctx, Context::Create(exe));
   std::vector<Tensor> outputs;

@@ -137,11 +137,9 @@ std::string Preview(const Tensor& t) {
 }
 
 Status Run(const RunArgs& args) {
-  ASSIGN_OR_RETURN(CliRuntime runtime, MakeCliRuntime(args.plugins));
-  ASSIGN_OR_RETURN(auto exe, Executable::LoadFile(args.file, runtime.load));
-  std::string function = args.function.empty() ? std::string(exe->entry_function()) : args.function;
-  int index = exe->FindFunction(function);
-  if (index < 0) return NotFound("no function named '" + function + "' in " + args.file);
+  ASSIGN_OR_RETURN(LoadedFunction f, LoadFunction(args.file, args.function, args.plugins));
+  std::shared_ptr<const Executable> exe = f.exe;
+  int index = f.index;
   const FunctionSignature& sig = exe->signature(index);
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, ReadInputs(sig, args));
   ASSIGN_OR_RETURN(auto ctx, Context::Create(exe));

@@ -18,4 +18,15 @@ StatusOr<CliRuntime> MakeCliRuntime(const std::vector<std::string>& plugins) {
   return runtime;
 }
 
+StatusOr<LoadedFunction> LoadFunction(const std::string& file, const std::string& function,
+                                      const std::vector<std::string>& plugins) {
+  LoadedFunction f;
+  ASSIGN_OR_RETURN(f.runtime, MakeCliRuntime(plugins));
+  ASSIGN_OR_RETURN(f.exe, Executable::LoadFile(file, f.runtime.load));
+  f.name = function.empty() ? std::string(f.exe->entry_function()) : function;
+  f.index = f.exe->FindFunction(f.name);
+  if (f.index < 0) return NotFound("no function named '" + f.name + "' in " + file);
+  return f;
+}
+
 }  // namespace kiln::tools

@@ -20,6 +20,19 @@ struct CliRuntime {
 /// vendor registry. Errors name the plugin or the JIT failure.
 StatusOr<CliRuntime> MakeCliRuntime(const std::vector<std::string>& plugins);
 
+/// An executable loaded and bound by the CLI, and the function a subcommand runs.
+struct LoadedFunction {
+  CliRuntime runtime;
+  std::shared_ptr<const Executable> exe;
+  int index = -1;
+  std::string name;
+};
+
+/// MakeCliRuntime, then loads `file` and finds `function` (the entry function if empty).
+/// NotFound naming the function and the file if it does not exist.
+StatusOr<LoadedFunction> LoadFunction(const std::string& file, const std::string& function,
+                                      const std::vector<std::string>& plugins);
+
 }  // namespace kiln::tools
 
 #endif  // KILN_TOOLS_RUNTIME_H_
