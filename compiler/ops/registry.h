@@ -1,5 +1,5 @@
-// The op registry: per ONNX op type and opset range, its type-and-shape rule over symbolic dims,
-// plus the extension points later stages fill (lowering to kernel IR, run-time shape function).
+// The op registry: per ONNX op type and opset range, its type-and-shape rule over symbolic dims.
+// (Lowering to kernel IR is compiler/lower's LoweringTable.)
 #ifndef KILN_COMPILER_OPS_REGISTRY_H_
 #define KILN_COMPILER_OPS_REGISTRY_H_
 
@@ -21,20 +21,10 @@
 namespace kiln::compiler {
 
 class InferenceContext;
-// Defined by compiler/lower when it exists; the registry only carries pointers to functions
-// taking them, so nothing here depends on the kernel IR.
-struct LowerContext;
-struct ShapeFuncContext;
-
 /// The type and shape rule of an op: reads the node's input types, known input values and
 /// attributes from `ctx`, and sets the dtype and shape of every present output. Errors come from
 /// ctx.Error() / ctx.UnsupportedError() so they name the node.
 using ShapeRule = Status (*)(InferenceContext& ctx);
-/// Extension point for compiler/lower (not implemented yet): emits this op as kernel IR.
-using LowerFn = Status (*)(LowerContext& ctx);
-/// Extension point for compiler/lower (not implemented yet): builds the run-time shape function
-/// (integer code over input dims, and input values when the node is data-dependent).
-using ShapeFuncFn = Status (*)(ShapeFuncContext& ctx);
 
 /// A set of dtypes, one bit per kiln::DType.
 using DTypeSet = uint32_t;
@@ -65,12 +55,8 @@ struct OpDef {
   int max_outputs = 1;
   DTypeSet input0_types = kAllTypes;  // dtypes input 0 may have (ONNX type constraint "T")
   ShapeRule infer = nullptr;          // required
-
-  // ---- Extension points for later stages. Null until those stages exist; nothing calls them
-  // yet. compiler/lower will set `lower` for every op it can emit as kernel IR, and
-  // `shape_function` for every op whose output shape is not fully static at compile time.
-  LowerFn lower = nullptr;
-  ShapeFuncFn shape_function = nullptr;
+  // Lowering to kernel IR and run-time shape functions live in compiler/lower (LoweringTable),
+  // so this registry — type rules only — does not depend on the kernel IR.
 };
 
 /// Op type -> OpDefs by opset range. Built once; lookups are const and thread-safe.

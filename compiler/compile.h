@@ -1,0 +1,58 @@
+// The compiler driver: ONNX model -> .kiln bytes (import, shape inference, simplification,
+// constant folding, lowering, emission). What `kiln compile` calls.
+#ifndef KILN_COMPILER_COMPILE_H_
+#define KILN_COMPILER_COMPILE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "vm/status.h"
+
+namespace kiln::compiler {
+
+struct CompileOptions {
+  /// Pins symbolic dims to values (`--dim batch=1`): shapes become static, kernels specialize.
+  std::map<std::string, int64_t> dim_pins;
+  /// Which external compiler claims regions: "none", or a vendor ("onednn"). Until the BYOC
+  /// passes exist only "none" is accepted (Unsupported otherwise, naming the vendor).
+  std::string external = "none";
+  /// Evaluate nodes whose inputs are all constants at compile time (through the same kernels).
+  bool fold_constants = true;
+  /// Receives one human-readable progress line per stage ("lowering 120/400 nodes"); may be
+  /// empty. Called on the compiling thread.
+  std::function<void(std::string_view)> progress;
+};
+
+struct CompileStats {
+  int nodes = 0;            // nodes after import
+  int nodes_after_passes = 0;
+  int kernels = 0;          // distinct kernels in the executable
+  int shape_functions = 0;
+  int constants = 0;
+  int64_t constant_bytes = 0;
+  double seconds = 0;       // wall time of the whole compile
+};
+
+/// Compiles the ONNX model at `path` (external data resolved next to it). Errors name what is
+/// wrong: Unsupported listing every unsupported op with a node name each; InvalidFormat naming
+/// the node for contradictory shapes or dtypes; NotFound / InvalidFormat for a missing or
+/// malformed file. `stats` may be null.
+StatusOr<std::vector<uint8_t>> CompileOnnxFile(const std::string& path,
+                                               const CompileOptions& options,
+                                               CompileStats* stats = nullptr);
+/// As CompileOnnxFile for a serialized ModelProto in memory (no external data).
+StatusOr<std::vector<uint8_t>> CompileOnnxBytes(const void* data, size_t size,
+                                                const CompileOptions& options,
+                                                CompileStats* stats = nullptr);
+/// Compiles an imported graph (shape inference not yet run).
+StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& options,
+                                            CompileStats* stats = nullptr);
+
+}  // namespace kiln::compiler
+
+#endif  // KILN_COMPILER_COMPILE_H_

@@ -1,0 +1,664 @@
+// Emission: graph -> bytecode. See emit.h for the shape of the emitted program.
+#include "compiler/emit/emit.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "jit/kir_serialize.h"
+#include "vm/builder.h"
+#include "vm/dtype.h"
+
+namespace kiln::compiler {
+namespace {
+
+constexpr int64_t kAlign = 64;
+// Largest tensor a shape function lets the program allocate; larger (or overflowing) sizes
+// become -1, which alloc_storage rejects.
+constexpr int64_t kMaxTensorBytes = int64_t{1} << 50;
+
+int64_t AlignUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+bool IsStatic(const SymbolicShape& s) {
+  for (const DimExpr& d : s) {
+    if (!d.is_const()) return false;
+  }
+  return true;
+}
+
+std::vector<int64_t> StaticDims(const SymbolicShape& s) {
+  std::vector<int64_t> out;
+  for (const DimExpr& d : s) out.push_back(d.const_value());
+  return out;
+}
+
+int64_t StaticBytes(const Value& v) {
+  int64_t n = 1;
+  for (const DimExpr& d : *v.shape) n *= d.const_value();
+  return n * static_cast<int64_t>(DTypeSize(v.dtype));
+}
+
+ValueSpec SpecOf(const Value& v) {
+  ValueSpec spec;
+  spec.name = v.name;
+  spec.dtype = v.dtype;
+  for (const DimExpr& d : *v.shape) {
+    DimSpec ds;
+    if (d.is_const()) {
+      ds.value = d.const_value();
+    } else if (d.is_symbol()) {
+      ds.symbol = d.symbol_name();
+    }
+    spec.shape.push_back(ds);
+  }
+  return spec;
+}
+
+// Where a symbol's value comes from at run time.
+struct SymbolSource {
+  int reg = -1;       // a tensor register
+  int index = 0;      // axis (dim source) or element (shape-tensor source)
+  bool dim = true;    // true: DimOf(tensor, index); false: shape_tensor[index]
+  DType dtype = DType::kI64;
+  int rank = 1;
+};
+
+// Per-value emission state.
+struct ValueState {
+  int reg = -1;
+  bool live = false;
+  bool dynamic = false;   // a shape with non-constant dims
+  int shape_reg = -1;     // dynamic: i64[rank] computed by a shape function
+  int bytes_reg = -1;     // dynamic: i64[1] byte size
+  int64_t arena_offset = -1;  // static intermediates placed in the arena
+  int last_use = -1;      // position of the last node reading it (INT_MAX: a graph output)
+};
+
+class Emitter {
+ public:
+  Emitter(const Graph& g, const EmitOptions& o)
+      : g_(g),
+        opts_(o),
+        table_(*o.table),
+        eb_(o.producer),
+        fb_(eb_.AddFunction("main")),
+        vals_(g.num_values()) {}
+
+  StatusOr<std::vector<uint8_t>> Run(EmitStats* stats);
+
+ private:
+  Status Plan();
+  Status EmitNode(NodeId n);
+  StatusOr<int> RegFor(ValueId v);
+  int NewReg() { return next_reg_++; }
+  int ConstI64Tensor(const std::vector<int64_t>& values);
+  int ScratchStorage(int64_t bytes);
+  Status EnsureShapes(const std::vector<ValueId>& need, NodeId at);
+  bool SymbolsBound(const SymbolicShape& s) const;
+  jit::Expr ToExpr(const DimExpr& d, const std::map<std::string, jit::Var>& vars) const;
+  int AddKernel(const jit::Kernel& k, std::vector<DType> ins, std::vector<DType> outs);
+  int AddShapeFunction(const jit::Kernel& k, int num_inputs, std::vector<bool> data_dependent);
+
+  const Graph& g_;
+  const EmitOptions& opts_;
+  const LoweringTable& table_;
+  ExecutableBuilder eb_;
+  FunctionBuilder& fb_;
+  std::vector<ValueState> vals_;
+  std::vector<NodeId> order_;
+  std::vector<bool> node_live_;
+  std::vector<int> node_pos_;
+  std::map<std::string, SymbolSource> bound_;
+  std::map<uint64_t, std::vector<std::pair<jit::Kernel, int>>> kernels_;
+  std::map<uint64_t, std::vector<std::pair<jit::Kernel, int>>> shape_funcs_;
+  std::map<std::vector<int64_t>, int> const_shapes_;  // i64 constant -> constant index
+  int next_reg_ = 0;
+  int arena_reg_ = -1;
+  int64_t arena_bytes_ = 0;
+  EmitStats st_;
+  std::map<std::string, std::vector<std::string>> unsupported_;  // op type -> node names
+};
+
+bool Emitter::SymbolsBound(const SymbolicShape& s) const {
+  for (const DimExpr& d : s) {
+    std::set<std::string> names;
+    d.CollectSymbols(&names);
+    for (const std::string& n : names) {
+      if (!bound_.count(n)) return false;
+    }
+  }
+  return true;
+}
+
+jit::Expr Emitter::ToExpr(const DimExpr& d, const std::map<std::string, jit::Var>& vars) const {
+  switch (d.kind()) {
+    case DimExpr::Kind::kConst:
+      return jit::IntImm(d.const_value());
+    case DimExpr::Kind::kSymbol:
+      return vars.at(d.symbol_name());
+    case DimExpr::Kind::kSum: {
+      jit::Expr acc = jit::IntImm(d.sum_constant());
+      for (size_t i = 0; i < d.operands().size(); ++i) {
+        acc = jit::Add(acc, jit::Mul(jit::IntImm(d.sum_coeffs()[i]), ToExpr(d.operands()[i], vars)));
+      }
+      return acc;
+    }
+    case DimExpr::Kind::kProduct: {
+      jit::Expr acc = jit::IntImm(1);
+      for (const DimExpr& f : d.operands()) acc = jit::Mul(acc, ToExpr(f, vars));
+      return acc;
+    }
+    case DimExpr::Kind::kFloorDiv:
+      return jit::FloorDiv(ToExpr(d.operands()[0], vars), ToExpr(d.operands()[1], vars));
+    case DimExpr::Kind::kMod:
+      return jit::FloorMod(ToExpr(d.operands()[0], vars), ToExpr(d.operands()[1], vars));
+    case DimExpr::Kind::kMin:
+      return jit::Min(ToExpr(d.operands()[0], vars), ToExpr(d.operands()[1], vars));
+    case DimExpr::Kind::kMax:
+      return jit::Max(ToExpr(d.operands()[0], vars), ToExpr(d.operands()[1], vars));
+  }
+  return jit::IntImm(-1);
+}
+
+int Emitter::AddKernel(const jit::Kernel& k, std::vector<DType> ins, std::vector<DType> outs) {
+  uint64_t h = jit::HashKernel(k);
+  for (const auto& [kernel, index] : kernels_[h]) {
+    if (jit::StructurallyEqual(kernel, k)) return index;
+  }
+  KernelDef def;
+  def.name = k.name;
+  def.inputs = std::move(ins);
+  def.outputs = std::move(outs);
+  def.payload_format = jit::kPayloadFormat;
+  def.payload = jit::SerializeKernel(k);
+  int index = eb_.AddKernel(std::move(def));
+  kernels_[h].emplace_back(k, index);
+  ++st_.kernels;
+  return index;
+}
+
+int Emitter::AddShapeFunction(const jit::Kernel& k, int num_inputs,
+                              std::vector<bool> data_dependent) {
+  uint64_t h = jit::HashKernel(k);
+  for (const auto& [kernel, index] : shape_funcs_[h]) {
+    if (jit::StructurallyEqual(kernel, k)) return index;
+  }
+  ShapeFunctionDef def;
+  def.name = k.name;
+  def.num_inputs = num_inputs;
+  def.num_outputs = static_cast<int>(k.buffers.size()) - num_inputs;
+  def.data_dependent = std::move(data_dependent);
+  def.payload_format = jit::kPayloadFormat;
+  def.payload = jit::SerializeKernel(k);
+  int index = eb_.AddShapeFunction(std::move(def));
+  shape_funcs_[h].emplace_back(k, index);
+  ++st_.shape_functions;
+  return index;
+}
+
+int Emitter::ConstI64Tensor(const std::vector<int64_t>& values) {
+  auto it = const_shapes_.find(values);
+  int index;
+  if (it != const_shapes_.end()) {
+    index = it->second;
+  } else {
+    index = eb_.AddConstant("shape" + std::to_string(const_shapes_.size()), DType::kI64,
+                            {static_cast<int64_t>(values.size())}, values.data(),
+                            values.size() * sizeof(int64_t));
+    const_shapes_[values] = index;
+  }
+  int r = NewReg();
+  fb_.LoadConst(r, index);
+  return r;
+}
+
+int Emitter::ScratchStorage(int64_t bytes) {
+  int size = NewReg();
+  fb_.LoadConsti(size, bytes);
+  int storage = NewReg();
+  fb_.AllocStorage(storage, size);
+  fb_.KillRegister(size);
+  return storage;
+}
+
+StatusOr<int> Emitter::RegFor(ValueId v) {
+  ValueState& s = vals_[v];
+  if (s.reg >= 0) return s.reg;
+  const Value& val = g_.value(v);
+  if (val.data && val.kind != ValueKind::kGraphInput) {
+    const TensorData& d = *val.data;
+    int index = eb_.AddConstant(val.name, d.dtype(), d.dims(), d.data(), d.size_bytes());
+    ++st_.constants;
+    st_.constant_bytes += static_cast<int64_t>(d.size_bytes());
+    s.reg = NewReg();
+    fb_.LoadConst(s.reg, index);
+    return s.reg;
+  }
+  return Internal("value '" + val.name + "' is used before it is computed");
+}
+
+// Emits one batched shape function computing shape and byte size of every live dynamic value
+// whose dims can be computed from the symbols bound so far (and which has none yet). `need` must
+// be among them.
+Status Emitter::EnsureShapes(const std::vector<ValueId>& need, NodeId at) {
+  bool missing = false;
+  for (ValueId v : need) missing |= vals_[v].shape_reg < 0;
+  if (!missing) return Status::Ok();
+  std::vector<ValueId> batch;
+  std::set<std::string> symbols;
+  for (ValueId v = 0; v < g_.num_values(); ++v) {
+    const ValueState& s = vals_[v];
+    if (!s.live || !s.dynamic || s.shape_reg >= 0) continue;
+    const Value& val = g_.value(v);
+    if (val.kind != ValueKind::kNodeOutput) continue;
+    if (!SymbolsBound(*val.shape)) continue;
+    batch.push_back(v);
+    for (const DimExpr& d : *val.shape) d.CollectSymbols(&symbols);
+  }
+  for (ValueId v : need) {
+    if (std::find(batch.begin(), batch.end(), v) == batch.end() && vals_[v].shape_reg < 0) {
+      return Internal(g_.DescribeNode(at) + ": the shape of '" + g_.value(v).name +
+                      "' cannot be computed here");
+    }
+  }
+  // Source buffers: one per distinct register symbols are read from.
+  std::vector<jit::Buffer> buffers;
+  std::vector<int> in_regs;
+  std::vector<bool> data_dependent;
+  std::map<int, int> buffer_of_reg;
+  std::map<std::string, jit::Var> vars;
+  std::vector<std::pair<jit::Var, jit::Expr>> lets;
+  for (const std::string& name : symbols) {
+    const SymbolSource& src = bound_.at(name);
+    auto it = buffer_of_reg.find(src.reg);
+    if (it == buffer_of_reg.end()) {
+      int b = static_cast<int>(buffers.size());
+      buffers.push_back(jit::Buffer::Param("src" + std::to_string(b), src.dtype, src.rank));
+      in_regs.push_back(src.reg);
+      data_dependent.push_back(!src.dim);
+      it = buffer_of_reg.emplace(src.reg, b).first;
+    }
+    const jit::Buffer& b = buffers[it->second];
+    jit::Var var(name);
+    vars[name] = var;
+    lets.emplace_back(var, src.dim ? jit::DimOf(b, src.index)
+                                   : jit::Load(b, {jit::IntImm(src.index)}));
+  }
+  const int num_inputs = static_cast<int>(buffers.size());
+  std::vector<jit::Stmt> stores;
+  std::vector<std::pair<ValueId, int64_t>> layout;  // value, rank
+  for (ValueId v : batch) {
+    const Value& val = g_.value(v);
+    int rank = static_cast<int>(val.shape->size());
+    jit::Buffer shape = jit::Buffer::Param("shape" + std::to_string(v), DType::kI64, 1);
+    jit::Buffer bytes = jit::Buffer::Param("bytes" + std::to_string(v), DType::kI64, 1);
+    buffers.push_back(shape);
+    buffers.push_back(bytes);
+    // bytes = product(dims) * size, or -1 when a dim is negative or the product is too large.
+    const int64_t limit = kMaxTensorBytes / static_cast<int64_t>(DTypeSize(val.dtype));
+    jit::Expr acc = jit::IntImm(1);
+    for (int a = 0; a < rank; ++a) {
+      jit::Expr d = ToExpr((*val.shape)[a], vars);
+      stores.push_back(jit::Store(shape, {jit::IntImm(a)}, d));
+      jit::Expr ok = jit::And(jit::And(jit::Ge(acc, jit::IntImm(0)), jit::Ge(d, jit::IntImm(0))),
+                              jit::Le(acc, jit::FloorDiv(jit::IntImm(limit),
+                                                         jit::Max(d, jit::IntImm(1)))));
+      acc = jit::Select(ok, jit::Mul(acc, d), jit::IntImm(-1));
+    }
+    jit::Expr total = jit::Select(jit::Ge(acc, jit::IntImm(0)),
+                                  jit::Mul(acc, jit::IntImm(DTypeSize(val.dtype))), jit::IntImm(-1));
+    stores.push_back(jit::Store(bytes, {jit::IntImm(0)}, total));
+    layout.emplace_back(v, rank);
+  }
+  jit::Stmt body = jit::Seq(stores);
+  for (auto it = lets.rbegin(); it != lets.rend(); ++it) body = jit::Let(it->first, it->second, body);
+  jit::Kernel k;
+  k.name = "shapes_" + std::to_string(st_.shape_functions);
+  k.buffers = buffers;
+  k.body = body;
+  Status valid = jit::ValidateKernel(k);
+  if (!valid.ok()) return Internal("batched shape function: " + valid.message());
+  int sf = AddShapeFunction(k, num_inputs, data_dependent);
+  // Outputs in one scratch storage.
+  int64_t total = 0;
+  for (const auto& [v, rank] : layout) total += 8 * rank + 8;
+  int storage = ScratchStorage(std::max<int64_t>(total, 8));
+  std::vector<int> out_regs;
+  int64_t offset = 0;
+  for (const auto& [v, rank] : layout) {
+    ValueState& s = vals_[v];
+    s.shape_reg = NewReg();
+    fb_.AllocTensor(s.shape_reg, storage, offset, DType::kI64, {rank});
+    offset += 8 * rank;
+    s.bytes_reg = NewReg();
+    fb_.AllocTensor(s.bytes_reg, storage, offset, DType::kI64, {1});
+    offset += 8;
+    out_regs.push_back(s.shape_reg);
+    out_regs.push_back(s.bytes_reg);
+  }
+  fb_.KillRegister(storage);
+  fb_.InvokeShapeFunc(sf, in_regs, out_regs);
+  return Status::Ok();
+}
+
+// Liveness, dead-code elimination and the static arena plan.
+Status Emitter::Plan() {
+  ASSIGN_OR_RETURN(order_, g_.TopologicalOrder());
+  node_live_.assign(g_.num_nodes(), false);
+  node_pos_.assign(g_.num_nodes(), -1);
+  // Live values: backwards from the outputs. A node whose outputs are all folded constants
+  // needs not run.
+  std::vector<ValueId> work(g_.outputs().begin(), g_.outputs().end());
+  while (!work.empty()) {
+    ValueId v = work.back();
+    work.pop_back();
+    if (vals_[v].live) continue;
+    vals_[v].live = true;
+    const Value& val = g_.value(v);
+    if (val.kind != ValueKind::kNodeOutput || val.data) continue;
+    NodeId n = val.producer;
+    if (node_live_[n]) continue;
+    node_live_[n] = true;
+    const Node& node = g_.node(n);
+    if (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan") {
+      return Unsupported(g_.DescribeNode(n) + ": control flow is not emitted yet");
+    }
+    for (ValueId in : node.inputs) {
+      if (in != kNoValue) work.push_back(in);
+    }
+  }
+  int pos = 0;
+  for (NodeId n : order_) {
+    if (!node_live_[n]) continue;
+    node_pos_[n] = pos++;
+    for (ValueId in : g_.node(n).inputs) {
+      if (in != kNoValue) vals_[in].last_use = std::max(vals_[in].last_use, node_pos_[n]);
+    }
+    for (ValueId out : g_.node(n).outputs) {
+      if (out == kNoValue) continue;
+      vals_[out].live = true;  // every output of a live node is produced
+      const Value& val = g_.value(out);
+      if (!val.shape) return Internal("value '" + val.name + "' has no inferred shape");
+      vals_[out].dynamic = !IsStatic(*val.shape);
+      if (vals_[out].last_use < 0) vals_[out].last_use = node_pos_[n];
+    }
+  }
+  for (ValueId v : g_.outputs()) vals_[v].last_use = INT_MAX;
+  return Status::Ok();
+}
+
+Status Emitter::EmitNode(NodeId n) {
+  const Node& node = g_.node(n);
+  fb_.SetSourceNode(node.name);
+  // Does an output need the node's own shape function?
+  bool need_sf = node.data_dependent_shape;
+  for (ValueId out : node.outputs) {
+    if (out != kNoValue && !SymbolsBound(*g_.value(out).shape)) need_sf = true;
+  }
+  StatusOr<LoweredNode> lowered = LowerNode(g_, n, need_sf, table_);
+  if (!lowered.ok()) {
+    if (lowered.status().code() != StatusCode::kUnsupported) return lowered.status();
+    unsupported_[node.op_type].push_back(node.name);
+    // Keep going to collect every unsupported node: pretend outputs and symbols exist.
+    for (ValueId out : node.outputs) {
+      if (out == kNoValue) continue;
+      vals_[out].reg = NewReg();
+      vals_[out].shape_reg = vals_[out].bytes_reg = vals_[out].reg;
+      for (const DimExpr& d : *g_.value(out).shape) {
+        std::set<std::string> names;
+        d.CollectSymbols(&names);
+        for (const std::string& s : names) bound_.emplace(s, SymbolSource{vals_[out].reg, 0, true});
+      }
+    }
+    return Status::Ok();
+  }
+  if (!unsupported_.empty()) {
+    // Code emitted after an unsupported node is discarded anyway; only lower to find more.
+    for (ValueId out : node.outputs) {
+      if (out == kNoValue) continue;
+      vals_[out].reg = NewReg();
+      vals_[out].shape_reg = vals_[out].bytes_reg = vals_[out].reg;
+      for (const DimExpr& d : *g_.value(out).shape) {
+        std::set<std::string> names;
+        d.CollectSymbols(&names);
+        for (const std::string& s : names) bound_.emplace(s, SymbolSource{vals_[out].reg, 0, true});
+      }
+    }
+    return Status::Ok();
+  }
+  std::vector<int> in_regs;
+  for (ValueId in : node.inputs) {
+    if (in == kNoValue) continue;
+    ASSIGN_OR_RETURN(int r, RegFor(in));
+    in_regs.push_back(r);
+  }
+  std::vector<ValueId> outs;
+  for (ValueId out : node.outputs) {
+    if (out != kNoValue) outs.push_back(out);
+  }
+  if (lowered->shape_function) {
+    std::vector<int> shape_regs;
+    int64_t total = 0;
+    for (ValueId out : outs) total += 8 * static_cast<int64_t>(g_.value(out).shape->size());
+    int storage = ScratchStorage(std::max<int64_t>(total, 8));
+    int64_t offset = 0;
+    for (ValueId out : outs) {
+      int64_t rank = static_cast<int64_t>(g_.value(out).shape->size());
+      int r = NewReg();
+      fb_.AllocTensor(r, storage, offset, DType::kI64, {rank});
+      offset += 8 * rank;
+      shape_regs.push_back(r);
+    }
+    fb_.KillRegister(storage);
+    std::vector<bool> dd(in_regs.size(), true);
+    int sf = AddShapeFunction(*lowered->shape_function, static_cast<int>(in_regs.size()), dd);
+    fb_.InvokeShapeFunc(sf, in_regs, shape_regs);
+    for (size_t j = 0; j < outs.size(); ++j) {
+      const SymbolicShape& shape = *g_.value(outs[j]).shape;
+      for (size_t a = 0; a < shape.size(); ++a) {
+        const DimExpr& d = shape[a];
+        if (d.is_symbol() && !bound_.count(d.symbol_name())) {
+          bound_[d.symbol_name()] = SymbolSource{shape_regs[j], static_cast<int>(a), false,
+                                                 DType::kI64, 1};
+        }
+      }
+      if (!SymbolsBound(shape)) {
+        return Unsupported(g_.DescribeNode(n) + ": output '" + g_.value(outs[j]).name +
+                           "' has shape " + ShapeToString(shape) +
+                           " whose dims cannot be computed at run time");
+      }
+    }
+  }
+  if (lowered->view_of >= 0) {
+    ValueId src = node.inputs[lowered->view_of];
+    ValueId dst = outs[0];
+    const Value& dv = g_.value(dst);
+    int r = NewReg();
+    int shape_reg;
+    ASSIGN_OR_RETURN(int src_reg, RegFor(src));
+    if (*g_.value(src).shape == *dv.shape) {
+      fb_.Move(r, src_reg);
+    } else {
+      if (IsStatic(*dv.shape)) {
+        shape_reg = ConstI64Tensor(StaticDims(*dv.shape));
+      } else {
+        RETURN_IF_ERROR(EnsureShapes({dst}, n));
+        shape_reg = vals_[dst].shape_reg;
+      }
+      fb_.ReshapeTensor(r, src_reg, shape_reg);
+    }
+    vals_[dst].reg = r;
+    return Status::Ok();
+  }
+  // Output tensors.
+  std::vector<int> out_regs;
+  std::vector<DType> in_dtypes, out_dtypes;
+  for (ValueId in : node.inputs) {
+    if (in != kNoValue) in_dtypes.push_back(g_.value(in).dtype);
+  }
+  std::vector<ValueId> dyn;
+  for (ValueId out : outs) {
+    if (vals_[out].dynamic) dyn.push_back(out);
+  }
+  if (!dyn.empty()) RETURN_IF_ERROR(EnsureShapes(dyn, n));
+  for (ValueId out : outs) {
+    const Value& v = g_.value(out);
+    ValueState& s = vals_[out];
+    out_dtypes.push_back(v.dtype);
+    s.reg = NewReg();
+    if (s.dynamic) {
+      int storage = NewReg();
+      fb_.AllocStorage(storage, s.bytes_reg, kAlign);
+      fb_.AllocTensorReg(s.reg, storage, 0, v.dtype, s.shape_reg);
+      fb_.KillRegister(storage);
+    } else if (s.arena_offset >= 0) {
+      fb_.AllocTensor(s.reg, arena_reg_, s.arena_offset, v.dtype, StaticDims(*v.shape));
+    } else {
+      int storage = ScratchStorage(std::max<int64_t>(StaticBytes(v), 1));
+      fb_.AllocTensor(s.reg, storage, 0, v.dtype, StaticDims(*v.shape));
+      fb_.KillRegister(storage);
+    }
+    out_regs.push_back(s.reg);
+  }
+  int k = AddKernel(*lowered->kernel, in_dtypes, out_dtypes);
+  fb_.InvokeKernel(k, in_regs, out_regs);
+  return Status::Ok();
+}
+
+StatusOr<std::vector<uint8_t>> Emitter::Run(EmitStats* stats) {
+  // Parameters first: registers 0..n-1.
+  for (ValueId v : g_.inputs()) {
+    const Value& val = g_.value(v);
+    if (!val.shape) return Internal("graph input '" + val.name + "' has no shape");
+    int r = fb_.AddParam(SpecOf(val));
+    vals_[v].reg = r;
+    next_reg_ = std::max(next_reg_, r + 1);
+    for (size_t a = 0; a < val.shape->size(); ++a) {
+      const DimExpr& d = (*val.shape)[a];
+      if (d.is_symbol() && !bound_.count(d.symbol_name())) {
+        bound_[d.symbol_name()] = SymbolSource{r, static_cast<int>(a), true, val.dtype,
+                                               static_cast<int>(val.shape->size())};
+      }
+    }
+  }
+  for (ValueId v : g_.outputs()) {
+    const Value& val = g_.value(v);
+    if (!val.shape) return Internal("graph output '" + val.name + "' has no shape");
+    fb_.AddResult(SpecOf(val));
+  }
+  RETURN_IF_ERROR(Plan());
+  // Arena: static intermediates that are not graph outputs, first fit by lifetime. Values that
+  // may be viewed (inputs of view ops) are kept out of it: the view's lifetime is not tracked.
+  std::set<ValueId> viewed;
+  static const std::set<std::string> kViewOps = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                                                 "Identity", "Dropout"};
+  for (NodeId n : order_) {
+    if (node_live_[n] && kViewOps.count(g_.node(n).op_type) && !g_.node(n).inputs.empty() &&
+        g_.node(n).inputs[0] != kNoValue) {
+      viewed.insert(g_.node(n).inputs[0]);
+    }
+  }
+  struct Block {
+    ValueId v;
+    int64_t size;
+    int begin, end;
+  };
+  std::vector<Block> blocks;
+  for (NodeId n : order_) {
+    if (!node_live_[n]) continue;
+    for (ValueId out : g_.node(n).outputs) {
+      if (out == kNoValue) continue;
+      const ValueState& s = vals_[out];
+      if (s.dynamic || s.last_use == INT_MAX || viewed.count(out)) continue;
+      blocks.push_back({out, AlignUp(std::max<int64_t>(StaticBytes(g_.value(out)), 1), kAlign),
+                        node_pos_[n], s.last_use});
+    }
+  }
+  std::stable_sort(blocks.begin(), blocks.end(),
+                   [](const Block& a, const Block& b) { return a.size > b.size; });
+  std::vector<Block> placed;
+  for (const Block& b : blocks) {
+    // Lowest offset that does not overlap a placed block alive at the same time.
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (const Block& p : placed) {
+      if (p.begin <= b.end && b.begin <= p.end) {
+        busy.emplace_back(vals_[p.v].arena_offset, vals_[p.v].arena_offset + p.size);
+      }
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t offset = 0;
+    for (const auto& [lo, hi] : busy) {
+      if (offset + b.size <= lo) break;
+      offset = std::max(offset, hi);
+    }
+    vals_[b.v].arena_offset = offset;
+    arena_bytes_ = std::max(arena_bytes_, offset + b.size);
+    placed.push_back(b);
+  }
+  st_.planned_bytes = arena_bytes_;
+  if (arena_bytes_ > 0) {
+    fb_.SetSourceNode("");
+    arena_reg_ = ScratchStorage(arena_bytes_);
+  }
+  // Nodes in order; registers of dynamic values are dropped after their last use.
+  std::map<int, std::vector<ValueId>> kill_at;
+  for (ValueId v = 0; v < g_.num_values(); ++v) {
+    const ValueState& s = vals_[v];
+    if (s.live && s.last_use >= 0 && s.last_use != INT_MAX && g_.value(v).kind == ValueKind::kNodeOutput) {
+      kill_at[s.last_use].push_back(v);
+    }
+  }
+  for (NodeId n : order_) {
+    if (!node_live_[n]) continue;
+    RETURN_IF_ERROR(EmitNode(n));
+    if (!unsupported_.empty()) continue;
+    for (ValueId v : kill_at[node_pos_[n]]) {
+      if (vals_[v].reg >= 0) fb_.KillRegister(vals_[v].reg);
+    }
+  }
+  if (!unsupported_.empty()) {
+    std::string msg = "uses " + std::to_string(unsupported_.size()) +
+                      " op type(s) kiln cannot lower: ";
+    bool first = true;
+    for (const auto& [op, nodes] : unsupported_) {
+      msg += std::string(first ? "" : ", ") + op + " (node" + (nodes.size() > 1 ? "s" : "") + " ";
+      first = false;
+      for (size_t i = 0; i < nodes.size() && i < 3; ++i) msg += (i ? ", '" : "'") + nodes[i] + "'";
+      if (nodes.size() > 3) msg += ", ... " + std::to_string(nodes.size()) + " in all";
+      msg += ")";
+    }
+    return Unsupported(msg);
+  }
+  fb_.SetSourceNode("");
+  std::vector<int> results;
+  for (ValueId v : g_.outputs()) {
+    ASSIGN_OR_RETURN(int r, RegFor(v));
+    results.push_back(r);
+  }
+  fb_.Ret(results);
+  st_.instructions = fb_.pc();
+  MetadataDef md;
+  for (ValueId v : g_.inputs()) md.inputs.push_back(SpecOf(g_.value(v)));
+  for (ValueId v : g_.outputs()) md.outputs.push_back(SpecOf(g_.value(v)));
+  md.entry = "main";
+  md.opset = g_.OpsetFor("");
+  md.producer_name = opts_.producer;
+  md.doc = opts_.doc;
+  eb_.SetMetadata(std::move(md));
+  if (stats) *stats = st_;
+  return eb_.Finish();
+}
+
+}  // namespace
+
+StatusOr<std::vector<uint8_t>> EmitExecutable(const Graph& graph, const EmitOptions& options,
+                                              EmitStats* stats) {
+  if (options.table == nullptr) return InvalidArgument("EmitOptions::table is required");
+  Emitter e(graph, options);
+  return e.Run(stats);
+}
+
+}  // namespace kiln::compiler

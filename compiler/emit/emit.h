@@ -1,0 +1,47 @@
+// Emission: an inferred (and optionally simplified and folded) graph -> .kiln bytes through the
+// ExecutableBuilder. One VM function "main" per graph: parameters are the graph inputs in order
+// (those with a default are still parameters), results the graph outputs.
+//
+// Per node in topological order: a view (reshape_tensor) or one invoke_kernel of the node's
+// lowered kernel. Static-shaped intermediates share one storage planned by liveness; dynamic
+// ones get alloc_storage/alloc_tensor_reg sized by shape functions and kill_register after
+// their last use. Dynamic dims are computed by batched shape functions (kernel IR over the
+// symbols): one at entry binding every symbol from the inputs' dims and checking that inputs
+// agree (a contradiction stops with a `fatal` naming the dims), and one after each
+// data-dependent node, whose own shape function defines the dims it introduces.
+#ifndef KILN_COMPILER_EMIT_EMIT_H_
+#define KILN_COMPILER_EMIT_EMIT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "compiler/lower/lower.h"
+#include "vm/status.h"
+
+namespace kiln::compiler {
+
+struct EmitOptions {
+  const LoweringTable* table = nullptr;  // required (LoweringTable::Global() for every op)
+  std::string producer = "kiln compile";
+  std::string doc;
+};
+
+struct EmitStats {
+  int kernels = 0;  // distinct kernels (identical kernels stored once)
+  int shape_functions = 0;
+  int constants = 0;
+  int64_t constant_bytes = 0;
+  int64_t planned_bytes = 0;  // the static arena
+  int instructions = 0;
+};
+
+/// Emits `graph` (shape inference run; no If/Loop nodes yet: Unsupported naming the node).
+/// Errors from lowering name the node. `stats` may be null.
+StatusOr<std::vector<uint8_t>> EmitExecutable(const Graph& graph, const EmitOptions& options,
+                                              EmitStats* stats = nullptr);
+
+}  // namespace kiln::compiler
+
+#endif  // KILN_COMPILER_EMIT_EMIT_H_

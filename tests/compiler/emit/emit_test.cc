@@ -1,0 +1,256 @@
+// Emission: graphs compiled with a small lowering table of the test's own, run in the VM on the
+// JIT, compared with the Evaluator (the same kernels outside the VM) and with known answers.
+#define BOOST_TEST_MODULE emit_test
+#include <boost/test/included/unit_test.hpp>
+
+#include <cmath>
+
+#include "compiler/emit/emit.h"
+#include "compiler/lower/evaluate.h"
+#include "jit/compute.h"
+#include "tests/compiler/e2e_util.h"
+#include "tests/compiler/lower/op_test_util.h"
+#include "tests/compiler/test_util.h"
+
+namespace kiln::compiler {
+namespace {
+
+using testing::Compare;
+using testing::F32;
+
+jit::BroadcastDim Hint(const DimExpr& in, const DimExpr& out) {
+  if (in.is_const() && in.const_value() == 1) return jit::BroadcastDim::kOne;
+  if (in == out) return jit::BroadcastDim::kSame;
+  return jit::BroadcastDim::kUnknown;
+}
+
+std::vector<jit::BroadcastDim> Hints(const LowerContext& ctx, int i) {
+  std::vector<jit::BroadcastDim> h;
+  const SymbolicShape& in = ctx.input_shape(i);
+  const SymbolicShape& out = ctx.output_shape(0);
+  for (size_t a = 0; a < in.size(); ++a) h.push_back(Hint(in[a], out[out.size() - in.size() + a]));
+  return h;
+}
+
+Status LowerAdd(LowerContext& ctx) {
+  auto ha = Hints(ctx, 0), hb = Hints(ctx, 1);
+  ctx.SetCompute(0, [&](const std::vector<jit::Expr>& i) {
+    return jit::Add(jit::BroadcastLoad(ctx.in(0), i, ha), jit::BroadcastLoad(ctx.in(1), i, hb));
+  });
+  return Status::Ok();
+}
+
+// Broadcast of the two input shapes; -1 where they contradict.
+Status AddShape(ShapeFuncContext& ctx) {
+  int ra = ctx.input_rank(0), rb = ctx.input_rank(1), r = std::max(ra, rb);
+  std::vector<jit::Stmt> stores;
+  for (int k = 0; k < r; ++k) {
+    int ia = k - (r - ra), ib = k - (r - rb);
+    jit::Expr a = ia >= 0 ? ctx.InputDim(0, ia) : jit::IntImm(1);
+    jit::Expr b = ib >= 0 ? ctx.InputDim(1, ib) : jit::IntImm(1);
+    jit::Expr d = jit::Select(jit::Eq(a, jit::IntImm(1)), b,
+                              jit::Select(jit::Or(jit::Eq(b, jit::IntImm(1)), jit::Eq(a, b)), a,
+                                          jit::IntImm(-1)));
+    stores.push_back(jit::Store(ctx.out_shape(0), {jit::IntImm(k)}, d));
+  }
+  ctx.SetBody(jit::Seq(stores));
+  return Status::Ok();
+}
+
+Status LowerRelu(LowerContext& ctx) {
+  ctx.SetCompute(0, [&](const std::vector<jit::Expr>& i) {
+    jit::Expr x = jit::Load(ctx.in(0), i);
+    return jit::Max(x, jit::ConstLike(x, 0));
+  });
+  return Status::Ok();
+}
+
+Status LowerView(LowerContext& ctx) {
+  ctx.SetView(0);
+  return Status::Ok();
+}
+
+const LoweringTable& Table() {
+  static const LoweringTable* t = [] {
+    auto* t = new LoweringTable;
+    t->MustAdd({"Add", 7, INT32_MAX, LowerAdd, AddShape});
+    t->MustAdd({"Relu", 6, INT32_MAX, LowerRelu, nullptr});
+    t->MustAdd({"Reshape", 5, INT32_MAX, LowerView, nullptr});
+    t->MustAdd({"Identity", 1, INT32_MAX, LowerView, nullptr});
+    return t;
+  }();
+  return *t;
+}
+
+StatusOr<std::vector<uint8_t>> Emit(const std::string& text, EmitStats* stats = nullptr) {
+  ASSIGN_OR_RETURN(Graph g, testing::InferText(text));
+  EmitOptions o;
+  o.table = &Table();
+  return EmitExecutable(g, o, stats);
+}
+
+std::vector<double> Values(const TensorData& t) { return t.ToDoubles(); }
+
+BOOST_AUTO_TEST_CASE(static_chain_matches_reference) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[2, 3] x, float[3] y) => (float[2, 3] z) { s = Add(x, y)  z = Relu(s) }
+  )";
+  StatusOr<std::vector<uint8_t>> bytes = Emit(text);
+  BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().message());
+  auto exe = testing::LoadWithJit(*bytes);
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().message());
+  auto out = testing::RunExecutable(*exe, {F32({2, 3}, {1, -2, 3, -4, 5, -6}), F32({3}, {1, 1, -10})});
+  BOOST_REQUIRE_MESSAGE(out.ok(), out.status().message());
+  BOOST_REQUIRE_EQUAL(out->size(), 1u);
+  std::string diff = Compare(*(*out)[0], *F32({2, 3}, {2, 0, 0, 0, 6, 0}), 0, 0);
+  BOOST_TEST(diff.empty(), diff);
+}
+
+BOOST_AUTO_TEST_CASE(symbolic_batch_runs_at_several_sizes_in_one_context) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 3] x, float[3] y) => (float[N, 3] z) { s = Add(x, y)  t = Relu(s)  z = Add(t, y) }
+  )";
+  auto bytes = Emit(text);
+  BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().message());
+  auto exe = testing::LoadWithJit(*bytes);
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().message());
+  auto ctx = Context::Create(*exe);
+  BOOST_REQUIRE(ctx.ok());
+  for (int64_t n : {1, 4, 7, 0, 1023}) {
+    auto x = testing::RandomTensor(DType::kF32, {n, 3}, -2, 2, 7 + n);
+    auto y = F32({3}, {0.5, -1, 2});
+    auto out = testing::RunExecutable(*exe, {x, y}, ctx->get());
+    BOOST_REQUIRE_MESSAGE(out.ok(), out.status().message());
+    std::vector<double> xv = Values(*x), expect;
+    for (int64_t i = 0; i < n * 3; ++i) {
+      float s = static_cast<float>(xv[i]) + static_cast<float>(y->ToDoubles()[i % 3]);
+      float t = std::max(s, 0.0f);
+      expect.push_back(t + static_cast<float>(y->ToDoubles()[i % 3]));
+    }
+    std::string diff = Compare(*(*out)[0], *F32({n, 3}, expect), 0, 0);
+    BOOST_TEST(diff.empty(), "N=" << n << ": " << diff);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(unrelated_symbols_broadcast_through_the_shape_function) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[A] x, float[B] y) => (float[C] z) { z = Add(x, y) }
+  )";
+  auto bytes = Emit(text);
+  BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().message());
+  auto exe = testing::LoadWithJit(*bytes);
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().message());
+  struct Case {
+    int64_t a, b;
+  };
+  for (Case c : {Case{4, 4}, Case{1, 5}, Case{5, 1}}) {
+    auto x = testing::RandomTensor(DType::kF32, {c.a}, -1, 1, 1);
+    auto y = testing::RandomTensor(DType::kF32, {c.b}, -1, 1, 2);
+    auto out = testing::RunExecutable(*exe, {x, y});
+    BOOST_REQUIRE_MESSAGE(out.ok(), out.status().message());
+    int64_t n = std::max(c.a, c.b);
+    std::vector<double> xv = Values(*x), yv = Values(*y), expect;
+    for (int64_t i = 0; i < n; ++i) {
+      expect.push_back(static_cast<float>(xv[c.a == 1 ? 0 : i]) +
+                       static_cast<float>(yv[c.b == 1 ? 0 : i]));
+    }
+    std::string diff = Compare(*(*out)[0], *F32({n}, expect), 0, 0);
+    BOOST_TEST(diff.empty(), c.a << "x" << c.b << ": " << diff);
+  }
+  // 3 vs 4 does not broadcast: an error, never an out-of-bounds kernel.
+  auto out = testing::RunExecutable(*exe, {F32({3}, {1, 2, 3}), F32({4}, {1, 2, 3, 4})});
+  BOOST_REQUIRE(!out.ok());
+  BOOST_TEST_MESSAGE(out.status().message());
+}
+
+BOOST_AUTO_TEST_CASE(reshape_is_a_view_static_and_symbolic) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 6] x) => (float[N, 2, 3] z) {
+      shape = Constant <value = int64[3] {-1, 2, 3}> ()
+      r = Reshape(x, shape)
+      z = Relu(r)
+    }
+  )";
+  auto bytes = Emit(text);
+  BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().message());
+  auto exe = testing::LoadWithJit(*bytes);
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().message());
+  for (int64_t n : {1, 3}) {
+    auto x = testing::RandomTensor(DType::kF32, {n, 6}, -1, 1, n);
+    auto out = testing::RunExecutable(*exe, {x});
+    BOOST_REQUIRE_MESSAGE(out.ok(), out.status().message());
+    std::vector<double> expect;
+    for (double v : Values(*x)) expect.push_back(std::max(v, 0.0));
+    std::string diff = Compare(*(*out)[0], *F32({n, 2, 3}, expect), 0, 0);
+    BOOST_TEST(diff.empty(), diff);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(arena_reuses_storage_by_liveness) {
+  // Ten chained adds of [256] floats: at most three buffers are alive at once.
+  std::string body;
+  std::string prev = "x";
+  for (int i = 0; i < 10; ++i) {
+    std::string next = i == 9 ? "z" : "t" + std::to_string(i);
+    body += next + " = Add(" + prev + ", y) ";
+    prev = next;
+  }
+  std::string text = R"(<ir_version: 8, opset_import: ["" : 13]>
+    g (float[256] x, float[256] y) => (float[256] z) { )" + body + "}";
+  EmitStats stats;
+  auto bytes = Emit(text, &stats);
+  BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().message());
+  BOOST_TEST(stats.planned_bytes <= 2 * 1024);
+  BOOST_TEST(stats.kernels == 1);  // one Add kernel, stored once
+  auto exe = testing::LoadWithJit(*bytes);
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().message());
+  auto x = testing::RandomTensor(DType::kF32, {256}, -1, 1, 3);
+  auto y = testing::RandomTensor(DType::kF32, {256}, -1, 1, 4);
+  auto out = testing::RunExecutable(*exe, {x, y});
+  BOOST_REQUIRE_MESSAGE(out.ok(), out.status().message());
+  std::vector<double> xv = Values(*x), yv = Values(*y), expect;
+  for (int i = 0; i < 256; ++i) {
+    float acc = static_cast<float>(xv[i]);
+    for (int k = 0; k < 10; ++k) acc += static_cast<float>(yv[i]);
+    expect.push_back(acc);
+  }
+  std::string diff = Compare(*(*out)[0], *F32({256}, expect), 0, 0);
+  BOOST_TEST(diff.empty(), diff);
+}
+
+BOOST_AUTO_TEST_CASE(every_unlowerable_op_is_listed_once) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[4] x) => (float[4] z) { a = Tanh(x)  b = Sigmoid(a)  c = Tanh(b)  z = Relu(c) }
+  )";
+  auto bytes = Emit(text);
+  BOOST_REQUIRE(!bytes.ok());
+  BOOST_TEST(bytes.status().code() == StatusCode::kUnsupported);
+  const std::string& m = bytes.status().message();
+  BOOST_TEST(m.find("Tanh") != std::string::npos, m);
+  BOOST_TEST(m.find("Sigmoid") != std::string::npos, m);
+  BOOST_TEST(m.find("2 op type") != std::string::npos, m);
+}
+
+BOOST_AUTO_TEST_CASE(inputs_that_contradict_the_signature_are_rejected) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 3] x, float[N, 3] y) => (float[N, 3] z) { z = Add(x, y) }
+  )";
+  auto bytes = Emit(text);
+  BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().message());
+  auto exe = testing::LoadWithJit(*bytes);
+  BOOST_REQUIRE(exe.ok());
+  auto out = testing::RunExecutable(
+      *exe, {testing::RandomTensor(DType::kF32, {2, 3}, 0, 1, 1),
+             testing::RandomTensor(DType::kF32, {3, 3}, 0, 1, 2)});
+  BOOST_REQUIRE(!out.ok());
+  BOOST_TEST(out.status().message().find("'N'") != std::string::npos, out.status().message());
+}
+
+}  // namespace
+}  // namespace kiln::compiler
