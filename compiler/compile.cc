@@ -2,10 +2,12 @@
 #include "compiler/compile.h"
 
 #include <chrono>
+#include <memory>
 
 #include "compiler/emit/emit.h"
 #include "compiler/lower/lower.h"
 #include "compiler/onnx/importer.h"
+#include "compiler/passes/fold_constants.h"
 #include "compiler/passes/shape_inference.h"
 
 namespace kiln::compiler {
@@ -33,8 +35,17 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   CompileStats local;
   CompileStats& st = stats ? *stats : local;
   st.nodes = graph.num_nodes();
-  Progress(options, "inferring shapes of " + std::to_string(graph.num_nodes()) + " nodes");
-  RETURN_IF_ERROR(InferShapes(graph));
+  Progress(options, "inferring shapes of " + std::to_string(graph.num_nodes()) + " nodes" +
+                        (options.fold_constants ? ", folding constants" : ""));
+  ShapeInferenceOptions so;
+  std::unique_ptr<Evaluator> evaluator;
+  int folded = 0;
+  if (options.fold_constants) {
+    ASSIGN_OR_RETURN(evaluator, Evaluator::Create(&LoweringTable::Global()));
+    so.fold = MakeFoldHook(evaluator.get(), FoldOptions(), &folded);
+  }
+  RETURN_IF_ERROR(InferShapes(graph, so));
+  st.folded_nodes = folded;
   st.nodes_after_passes = graph.num_nodes();
   Progress(options, "lowering and emitting");
   EmitOptions eo;

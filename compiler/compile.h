@@ -31,6 +31,7 @@ struct CompileOptions {
 struct CompileStats {
   int nodes = 0;            // nodes after import
   int nodes_after_passes = 0;
+  int folded_nodes = 0;     // evaluated at compile time
   int kernels = 0;          // distinct kernels in the executable
   int shape_functions = 0;
   int constants = 0;

@@ -15,13 +15,17 @@ std::string TypeToString(DType dtype, const std::optional<SymbolicShape>& shape)
 
 class Inferrer {
  public:
-  explicit Inferrer(const OpRegistry& registry) : registry_(registry) {}
+  Inferrer(const OpRegistry& registry, const ShapeInferenceOptions::FoldHook& fold)
+      : registry_(registry), fold_(fold) {}
 
   // `scope`: the enclosing graphs, innermost first (empty for the main graph).
   Status InferGraph(Graph& g, const std::vector<Graph*>& scope) {
     RETURN_IF_ERROR(PrepareLeaves(g, scope));
     ASSIGN_OR_RETURN(std::vector<NodeId> order, g.TopologicalOrder());
-    for (NodeId n : order) RETURN_IF_ERROR(InferNode(g, n, scope));
+    for (NodeId n : order) {
+      RETURN_IF_ERROR(InferNode(g, n, scope));
+      if (fold_ && scope.empty()) RETURN_IF_ERROR(fold_(g, n));
+    }
     return CheckOutputs(g);
   }
 
@@ -201,12 +205,13 @@ class Inferrer {
   }
 
   const OpRegistry& registry_;
+  const ShapeInferenceOptions::FoldHook& fold_;
 };
 
 }  // namespace
 
 Status InferShapes(Graph& graph, const ShapeInferenceOptions& options) {
-  Inferrer inferrer(options.registry ? *options.registry : OpRegistry::Global());
+  Inferrer inferrer(options.registry ? *options.registry : OpRegistry::Global(), options.fold);
   return inferrer.InferGraph(graph, {});
 }
 

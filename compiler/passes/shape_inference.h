@@ -3,6 +3,8 @@
 #ifndef KILN_COMPILER_PASSES_SHAPE_INFERENCE_H_
 #define KILN_COMPILER_PASSES_SHAPE_INFERENCE_H_
 
+#include <functional>
+
 #include "compiler/ir/graph.h"
 #include "compiler/ops/registry.h"
 #include "vm/status.h"
@@ -12,6 +14,11 @@ namespace kiln::compiler {
 struct ShapeInferenceOptions {
   /// The rules to use; nullptr means OpRegistry::Global(). Borrowed.
   const OpRegistry* registry = nullptr;
+  /// Called after each node of the main graph is inferred, before its users are: constant
+  /// folding sets Value::data of the node's outputs here, so the rules downstream see the
+  /// values (a Reshape whose shape was computed from constants gets a static shape).
+  using FoldHook = std::function<Status(Graph& graph, NodeId node)>;
+  FoldHook fold;
 };
 
 /// Infers the dtype and shape of every node output (and, recursively, of every If/Loop body),

@@ -1,0 +1,57 @@
+#include "compiler/passes/fold_constants.h"
+
+namespace kiln::compiler {
+namespace {
+
+bool IsConstant(const Value& v) { return v.data != nullptr && v.kind != ValueKind::kGraphInput; }
+
+}  // namespace
+
+ShapeInferenceOptions::FoldHook MakeFoldHook(Evaluator* evaluator, const FoldOptions& options,
+                                             int* folded) {
+  return [evaluator, options, folded](Graph& g, NodeId n) -> Status {
+    const Node& node = g.node(n);
+    if (!node.domain.empty() && node.domain != "ai.onnx") return Status::Ok();
+    if (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan") {
+      return Status::Ok();
+    }
+    bool all_outputs_known = true;
+    int64_t bytes = 0;
+    for (ValueId out : node.outputs) {
+      if (out == kNoValue) continue;
+      const Value& v = g.value(out);
+      if (!v.data) all_outputs_known = false;
+      int64_t n_el = 1;
+      for (const DimExpr& d : *v.shape) {
+        if (!d.is_const()) return Status::Ok();  // size unknown (data-dependent): not folded
+        n_el *= d.const_value();
+        if (n_el > options.max_output_bytes) return Status::Ok();
+      }
+      bytes += n_el * static_cast<int64_t>(DTypeSize(v.dtype));
+    }
+    if (all_outputs_known || bytes > options.max_output_bytes) return Status::Ok();
+    std::vector<TensorDataRef> inputs;
+    for (ValueId in : node.inputs) {
+      if (in == kNoValue) {
+        inputs.push_back(nullptr);
+        continue;
+      }
+      if (!IsConstant(g.value(in))) return Status::Ok();
+      inputs.push_back(g.value(in).data);
+    }
+    if (node.inputs.empty() && node.op_type != "Constant") return Status::Ok();  // e.g. random ops
+    StatusOr<std::vector<TensorDataRef>> outs = evaluator->RunNode(g, n, inputs);
+    if (!outs.ok()) {
+      if (outs.status().code() == StatusCode::kUnsupported) return Status::Ok();
+      return outs.status().WithContext("constant folding");
+    }
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      if (node.outputs[o] == kNoValue || !(*outs)[o]) continue;
+      g.mutable_value(node.outputs[o]).data = (*outs)[o];
+    }
+    if (folded) ++*folded;
+    return Status::Ok();
+  };
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,102 @@
+// Constant folding through the Evaluator, during shape inference.
+#define BOOST_TEST_MODULE fold_constants_test
+#include <boost/test/included/unit_test.hpp>
+
+#include "compiler/passes/fold_constants.h"
+#include "jit/compute.h"
+#include "tests/compiler/test_util.h"
+
+namespace kiln::compiler {
+namespace {
+
+Status LowerAdd(LowerContext& ctx) {
+  ctx.SetCompute(0, [&](const std::vector<jit::Expr>& i) {
+    return jit::Add(jit::BroadcastLoad(ctx.in(0), i), jit::BroadcastLoad(ctx.in(1), i));
+  });
+  return Status::Ok();
+}
+
+Status LowerView(LowerContext& ctx) {
+  ctx.SetView(0);
+  return Status::Ok();
+}
+
+const LoweringTable& Table() {
+  static const LoweringTable* t = [] {
+    auto* t = new LoweringTable;
+    t->MustAdd({"Add", 7, INT32_MAX, LowerAdd, nullptr});
+    t->MustAdd({"Reshape", 5, INT32_MAX, LowerView, nullptr});
+    return t;
+  }();
+  return *t;
+}
+
+BOOST_AUTO_TEST_CASE(constant_subgraphs_fold_and_feed_downstream_rules) {
+  auto ev = Evaluator::Create(&Table());
+  BOOST_REQUIRE(ev.ok());
+  int folded = 0;
+  ShapeInferenceOptions so;
+  so.fold = MakeFoldHook(ev->get(), FoldOptions(), &folded);
+  // The reshape target is computed from constants: folding makes it, and z's shape, static.
+  auto g = testing::ImportText(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[12] x) => (float[a, b] z) {
+      c = Constant <value = float[6] {1, 2, 3, 4, 5, 6}> ()
+      d = Add(c, c)
+      s0 = Constant <value = int64[2] {1, 3}> ()
+      s = Add(s0, s0)
+      z0 = Reshape(x, s)
+      z = Add(z0, d)
+    }
+  )");
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
+  Status st = InferShapes(*g, so);
+  BOOST_REQUIRE_MESSAGE(st.ok(), st.message());
+  BOOST_TEST(folded == 2);  // d and s; Constant nodes fold in their own rule
+  const Value& d = g->value(*g->FindValue("d"));
+  BOOST_REQUIRE(d.data);
+  BOOST_TEST(d.data->ToDoubles() == std::vector<double>({2, 4, 6, 8, 10, 12}));
+  const Value& z = g->value(*g->FindValue("z"));
+  BOOST_TEST(ShapeToString(*z.shape) == "[2, 6]");
+  BOOST_TEST(!z.data);  // depends on the input
+}
+
+BOOST_AUTO_TEST_CASE(overridable_inputs_are_not_constants) {
+  auto ev = Evaluator::Create(&Table());
+  BOOST_REQUIRE(ev.ok());
+  int folded = 0;
+  ShapeInferenceOptions so;
+  so.fold = MakeFoldHook(ev->get(), FoldOptions(), &folded);
+  auto g = testing::ImportText(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[3] x) => (float[3] z) <float[3] x = {1, 2, 3}> { z = Add(x, x) }
+  )");
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
+  BOOST_REQUIRE(InferShapes(*g, so).ok());
+  BOOST_TEST(folded == 0);
+}
+
+BOOST_AUTO_TEST_CASE(large_outputs_stay_in_the_graph) {
+  auto ev = Evaluator::Create(&Table());
+  BOOST_REQUIRE(ev.ok());
+  int folded = 0;
+  FoldOptions fo;
+  fo.max_output_bytes = 8;
+  ShapeInferenceOptions so;
+  so.fold = MakeFoldHook(ev->get(), fo, &folded);
+  auto g = testing::ImportText(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[3] x) => (float[3] z) {
+      c = Constant <value = float[3] {1, 2, 3}> ()
+      d = Add(c, c)
+      z = Add(x, d)
+    }
+  )");
+  BOOST_REQUIRE(g.ok());
+  BOOST_REQUIRE(InferShapes(*g, so).ok());
+  BOOST_TEST(folded == 0);
+  BOOST_TEST(!g->value(*g->FindValue("d")).data);
+}
+
+}  // namespace
+}  // namespace kiln::compiler
