@@ -74,7 +74,8 @@ struct ValueState {
   int shape_reg = -1;     // dynamic: i64[rank] computed by a shape function
   int bytes_reg = -1;     // dynamic: i64[1] byte size
   int64_t arena_offset = -1;  // static intermediates placed in the arena
-  int last_use = -1;      // position of the last node reading it (INT_MAX: a graph output)
+  int def = -1;           // position of the unit producing it
+  int last_use = -1;      // position of the last unit reading it (INT_MAX: a graph output)
 };
 
 class Emitter {
@@ -108,9 +109,24 @@ class Emitter {
   ExecutableBuilder eb_;
   FunctionBuilder& fb_;
   std::vector<ValueState> vals_;
+  // Emission units: a node outside every region, or a whole region.
+  struct Unit {
+    int region = -1;
+    NodeId node = kNoNode;
+  };
+  std::vector<ValueId> UnitInputs(const Unit& u) const;
+  std::vector<ValueId> UnitOutputs(const Unit& u) const;
+  std::string UnitName(const Unit& u) const;
+  Status EmitRegion(int r);
+  StatusOr<std::vector<int>> AllocOutputs(const std::vector<ValueId>& outs, NodeId at);
+  StatusOr<int> ConstantIndexOf(ValueId v);
+
   std::vector<NodeId> order_;
-  std::vector<bool> node_live_;
-  std::vector<int> node_pos_;
+  std::vector<int> region_of_node_;
+  std::vector<Unit> units_;        // live units in emission order
+  std::vector<int> unit_of_node_;  // index into all_units_
+  std::vector<Unit> all_units_;
+  std::map<ValueId, int> constant_index_;
   std::map<std::string, SymbolSource> bound_;
   std::map<uint64_t, std::vector<std::pair<jit::Kernel, int>>> kernels_;
   std::map<uint64_t, std::vector<std::pair<jit::Kernel, int>>> shape_funcs_;
@@ -229,10 +245,7 @@ StatusOr<int> Emitter::RegFor(ValueId v) {
   if (s.reg >= 0) return s.reg;
   const Value& val = g_.value(v);
   if (val.data && val.kind != ValueKind::kGraphInput) {
-    const TensorData& d = *val.data;
-    int index = eb_.AddConstant(val.name, d.dtype(), d.dims(), d.data(), d.size_bytes());
-    ++st_.constants;
-    st_.constant_bytes += static_cast<int64_t>(d.size_bytes());
+    ASSIGN_OR_RETURN(int index, ConstantIndexOf(v));
     s.reg = NewReg();
     fb_.LoadConst(s.reg, index);
     return s.reg;
@@ -260,7 +273,8 @@ Status Emitter::EnsureShapes(const std::vector<ValueId>& need, NodeId at) {
   }
   for (ValueId v : need) {
     if (std::find(batch.begin(), batch.end(), v) == batch.end() && vals_[v].shape_reg < 0) {
-      return Internal(g_.DescribeNode(at) + ": the shape of '" + g_.value(v).name +
+      return Internal((at == kNoNode ? std::string("emission") : g_.DescribeNode(at)) +
+                      ": the shape of '" + g_.value(v).name +
                       "' cannot be computed here");
     }
   }
@@ -344,46 +358,158 @@ Status Emitter::EnsureShapes(const std::vector<ValueId>& need, NodeId at) {
   return Status::Ok();
 }
 
-// Liveness, dead-code elimination and the static arena plan.
+std::vector<ValueId> Emitter::UnitInputs(const Unit& u) const {
+  if (u.region >= 0) return opts_.regions[u.region].inputs;
+  std::vector<ValueId> out;
+  for (ValueId v : g_.node(u.node).inputs) {
+    if (v != kNoValue) out.push_back(v);
+  }
+  return out;
+}
+
+std::vector<ValueId> Emitter::UnitOutputs(const Unit& u) const {
+  if (u.region >= 0) return opts_.regions[u.region].outputs;
+  std::vector<ValueId> out;
+  for (ValueId v : g_.node(u.node).outputs) {
+    if (v != kNoValue) out.push_back(v);
+  }
+  return out;
+}
+
+std::string Emitter::UnitName(const Unit& u) const {
+  if (u.region >= 0) return "external region '" + opts_.regions[u.region].name + "'";
+  return g_.DescribeNode(u.node);
+}
+
+// Units, liveness (dead-code elimination), emission order and last uses.
 Status Emitter::Plan() {
   ASSIGN_OR_RETURN(order_, g_.TopologicalOrder());
-  node_live_.assign(g_.num_nodes(), false);
-  node_pos_.assign(g_.num_nodes(), -1);
-  // Live values: backwards from the outputs. A node whose outputs are all folded constants
-  // needs not run.
+  std::vector<int> topo_pos(g_.num_nodes(), 0);
+  for (size_t i = 0; i < order_.size(); ++i) topo_pos[order_[i]] = static_cast<int>(i);
+  region_of_node_.assign(g_.num_nodes(), -1);
+  for (size_t r = 0; r < opts_.regions.size(); ++r) {
+    for (NodeId n : opts_.regions[r].nodes) {
+      if (n < 0 || n >= g_.num_nodes() || region_of_node_[n] >= 0) {
+        return InvalidArgument("external region '" + opts_.regions[r].name +
+                               "' lists a node that is out of range or in another region");
+      }
+      region_of_node_[n] = static_cast<int>(r);
+    }
+  }
+  unit_of_node_.assign(g_.num_nodes(), -1);
+  for (size_t r = 0; r < opts_.regions.size(); ++r) {
+    for (NodeId n : opts_.regions[r].nodes) unit_of_node_[n] = static_cast<int>(all_units_.size());
+    all_units_.push_back({static_cast<int>(r), kNoNode});
+  }
+  for (NodeId n : order_) {
+    if (region_of_node_[n] >= 0) continue;
+    unit_of_node_[n] = static_cast<int>(all_units_.size());
+    all_units_.push_back({-1, n});
+  }
+  auto producer_unit = [&](ValueId v) -> int {
+    const Value& val = g_.value(v);
+    if (val.kind != ValueKind::kNodeOutput || val.data || val.producer == kNoNode) return -1;
+    return unit_of_node_[val.producer];
+  };
+  // Live units: backwards from the graph outputs. A node whose outputs are all folded
+  // constants needs not run.
+  std::vector<bool> unit_live(all_units_.size(), false);
   std::vector<ValueId> work(g_.outputs().begin(), g_.outputs().end());
+  std::vector<bool> seen(g_.num_values(), false);
   while (!work.empty()) {
     ValueId v = work.back();
     work.pop_back();
-    if (vals_[v].live) continue;
-    vals_[v].live = true;
-    const Value& val = g_.value(v);
-    if (val.kind != ValueKind::kNodeOutput || val.data) continue;
-    NodeId n = val.producer;
-    if (node_live_[n]) continue;
-    node_live_[n] = true;
-    const Node& node = g_.node(n);
-    if (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan") {
-      return Unsupported(g_.DescribeNode(n) + ": control flow is not emitted yet");
+    if (seen[v]) continue;
+    seen[v] = true;
+    int u = producer_unit(v);
+    if (u < 0 || unit_live[u]) continue;
+    unit_live[u] = true;
+    const Unit& unit = all_units_[u];
+    if (unit.region < 0) {
+      const Node& node = g_.node(unit.node);
+      if (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan") {
+        return Unsupported(g_.DescribeNode(unit.node) + ": control flow is not emitted yet");
+      }
+    } else {
+      const ExternalRegionToEmit& r = opts_.regions[unit.region];
+      if (std::find(r.outputs.begin(), r.outputs.end(), v) == r.outputs.end()) {
+        return InvalidArgument("external region '" + r.name + "' produces '" + g_.value(v).name +
+                               "', which is read outside it, but does not list it as an output");
+      }
     }
-    for (ValueId in : node.inputs) {
-      if (in != kNoValue) work.push_back(in);
+    for (ValueId in : UnitInputs(unit)) work.push_back(in);
+    if (unit.region < 0) {
+      for (ValueId in : g_.node(unit.node).implicit_inputs) work.push_back(in);
     }
   }
-  int pos = 0;
-  for (NodeId n : order_) {
-    if (!node_live_[n]) continue;
-    node_pos_[n] = pos++;
-    for (ValueId in : g_.node(n).inputs) {
-      if (in != kNoValue) vals_[in].last_use = std::max(vals_[in].last_use, node_pos_[n]);
+  // Emission order: Kahn over live units, earliest first node first (regions are convex, so
+  // the contracted graph is acyclic).
+  std::vector<int> min_pos(all_units_.size(), INT_MAX);
+  for (NodeId n : order_) min_pos[unit_of_node_[n]] = std::min(min_pos[unit_of_node_[n]], topo_pos[n]);
+  std::vector<std::set<int>> succ(all_units_.size());
+  std::vector<int> indeg(all_units_.size(), 0);
+  for (size_t u = 0; u < all_units_.size(); ++u) {
+    if (!unit_live[u]) continue;
+    std::vector<ValueId> reads = UnitInputs(all_units_[u]);
+    if (all_units_[u].region < 0) {
+      const Node& node = g_.node(all_units_[u].node);
+      reads.insert(reads.end(), node.implicit_inputs.begin(), node.implicit_inputs.end());
+    } else {
+      // A region's internal nodes may read values produced outside that are not listed as
+      // inputs only if they are constants; anything else is a codegen or partition bug.
+      for (NodeId n : opts_.regions[all_units_[u].region].nodes) {
+        for (ValueId v : g_.node(n).inputs) {
+          if (v == kNoValue) continue;
+          int p = producer_unit(v);
+          const Value& val = g_.value(v);
+          bool constant = val.data && val.kind != ValueKind::kGraphInput;
+          if (p != static_cast<int>(u) && !constant &&
+              std::find(reads.begin(), reads.end(), v) == reads.end()) {
+            return InvalidArgument("external region '" + opts_.regions[all_units_[u].region].name +
+                                   "' reads '" + val.name + "' without listing it as an input");
+          }
+        }
+      }
     }
-    for (ValueId out : g_.node(n).outputs) {
-      if (out == kNoValue) continue;
-      vals_[out].live = true;  // every output of a live node is produced
+    for (ValueId v : reads) {
+      int p = producer_unit(v);
+      if (p >= 0 && p != static_cast<int>(u) && succ[p].insert(static_cast<int>(u)).second) {
+        ++indeg[u];
+      }
+    }
+  }
+  std::set<std::pair<int, int>> ready;  // (min_pos, unit)
+  for (size_t u = 0; u < all_units_.size(); ++u) {
+    if (unit_live[u] && indeg[u] == 0) ready.insert({min_pos[u], static_cast<int>(u)});
+  }
+  while (!ready.empty()) {
+    int u = ready.begin()->second;
+    ready.erase(ready.begin());
+    units_.push_back(all_units_[u]);
+    for (int w : succ[u]) {
+      if (--indeg[w] == 0) ready.insert({min_pos[w], w});
+    }
+  }
+  int live_units = 0;
+  for (bool l : unit_live) live_units += l;
+  if (static_cast<int>(units_.size()) != live_units) {
+    return InvalidArgument("external regions make the program cyclic (a region is not convex)");
+  }
+  for (size_t pos = 0; pos < units_.size(); ++pos) {
+    const Unit& u = units_[pos];
+    std::vector<ValueId> reads = UnitInputs(u);
+    if (u.region < 0) {
+      const Node& node = g_.node(u.node);
+      reads.insert(reads.end(), node.implicit_inputs.begin(), node.implicit_inputs.end());
+    }
+    for (ValueId in : reads) vals_[in].last_use = std::max(vals_[in].last_use, static_cast<int>(pos));
+    for (ValueId out : UnitOutputs(u)) {
+      vals_[out].live = true;  // every output of a live unit is produced
       const Value& val = g_.value(out);
       if (!val.shape) return Internal("value '" + val.name + "' has no inferred shape");
       vals_[out].dynamic = !IsStatic(*val.shape);
-      if (vals_[out].last_use < 0) vals_[out].last_use = node_pos_[n];
+      vals_[out].def = static_cast<int>(pos);
+      if (vals_[out].last_use < 0) vals_[out].last_use = static_cast<int>(pos);
     }
   }
   for (ValueId v : g_.outputs()) vals_[v].last_use = INT_MAX;
@@ -493,21 +619,29 @@ Status Emitter::EmitNode(NodeId n) {
     vals_[dst].reg = r;
     return Status::Ok();
   }
-  // Output tensors.
-  std::vector<int> out_regs;
   std::vector<DType> in_dtypes, out_dtypes;
   for (ValueId in : node.inputs) {
     if (in != kNoValue) in_dtypes.push_back(g_.value(in).dtype);
   }
+  for (ValueId out : outs) out_dtypes.push_back(g_.value(out).dtype);
+  ASSIGN_OR_RETURN(std::vector<int> out_regs, AllocOutputs(outs, n));
+  int k = AddKernel(*lowered->kernel, in_dtypes, out_dtypes);
+  fb_.InvokeKernel(k, in_regs, out_regs);
+  return Status::Ok();
+}
+
+// Allocates the tensors a kernel or region writes: in the arena, in storage of their own
+// (returned values), or sized by a shape function (dynamic shapes).
+StatusOr<std::vector<int>> Emitter::AllocOutputs(const std::vector<ValueId>& outs, NodeId at) {
   std::vector<ValueId> dyn;
   for (ValueId out : outs) {
     if (vals_[out].dynamic) dyn.push_back(out);
   }
-  if (!dyn.empty()) RETURN_IF_ERROR(EnsureShapes(dyn, n));
+  if (!dyn.empty()) RETURN_IF_ERROR(EnsureShapes(dyn, at));
+  std::vector<int> out_regs;
   for (ValueId out : outs) {
     const Value& v = g_.value(out);
     ValueState& s = vals_[out];
-    out_dtypes.push_back(v.dtype);
     s.reg = NewReg();
     if (s.dynamic) {
       int storage = NewReg();
@@ -523,8 +657,71 @@ Status Emitter::EmitNode(NodeId n) {
     }
     out_regs.push_back(s.reg);
   }
-  int k = AddKernel(*lowered->kernel, in_dtypes, out_dtypes);
-  fb_.InvokeKernel(k, in_regs, out_regs);
+  return out_regs;
+}
+
+StatusOr<int> Emitter::ConstantIndexOf(ValueId v) {
+  auto it = constant_index_.find(v);
+  if (it != constant_index_.end()) return it->second;
+  const Value& val = g_.value(v);
+  if (!val.data || val.kind == ValueKind::kGraphInput) {
+    return InvalidArgument("'" + val.name + "' is not a constant");
+  }
+  const TensorData& d = *val.data;
+  int index = eb_.AddConstant(val.name, d.dtype(), d.dims(), d.data(), d.size_bytes());
+  ++st_.constants;
+  st_.constant_bytes += static_cast<int64_t>(d.size_bytes());
+  constant_index_[v] = index;
+  return index;
+}
+
+Status Emitter::EmitRegion(int r) {
+  const ExternalRegionToEmit& region = opts_.regions[r];
+  fb_.SetSourceNode(region.nodes.empty() ? region.name : g_.node(region.nodes.back()).name);
+  const std::string where = "external region '" + region.name + "' (" + region.vendor + ")";
+  for (ValueId out : region.outputs) {
+    if (!SymbolsBound(*g_.value(out).shape)) {
+      return Unsupported(where + ": output '" + g_.value(out).name + "' has shape " +
+                         ShapeToString(*g_.value(out).shape) +
+                         ", which is only known after the region runs");
+    }
+  }
+  if (!unsupported_.empty()) {
+    for (ValueId out : region.outputs) vals_[out].reg = vals_[out].shape_reg = NewReg();
+    return Status::Ok();
+  }
+  std::vector<int> in_regs;
+  for (ValueId in : region.inputs) {
+    ASSIGN_OR_RETURN(int reg, RegFor(in));
+    in_regs.push_back(reg);
+  }
+  ExternalRegionDef def;
+  def.name = region.name;
+  def.vendor = region.vendor;
+  def.blob = region.blob;
+  def.num_inputs = static_cast<int>(region.inputs.size());
+  def.num_outputs = static_cast<int>(region.outputs.size());
+  for (size_t i = 0; i < region.constants.size(); ++i) {
+    const ExternalRegionToEmit::Constant& c = region.constants[i];
+    if (c.value != kNoValue) {
+      ASSIGN_OR_RETURN(int index, ConstantIndexOf(c.value));
+      def.constants.push_back(static_cast<uint32_t>(index));
+    } else if (c.data) {
+      const TensorData& d = *c.data;
+      int index = eb_.AddConstant(region.name + "_c" + std::to_string(i), d.dtype(), d.dims(),
+                                  d.data(), d.size_bytes());
+      ++st_.constants;
+      st_.constant_bytes += static_cast<int64_t>(d.size_bytes());
+      def.constants.push_back(static_cast<uint32_t>(index));
+    } else {
+      return InvalidArgument(where + ": constant " + std::to_string(i) + " has neither a value nor data");
+    }
+  }
+  NodeId at = region.nodes.empty() ? kNoNode : region.nodes.back();
+  ASSIGN_OR_RETURN(std::vector<int> out_regs, AllocOutputs(region.outputs, at));
+  int index = eb_.AddExternalRegion(std::move(def));
+  ++st_.external_regions;
+  fb_.InvokeExternal(index, in_regs, out_regs);
   return Status::Ok();
 }
 
@@ -555,10 +752,11 @@ StatusOr<std::vector<uint8_t>> Emitter::Run(EmitStats* stats) {
   std::set<ValueId> viewed;
   static const std::set<std::string> kViewOps = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
                                                  "Identity", "Dropout"};
-  for (NodeId n : order_) {
-    if (node_live_[n] && kViewOps.count(g_.node(n).op_type) && !g_.node(n).inputs.empty() &&
-        g_.node(n).inputs[0] != kNoValue) {
-      viewed.insert(g_.node(n).inputs[0]);
+  for (const Unit& u : units_) {
+    if (u.region >= 0) continue;
+    const Node& node = g_.node(u.node);
+    if (kViewOps.count(node.op_type) && !node.inputs.empty() && node.inputs[0] != kNoValue) {
+      viewed.insert(node.inputs[0]);
     }
   }
   struct Block {
@@ -567,14 +765,12 @@ StatusOr<std::vector<uint8_t>> Emitter::Run(EmitStats* stats) {
     int begin, end;
   };
   std::vector<Block> blocks;
-  for (NodeId n : order_) {
-    if (!node_live_[n]) continue;
-    for (ValueId out : g_.node(n).outputs) {
-      if (out == kNoValue) continue;
+  for (const Unit& u : units_) {
+    for (ValueId out : UnitOutputs(u)) {
       const ValueState& s = vals_[out];
       if (s.dynamic || s.last_use == INT_MAX || viewed.count(out)) continue;
       blocks.push_back({out, AlignUp(std::max<int64_t>(StaticBytes(g_.value(out)), 1), kAlign),
-                        node_pos_[n], s.last_use});
+                        s.def, s.last_use});
     }
   }
   std::stable_sort(blocks.begin(), blocks.end(),
@@ -611,11 +807,11 @@ StatusOr<std::vector<uint8_t>> Emitter::Run(EmitStats* stats) {
       kill_at[s.last_use].push_back(v);
     }
   }
-  for (NodeId n : order_) {
-    if (!node_live_[n]) continue;
-    RETURN_IF_ERROR(EmitNode(n));
+  for (size_t pos = 0; pos < units_.size(); ++pos) {
+    const Unit& u = units_[pos];
+    RETURN_IF_ERROR(u.region >= 0 ? EmitRegion(u.region) : EmitNode(u.node));
     if (!unsupported_.empty()) continue;
-    for (ValueId v : kill_at[node_pos_[n]]) {
+    for (ValueId v : kill_at[static_cast<int>(pos)]) {
       if (vals_[v].reg >= 0) fb_.KillRegister(vals_[v].reg);
     }
   }

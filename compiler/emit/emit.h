@@ -22,15 +22,36 @@
 
 namespace kiln::compiler {
 
+/// A region an external compiler claimed (compiler/passes/partition.h and the vendor's codegen):
+/// emitted as one invoke_external in place of its nodes.
+struct ExternalRegionToEmit {
+  std::string vendor;
+  std::string name;
+  std::vector<NodeId> nodes;
+  std::vector<ValueId> inputs;   // the VM passes these, in order
+  std::vector<ValueId> outputs;  // pre-allocated by the VM with their inferred shapes
+  std::vector<uint8_t> blob;
+  /// Constant i of the blob: a graph value with data (stored once in the constant section,
+  /// shared with any kernel reading it) or new bytes the codegen made.
+  struct Constant {
+    ValueId value = kNoValue;
+    TensorDataRef data;
+  };
+  std::vector<Constant> constants;
+};
+
 struct EmitOptions {
   const LoweringTable* table = nullptr;  // required (LoweringTable::Global() for every op)
   std::string producer = "kiln compile";
   std::string doc;
+  /// Convex, disjoint regions (PartitionGraph guarantees both).
+  std::vector<ExternalRegionToEmit> regions;
 };
 
 struct EmitStats {
   int kernels = 0;  // distinct kernels (identical kernels stored once)
   int shape_functions = 0;
+  int external_regions = 0;
   int constants = 0;
   int64_t constant_bytes = 0;
   int64_t planned_bytes = 0;  // the static arena

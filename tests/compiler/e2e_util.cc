@@ -9,7 +9,8 @@
 
 namespace kiln::compiler::testing {
 
-StatusOr<std::shared_ptr<const Executable>> LoadWithJit(const std::vector<uint8_t>& bytes) {
+StatusOr<std::shared_ptr<const Executable>> LoadWithJit(
+    const std::vector<uint8_t>& bytes, std::shared_ptr<ExternalProvider> externals) {
   // Leaked on purpose: destroying the JIT during static destruction races LLVM's own statics.
   static auto* provider = new std::shared_ptr<jit::JitKernelProvider>([] {
     StatusOr<std::unique_ptr<jit::Engine>> e = jit::Engine::Create();
@@ -21,6 +22,7 @@ StatusOr<std::shared_ptr<const Executable>> LoadWithJit(const std::vector<uint8_
   }());
   LoadOptions options;
   options.kernels = *provider;
+  options.externals = std::move(externals);
   return Executable::LoadBytes(bytes.data(), bytes.size(), options);
 }
 

@@ -10,12 +10,14 @@
 #include "compiler/ir/graph.h"
 #include "vm/context.h"
 #include "vm/executable.h"
+#include "vm/providers.h"
 #include "vm/tensor.h"
 
 namespace kiln::compiler::testing {
 
-/// Loads .kiln bytes with a process-wide JIT kernel provider.
-StatusOr<std::shared_ptr<const Executable>> LoadWithJit(const std::vector<uint8_t>& bytes);
+/// Loads .kiln bytes with a process-wide JIT kernel provider (and `externals` for regions).
+StatusOr<std::shared_ptr<const Executable>> LoadWithJit(
+    const std::vector<uint8_t>& bytes, std::shared_ptr<ExternalProvider> externals = nullptr);
 /// A vm Tensor owning a copy of `t`.
 Tensor ToTensor(const TensorData& t);
 /// TensorData owning a copy of `t`.

@@ -7,6 +7,7 @@
 
 #include "compiler/emit/emit.h"
 #include "compiler/lower/evaluate.h"
+#include "vm/providers.h"
 #include "jit/compute.h"
 #include "tests/compiler/e2e_util.h"
 #include "tests/compiler/lower/op_test_util.h"
@@ -250,6 +251,112 @@ BOOST_AUTO_TEST_CASE(inputs_that_contradict_the_signature_are_rejected) {
              testing::RandomTensor(DType::kF32, {3, 3}, 0, 1, 2)});
   BOOST_REQUIRE(!out.ok());
   BOOST_TEST(out.status().message().find("'N'") != std::string::npos, out.status().message());
+}
+
+// A vendor for the test: blob "relu_add" computes relu(in0) + constant0 (f32, same shape).
+class ReluAddRegion : public TensorFunction {
+ public:
+  explicit ReluAddRegion(Tensor c) : c_(std::move(c)) {}
+  Status Run(const Tensor* const* args, int num_inputs, int num_outputs) override {
+    const Tensor& x = *args[0];
+    const Tensor& y = *args[1];
+    if (x.NumElements() != y.NumElements() || c_.NumElements() != x.dim(x.rank() - 1)) {
+      return InvalidArgument("relu_add: shapes do not match");
+    }
+    const float* xp = x.data_as<float>();
+    const float* cp = c_.data_as<float>();
+    float* yp = y.data_as<float>();
+    int64_t inner = c_.NumElements();
+    for (int64_t i = 0; i < x.NumElements(); ++i) yp[i] = std::max(xp[i], 0.0f) + cp[i % inner];
+    return Status::Ok();
+  }
+
+ private:
+  Tensor c_;
+};
+
+class TestVendor : public ExternalProvider {
+ public:
+  StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(const ExternalRegionSpec& spec) override {
+    std::string blob(reinterpret_cast<const char*>(spec.blob), spec.blob_size);
+    if (spec.vendor != "testvendor") return NotFound("no vendor " + std::string(spec.vendor));
+    if (blob != "relu_add" || spec.constants.size() != 1 || spec.num_inputs != 1 ||
+        spec.num_outputs != 1) {
+      return InvalidArgument("bad region");
+    }
+    ++created;
+    return std::unique_ptr<TensorFunction>(new ReluAddRegion(spec.constants[0]));
+  }
+  int created = 0;
+};
+
+BOOST_AUTO_TEST_CASE(external_regions_run_between_jit_kernels_at_symbolic_shapes) {
+  auto g = testing::InferText(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 3] x, float[3] y) => (float[N, 3] z) {
+      c = Constant <value = float[3] {10, 20, 30}> ()
+      a = Relu(x)
+      b = Add(a, c)
+      z = Add(b, y)
+    }
+  )");
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
+  EmitOptions o;
+  o.table = &Table();
+  ExternalRegionToEmit r;
+  r.vendor = "testvendor";
+  r.name = "region0";
+  r.nodes = {*g->FindNode(g->node(g->value(*g->FindValue("a")).producer).name),
+             g->value(*g->FindValue("b")).producer};
+  r.inputs = {*g->FindValue("x")};
+  r.outputs = {*g->FindValue("b")};
+  r.blob = {'r', 'e', 'l', 'u', '_', 'a', 'd', 'd'};
+  r.constants.push_back({*g->FindValue("c"), nullptr});
+  o.regions.push_back(r);
+  EmitStats stats;
+  auto bytes = EmitExecutable(*g, o, &stats);
+  BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().message());
+  BOOST_TEST(stats.external_regions == 1);
+  BOOST_TEST(stats.kernels == 1);  // only z = Add(b, y) is a JIT kernel
+  auto vendor = std::make_shared<TestVendor>();
+  auto exe = testing::LoadWithJit(*bytes, vendor);
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().message());
+  BOOST_TEST(vendor->created == 1);
+  for (int64_t n : {1, 5}) {
+    auto x = testing::RandomTensor(DType::kF32, {n, 3}, -1, 1, n);
+    auto out = testing::RunExecutable(*exe, {x, F32({3}, {1, 2, 3})});
+    BOOST_REQUIRE_MESSAGE(out.ok(), out.status().message());
+    std::vector<double> xv = Values(*x), expect;
+    const double c[3] = {10, 20, 30}, y[3] = {1, 2, 3};
+    for (int64_t i = 0; i < n * 3; ++i) {
+      expect.push_back(static_cast<float>(std::max<float>(xv[i], 0) + c[i % 3]) + y[i % 3]);
+    }
+    std::string diff = Compare(*(*out)[0], *F32({n, 3}, expect), 1e-6, 0);
+    BOOST_TEST(diff.empty(), diff);
+  }
+  // Without the vendor the load fails, naming it.
+  auto missing = testing::LoadWithJit(*bytes, nullptr);
+  BOOST_TEST(!missing.ok());
+}
+
+BOOST_AUTO_TEST_CASE(a_region_that_hides_an_input_is_rejected) {
+  auto g = testing::InferText(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[3] x, float[3] y) => (float[3] z) { a = Add(x, y)  z = Relu(a) }
+  )");
+  BOOST_REQUIRE(g.ok());
+  EmitOptions o;
+  o.table = &Table();
+  ExternalRegionToEmit r;
+  r.vendor = "testvendor";
+  r.name = "bad";
+  r.nodes = {g->value(*g->FindValue("a")).producer};
+  r.inputs = {*g->FindValue("x")};  // y is missing
+  r.outputs = {*g->FindValue("a")};
+  o.regions.push_back(r);
+  auto bytes = EmitExecutable(*g, o);
+  BOOST_REQUIRE(!bytes.ok());
+  BOOST_TEST(bytes.status().message().find("'y'") != std::string::npos, bytes.status().message());
 }
 
 }  // namespace
