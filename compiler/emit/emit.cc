@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "compiler/lower/fusion.h"
 #include "jit/kir_serialize.h"
 #include "vm/builder.h"
 #include "vm/dtype.h"
@@ -121,8 +122,24 @@ class Emitter {
   StatusOr<std::vector<int>> AllocOutputs(const std::vector<ValueId>& outs, NodeId at);
   StatusOr<int> ConstantIndexOf(ValueId v);
 
+  // What is emitted, in order: a node's kernel or view, a region, or a fused kernel.
+  struct Item {
+    int region = -1;           // an external region
+    NodeId node = kNoNode;     // a node (or, for a fused kernel, its last member)
+    int fused = -1;            // index into fused_
+    std::vector<ValueId> ins, outs;
+  };
+  Status Prepare();           // lower every live node (collecting unsupported ones)
+  void Fuse(bool enable);     // fusion decisions -> items_
+  Status Liveness();
+  Status EmitFused(const Item& item);
+
   std::vector<NodeId> order_;
   std::vector<int> region_of_node_;
+  std::vector<Item> items_;
+  std::map<NodeId, LoweredNode> lowered_;
+  std::vector<bool> need_sf_;
+  std::vector<FusedKernel> fused_;
   std::vector<Unit> units_;        // live units in emission order
   std::vector<int> unit_of_node_;  // index into all_units_
   std::vector<Unit> all_units_;
@@ -495,16 +512,201 @@ Status Emitter::Plan() {
   if (static_cast<int>(units_.size()) != live_units) {
     return InvalidArgument("external regions make the program cyclic (a region is not convex)");
   }
-  for (size_t pos = 0; pos < units_.size(); ++pos) {
-    const Unit& u = units_[pos];
-    std::vector<ValueId> reads = UnitInputs(u);
-    if (u.region < 0) {
-      const Node& node = g_.node(u.node);
-      reads.insert(reads.end(), node.implicit_inputs.begin(), node.implicit_inputs.end());
+  return Status::Ok();
+}
+
+// Lowers every live node. need_sf_[n]: the node's outputs have dims that no earlier symbol
+// binding provides (data-dependent, or fresh dims), so it runs its own shape function.
+Status Emitter::Prepare() {
+  need_sf_.assign(g_.num_nodes(), false);
+  std::set<std::string> bound;
+  for (const auto& [name, src] : bound_) bound.insert(name);
+  auto all_bound = [&](const SymbolicShape& shape) {
+    for (const DimExpr& d : shape) {
+      std::set<std::string> names;
+      d.CollectSymbols(&names);
+      for (const std::string& n : names) {
+        if (!bound.count(n)) return false;
+      }
     }
-    for (ValueId in : reads) vals_[in].last_use = std::max(vals_[in].last_use, static_cast<int>(pos));
-    for (ValueId out : UnitOutputs(u)) {
-      vals_[out].live = true;  // every output of a live unit is produced
+    return true;
+  };
+  auto bind = [&](const SymbolicShape& shape) {
+    for (const DimExpr& d : shape) d.CollectSymbols(&bound);
+  };
+  for (const Unit& u : units_) {
+    if (u.region >= 0) {
+      for (ValueId out : opts_.regions[u.region].outputs) bind(*g_.value(out).shape);
+      continue;
+    }
+    const Node& node = g_.node(u.node);
+    bool need = node.data_dependent_shape;
+    for (ValueId out : node.outputs) {
+      if (out != kNoValue && !all_bound(*g_.value(out).shape)) need = true;
+    }
+    need_sf_[u.node] = need;
+    for (ValueId out : node.outputs) {
+      if (out != kNoValue) bind(*g_.value(out).shape);
+    }
+    StatusOr<LoweredNode> lowered = LowerNode(g_, u.node, need, table_);
+    if (!lowered.ok()) {
+      if (lowered.status().code() != StatusCode::kUnsupported) return lowered.status();
+      unsupported_[node.op_type].push_back(node.name);
+      continue;
+    }
+    lowered_[u.node] = std::move(*lowered);
+  }
+  if (unsupported_.empty()) return Status::Ok();
+  std::string msg = "uses " + std::to_string(unsupported_.size()) +
+                    " op type(s) kiln cannot lower: ";
+  bool first = true;
+  for (const auto& [op, nodes] : unsupported_) {
+    msg += std::string(first ? "" : ", ") + op + " (node" + (nodes.size() > 1 ? "s" : "") + " ";
+    first = false;
+    for (size_t i = 0; i < nodes.size() && i < 3; ++i) msg += (i ? ", '" : "'") + nodes[i] + "'";
+    if (nodes.size() > 3) msg += ", ... " + std::to_string(nodes.size()) + " in all";
+    msg += ")";
+  }
+  return Unsupported(msg);
+}
+
+// Fusion decisions. An elementwise node whose only output is read by exactly one elementwise
+// node of the same output shape (and is not returned) is absorbed into that consumer; the
+// consumer roots a group. A group's input produced by a single-output kernel (matmul, conv,
+// reduction, ...) that nothing else reads becomes that kernel's epilogue.
+void Emitter::Fuse(bool enable) {
+  std::set<ValueId> graph_outputs(g_.outputs().begin(), g_.outputs().end());
+  auto elementwise = [&](NodeId n) {
+    auto it = lowered_.find(n);
+    return it != lowered_.end() && it->second.kernel && it->second.element_fn &&
+           !need_sf_[n] && g_.node(n).outputs.size() >= 1 && g_.node(n).outputs[0] != kNoValue;
+  };
+  auto single_output = [&](NodeId n) {
+    int present = 0;
+    for (ValueId v : g_.node(n).outputs) present += v != kNoValue;
+    return present == 1 && g_.node(n).outputs[0] != kNoValue;
+  };
+  std::set<NodeId> live_nodes;
+  for (const Unit& u : units_) {
+    if (u.region < 0) live_nodes.insert(u.node);
+  }
+  // consumer_of[n]: the node n is absorbed into.
+  std::map<NodeId, NodeId> consumer_of;
+  if (enable) {
+    for (const Unit& u : units_) {
+      if (u.region >= 0 || !elementwise(u.node) || !single_output(u.node)) continue;
+      ValueId o = g_.node(u.node).outputs[0];
+      if (graph_outputs.count(o) || g_.Users(o).size() != 1) continue;
+      NodeId c = g_.Users(o)[0];
+      if (!live_nodes.count(c) || !elementwise(c)) continue;
+      if (*g_.value(g_.node(c).outputs[0]).shape != *g_.value(o).shape) continue;
+      consumer_of[u.node] = c;
+    }
+  }
+  std::map<NodeId, std::vector<NodeId>> members_of;  // root -> members in unit order
+  auto root_of = [&](NodeId n) {
+    while (consumer_of.count(n)) n = consumer_of[n];
+    return n;
+  };
+  for (const Unit& u : units_) {
+    if (u.region < 0 && consumer_of.count(u.node)) members_of[root_of(u.node)].push_back(u.node);
+  }
+  std::set<NodeId> absorbed;
+  std::map<NodeId, int> fused_at;  // root -> index into fused_
+  for (auto& [root, members] : members_of) {
+    members.push_back(root);
+    std::vector<ElementwiseMember> group;
+    for (NodeId m : members) group.push_back({m, lowered_[m].element_slots, lowered_[m].element_fn});
+    StatusOr<FusedKernel> fk = FuseElementwise(g_, group);
+    if (!fk.ok()) continue;  // emit unfused
+    fused_at[root] = static_cast<int>(fused_.size());
+    fused_.push_back(std::move(*fk));
+    for (NodeId m : members) {
+      if (m != root) absorbed.insert(m);
+    }
+  }
+  // Epilogues: groups (or single elementwise nodes) reading a kernel output nobody else reads.
+  if (enable) {
+    for (const Unit& u : units_) {
+      if (u.region >= 0 || absorbed.count(u.node) || !elementwise(u.node)) continue;
+      NodeId root = u.node;
+      std::vector<NodeId> members = members_of.count(root) ? members_of[root] : std::vector<NodeId>{root};
+      std::set<NodeId> member_set(members.begin(), members.end());
+      std::vector<ElementwiseMember> group;
+      for (NodeId m : members) group.push_back({m, lowered_[m].element_slots, lowered_[m].element_fn});
+      for (const ElementwiseMember& m : group) {
+        bool done = false;
+        for (int slot : m.slots) {
+          ValueId v = g_.node(m.node).inputs[slot];
+          const Value& val = g_.value(v);
+          if (val.kind != ValueKind::kNodeOutput || val.data || val.producer == kNoNode) continue;
+          NodeId a = val.producer;
+          if (!live_nodes.count(a) || absorbed.count(a) || fused_at.count(a) || need_sf_[a] ||
+              !single_output(a) || graph_outputs.count(v)) {
+            continue;
+          }
+          auto it = lowered_.find(a);
+          if (it == lowered_.end() || !it->second.kernel || it->second.element_fn) continue;
+          bool private_use = true;
+          for (NodeId user : g_.Users(v)) private_use &= member_set.count(user) > 0;
+          if (!private_use) continue;
+          std::vector<ValueId> anchor_inputs;
+          for (ValueId in : g_.node(a).inputs) {
+            if (in != kNoValue) anchor_inputs.push_back(in);
+          }
+          std::optional<FusedKernel> fk =
+              FuseEpilogue(g_, *it->second.kernel, anchor_inputs, v, group);
+          if (!fk) continue;
+          if (fused_at.count(root)) {
+            fused_[fused_at[root]] = std::move(*fk);
+          } else {
+            fused_at[root] = static_cast<int>(fused_.size());
+            fused_.push_back(std::move(*fk));
+          }
+          for (NodeId mm : members) {
+            if (mm != root) absorbed.insert(mm);
+          }
+          absorbed.insert(a);
+          done = true;
+          break;
+        }
+        if (done) break;
+      }
+    }
+  }
+  for (const Unit& u : units_) {
+    Item item;
+    if (u.region >= 0) {
+      item.region = u.region;
+      item.ins = UnitInputs(u);
+      item.outs = UnitOutputs(u);
+    } else if (absorbed.count(u.node)) {
+      continue;
+    } else if (fused_at.count(u.node)) {
+      item.node = u.node;
+      item.fused = fused_at[u.node];
+      item.ins = fused_[item.fused].inputs;
+      item.outs = {fused_[item.fused].output};
+    } else {
+      item.node = u.node;
+      item.ins = UnitInputs(u);
+      for (ValueId v : g_.node(u.node).implicit_inputs) item.ins.push_back(v);
+      item.outs = UnitOutputs(u);
+    }
+    items_.push_back(std::move(item));
+  }
+  st_.fused_kernels = static_cast<int>(fused_.size());
+  st_.fused_nodes = static_cast<int>(absorbed.size());
+}
+
+Status Emitter::Liveness() {
+  for (size_t pos = 0; pos < items_.size(); ++pos) {
+    const Item& item = items_[pos];
+    for (ValueId in : item.ins) {
+      vals_[in].last_use = std::max(vals_[in].last_use, static_cast<int>(pos));
+    }
+    for (ValueId out : item.outs) {
+      vals_[out].live = true;
       const Value& val = g_.value(out);
       if (!val.shape) return Internal("value '" + val.name + "' has no inferred shape");
       vals_[out].dynamic = !IsStatic(*val.shape);
@@ -516,45 +718,26 @@ Status Emitter::Plan() {
   return Status::Ok();
 }
 
+Status Emitter::EmitFused(const Item& item) {
+  const FusedKernel& fk = fused_[item.fused];
+  fb_.SetSourceNode(g_.node(item.node).name);
+  std::vector<int> in_regs;
+  std::vector<DType> in_dtypes;
+  for (ValueId in : fk.inputs) {
+    ASSIGN_OR_RETURN(int r, RegFor(in));
+    in_regs.push_back(r);
+    in_dtypes.push_back(g_.value(in).dtype);
+  }
+  ASSIGN_OR_RETURN(std::vector<int> out_regs, AllocOutputs({fk.output}, item.node));
+  int k = AddKernel(fk.kernel, in_dtypes, {g_.value(fk.output).dtype});
+  fb_.InvokeKernel(k, in_regs, out_regs);
+  return Status::Ok();
+}
+
 Status Emitter::EmitNode(NodeId n) {
   const Node& node = g_.node(n);
   fb_.SetSourceNode(node.name);
-  // Does an output need the node's own shape function?
-  bool need_sf = node.data_dependent_shape;
-  for (ValueId out : node.outputs) {
-    if (out != kNoValue && !SymbolsBound(*g_.value(out).shape)) need_sf = true;
-  }
-  StatusOr<LoweredNode> lowered = LowerNode(g_, n, need_sf, table_);
-  if (!lowered.ok()) {
-    if (lowered.status().code() != StatusCode::kUnsupported) return lowered.status();
-    unsupported_[node.op_type].push_back(node.name);
-    // Keep going to collect every unsupported node: pretend outputs and symbols exist.
-    for (ValueId out : node.outputs) {
-      if (out == kNoValue) continue;
-      vals_[out].reg = NewReg();
-      vals_[out].shape_reg = vals_[out].bytes_reg = vals_[out].reg;
-      for (const DimExpr& d : *g_.value(out).shape) {
-        std::set<std::string> names;
-        d.CollectSymbols(&names);
-        for (const std::string& s : names) bound_.emplace(s, SymbolSource{vals_[out].reg, 0, true});
-      }
-    }
-    return Status::Ok();
-  }
-  if (!unsupported_.empty()) {
-    // Code emitted after an unsupported node is discarded anyway; only lower to find more.
-    for (ValueId out : node.outputs) {
-      if (out == kNoValue) continue;
-      vals_[out].reg = NewReg();
-      vals_[out].shape_reg = vals_[out].bytes_reg = vals_[out].reg;
-      for (const DimExpr& d : *g_.value(out).shape) {
-        std::set<std::string> names;
-        d.CollectSymbols(&names);
-        for (const std::string& s : names) bound_.emplace(s, SymbolSource{vals_[out].reg, 0, true});
-      }
-    }
-    return Status::Ok();
-  }
+  const LoweredNode* lowered = &lowered_.at(n);
   std::vector<int> in_regs;
   for (ValueId in : node.inputs) {
     if (in == kNoValue) continue;
@@ -686,10 +869,6 @@ Status Emitter::EmitRegion(int r) {
                          ", which is only known after the region runs");
     }
   }
-  if (!unsupported_.empty()) {
-    for (ValueId out : region.outputs) vals_[out].reg = vals_[out].shape_reg = NewReg();
-    return Status::Ok();
-  }
   std::vector<int> in_regs;
   for (ValueId in : region.inputs) {
     ASSIGN_OR_RETURN(int reg, RegFor(in));
@@ -747,17 +926,18 @@ StatusOr<std::vector<uint8_t>> Emitter::Run(EmitStats* stats) {
     fb_.AddResult(SpecOf(val));
   }
   RETURN_IF_ERROR(Plan());
+  RETURN_IF_ERROR(Prepare());
+  Fuse(opts_.fuse);
+  RETURN_IF_ERROR(Liveness());
   // Arena: static intermediates that are not graph outputs, first fit by lifetime. Values that
   // may be viewed (inputs of view ops) are kept out of it: the view's lifetime is not tracked.
   std::set<ValueId> viewed;
   static const std::set<std::string> kViewOps = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
                                                  "Identity", "Dropout"};
-  for (const Unit& u : units_) {
-    if (u.region >= 0) continue;
-    const Node& node = g_.node(u.node);
-    if (kViewOps.count(node.op_type) && !node.inputs.empty() && node.inputs[0] != kNoValue) {
-      viewed.insert(node.inputs[0]);
-    }
+  for (const Item& item : items_) {
+    if (item.region >= 0 || item.fused >= 0) continue;
+    const LoweredNode& l = lowered_.at(item.node);
+    if (l.view_of >= 0) viewed.insert(g_.node(item.node).inputs[l.view_of]);
   }
   struct Block {
     ValueId v;
@@ -765,8 +945,8 @@ StatusOr<std::vector<uint8_t>> Emitter::Run(EmitStats* stats) {
     int begin, end;
   };
   std::vector<Block> blocks;
-  for (const Unit& u : units_) {
-    for (ValueId out : UnitOutputs(u)) {
+  for (const Item& item : items_) {
+    for (ValueId out : item.outs) {
       const ValueState& s = vals_[out];
       if (s.dynamic || s.last_use == INT_MAX || viewed.count(out)) continue;
       blocks.push_back({out, AlignUp(std::max<int64_t>(StaticBytes(g_.value(out)), 1), kAlign),
@@ -803,30 +983,19 @@ StatusOr<std::vector<uint8_t>> Emitter::Run(EmitStats* stats) {
   std::map<int, std::vector<ValueId>> kill_at;
   for (ValueId v = 0; v < g_.num_values(); ++v) {
     const ValueState& s = vals_[v];
-    if (s.live && s.last_use >= 0 && s.last_use != INT_MAX && g_.value(v).kind == ValueKind::kNodeOutput) {
+    if (s.live && s.def >= 0 && s.last_use >= 0 && s.last_use != INT_MAX &&
+        g_.value(v).kind == ValueKind::kNodeOutput) {
       kill_at[s.last_use].push_back(v);
     }
   }
-  for (size_t pos = 0; pos < units_.size(); ++pos) {
-    const Unit& u = units_[pos];
-    RETURN_IF_ERROR(u.region >= 0 ? EmitRegion(u.region) : EmitNode(u.node));
-    if (!unsupported_.empty()) continue;
+  for (size_t pos = 0; pos < items_.size(); ++pos) {
+    const Item& item = items_[pos];
+    RETURN_IF_ERROR(item.region >= 0  ? EmitRegion(item.region)
+                    : item.fused >= 0 ? EmitFused(item)
+                                      : EmitNode(item.node));
     for (ValueId v : kill_at[static_cast<int>(pos)]) {
       if (vals_[v].reg >= 0) fb_.KillRegister(vals_[v].reg);
     }
-  }
-  if (!unsupported_.empty()) {
-    std::string msg = "uses " + std::to_string(unsupported_.size()) +
-                      " op type(s) kiln cannot lower: ";
-    bool first = true;
-    for (const auto& [op, nodes] : unsupported_) {
-      msg += std::string(first ? "" : ", ") + op + " (node" + (nodes.size() > 1 ? "s" : "") + " ";
-      first = false;
-      for (size_t i = 0; i < nodes.size() && i < 3; ++i) msg += (i ? ", '" : "'") + nodes[i] + "'";
-      if (nodes.size() > 3) msg += ", ... " + std::to_string(nodes.size()) + " in all";
-      msg += ")";
-    }
-    return Unsupported(msg);
   }
   fb_.SetSourceNode("");
   std::vector<int> results;

@@ -44,12 +44,17 @@ struct EmitOptions {
   const LoweringTable* table = nullptr;  // required (LoweringTable::Global() for every op)
   std::string producer = "kiln compile";
   std::string doc;
+  /// Fuse elementwise chains into one kernel and into the epilogues of the kernels producing
+  /// their inputs (compiler/lower/fusion.h).
+  bool fuse = true;
   /// Convex, disjoint regions (PartitionGraph guarantees both).
   std::vector<ExternalRegionToEmit> regions;
 };
 
 struct EmitStats {
   int kernels = 0;  // distinct kernels (identical kernels stored once)
+  int fused_kernels = 0;  // kernels made of several nodes
+  int fused_nodes = 0;    // nodes that disappeared into them
   int shape_functions = 0;
   int external_regions = 0;
   int constants = 0;

@@ -35,6 +35,19 @@ jit::Expr DimExprOrDimOf(const DimExpr& d, const jit::Buffer& b, int axis) {
 
 }  // namespace
 
+// ---- ElementLets ----------------------------------------------------------------------------
+
+jit::Expr ElementLets::Bind(jit::Expr value) {
+  jit::Var v("e" + std::to_string(lets_.size()), value.dtype());
+  lets_.emplace_back(v, std::move(value));
+  return v;
+}
+
+jit::Stmt ElementLets::Wrap(jit::Stmt body) const {
+  for (auto it = lets_.rbegin(); it != lets_.rend(); ++it) body = jit::Let(it->first, it->second, body);
+  return body;
+}
+
 // ---- NodeContext ----------------------------------------------------------------------------
 
 NodeContext::NodeContext(const Graph& graph, NodeId node, int64_t opset)
@@ -308,6 +321,8 @@ StatusOr<LoweredNode> LowerNode(const Graph& graph, NodeId node, bool need_shape
                       valid.message());
     }
     result.kernel = std::move(k);
+    result.element_fn = ctx.element_fn();
+    result.element_slots = ctx.element_slots();
   }
   if (need_shape_function) {
     if (l->shape_function == nullptr) {

@@ -34,6 +34,23 @@
 
 namespace kiln::compiler {
 
+/// Values computed once per element of an elementwise kernel. The kernel IR has no common-
+/// subexpression elimination (an Expr used twice is emitted twice), so element functions bind
+/// every value they reuse; the bindings become Lets around the element's store.
+class ElementLets {
+ public:
+  jit::Expr Bind(jit::Expr value);
+  jit::Stmt Wrap(jit::Stmt body) const;
+
+ private:
+  std::vector<std::pair<jit::Var, jit::Expr>> lets_;
+};
+
+/// An elementwise op's math for one element: `values` are its inputs at that element (loaded,
+/// broadcast and widened: f16/bf16 as f32), in the order of the slots it was registered with;
+/// the result is cast to the output dtype by the caller.
+using ElementFn = std::function<jit::Expr(ElementLets& lets, const std::vector<jit::Expr>& values)>;
+
 /// What every lowering sees of its node: inputs (types, symbolic shapes, compile-time values),
 /// attributes, and the kernel parameter buffers of the inputs. Borrowed graph; not thread-safe.
 class NodeContext {
@@ -126,6 +143,16 @@ class LowerContext : public NodeContext {
   /// No kernel: output 0 is input `input` reinterpreted with output 0's shape (same element
   /// count and dtype; data shared). Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout.
   void SetView(int input) { view_of_ = input; }
+  /// Elementwise ops additionally record their element function over input `slots` (output 0
+  /// is f of those inputs broadcast to its shape), so fusion can compose chains of them into one
+  /// kernel and apply them as epilogues of matmul / conv / reduction kernels. SetBody is still
+  /// required (the unfused kernel).
+  void SetElementFn(std::vector<int> slots, ElementFn f) {
+    element_slots_ = std::move(slots);
+    element_fn_ = std::move(f);
+  }
+  const std::vector<int>& element_slots() const { return element_slots_; }
+  const ElementFn& element_fn() const { return element_fn_; }
   /// Convenience: SetBody(jit::ComputeInto(out(output), f)).
   void SetCompute(int output, const std::function<jit::Expr(const std::vector<jit::Expr>&)>& f);
 
@@ -140,6 +167,8 @@ class LowerContext : public NodeContext {
   std::map<int, jit::Buffer> out_;
   jit::Stmt body_;
   int view_of_ = -1;
+  std::vector<int> element_slots_;
+  ElementFn element_fn_;
 };
 
 /// Construction of a node's run-time shape function (data-dependent outputs).
@@ -221,6 +250,9 @@ struct LoweredNode {
   int view_of = -1;
   /// Set when `need_shape_function` was requested and the op has one.
   std::optional<jit::Kernel> shape_function;
+  /// Elementwise ops (LowerContext::SetElementFn): the element function and its input slots.
+  ElementFn element_fn;
+  std::vector<int> element_slots;
 };
 
 /// Lowers node `node` of `graph` (shape inference must have run) with `table`. When

@@ -253,6 +253,154 @@ BOOST_AUTO_TEST_CASE(inputs_that_contradict_the_signature_are_rejected) {
   BOOST_TEST(out.status().message().find("'N'") != std::string::npos, out.status().message());
 }
 
+// ---- Fusion ----------------------------------------------------------------------------------
+
+// Elementwise lowerings that record their element function (as compiler/lower's do).
+template <int kArity>
+Status LowerElementwise(LowerContext& ctx, const ElementFn& f) {
+  std::vector<int> slots;
+  for (int i = 0; i < kArity; ++i) slots.push_back(i);
+  ctx.SetElementFn(slots, f);
+  ctx.SetCompute(0, [&](const std::vector<jit::Expr>& index) {
+    ElementLets lets;  // (unused here: these formulas reuse nothing)
+    std::vector<jit::Expr> v;
+    for (int i = 0; i < kArity; ++i) v.push_back(jit::Widen(jit::BroadcastLoad(ctx.in(i), index)));
+    return f(lets, v);
+  });
+  return Status::Ok();
+}
+
+Status FAdd(LowerContext& c) {
+  return LowerElementwise<2>(c, [](ElementLets&, const std::vector<jit::Expr>& v) { return jit::Add(v[0], v[1]); });
+}
+Status FMul(LowerContext& c) {
+  return LowerElementwise<2>(c, [](ElementLets&, const std::vector<jit::Expr>& v) { return jit::Mul(v[0], v[1]); });
+}
+Status FRelu(LowerContext& c) {
+  return LowerElementwise<1>(c, [](ElementLets&, const std::vector<jit::Expr>& v) {
+    return jit::Max(v[0], jit::ConstLike(v[0], 0));
+  });
+}
+// ReduceSum over the last axis with keepdims (an anchor: not elementwise).
+Status FReduceSum(LowerContext& ctx) {
+  int rank = ctx.input_rank(0);
+  ctx.SetCompute(0, [&](const std::vector<jit::Expr>& index) {
+    jit::Var k("k");
+    std::vector<jit::Expr> at(index.begin(), index.end());
+    at[rank - 1] = k;
+    return jit::Sum({{k, ctx.InputDim(0, rank - 1)}}, jit::Load(ctx.in(0), at));
+  });
+  return Status::Ok();
+}
+
+const LoweringTable& FusionTable() {
+  static const LoweringTable* t = [] {
+    auto* t = new LoweringTable;
+    t->MustAdd({"Add", 7, INT32_MAX, FAdd, AddShape});
+    t->MustAdd({"Mul", 7, INT32_MAX, FMul, nullptr});
+    t->MustAdd({"Relu", 6, INT32_MAX, FRelu, nullptr});
+    t->MustAdd({"ReduceSum", 13, INT32_MAX, FReduceSum, nullptr});
+    return t;
+  }();
+  return *t;
+}
+
+struct FusedRun {
+  EmitStats stats;
+  std::vector<TensorDataRef> out;
+};
+
+FusedRun CompileAndRun(const std::string& text, bool fuse, const std::vector<TensorDataRef>& in) {
+  FusedRun r;
+  auto g = testing::InferText(text);
+  if (!g.ok()) BOOST_FAIL(g.status().message());
+  EmitOptions o;
+  o.table = &FusionTable();
+  o.fuse = fuse;
+  auto bytes = EmitExecutable(*g, o, &r.stats);
+  if (!bytes.ok()) BOOST_FAIL(bytes.status().message());
+  auto exe = testing::LoadWithJit(*bytes);
+  if (!exe.ok()) BOOST_FAIL(exe.status().message());
+  auto out = testing::RunExecutable(*exe, in);
+  if (!out.ok()) BOOST_FAIL(out.status().message());
+  r.out = *out;
+  return r;
+}
+
+BOOST_AUTO_TEST_CASE(elementwise_chains_fuse_into_one_bit_identical_kernel) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 5] x, float[5] y, float[N, 5] z) => (float[N, 5] w) {
+      a = Add(x, y)  b = Relu(a)  w = Mul(b, z)
+    }
+  )";
+  for (int64_t n : {1, 7}) {
+    std::vector<TensorDataRef> in = {testing::RandomTensor(DType::kF32, {n, 5}, -1, 1, 1),
+                                     testing::RandomTensor(DType::kF32, {5}, -1, 1, 2),
+                                     testing::RandomTensor(DType::kF32, {n, 5}, -1, 1, 3)};
+    FusedRun fused = CompileAndRun(text, true, in);
+    FusedRun plain = CompileAndRun(text, false, in);
+    BOOST_TEST(fused.stats.kernels == 1);
+    BOOST_TEST(fused.stats.fused_nodes == 2);
+    BOOST_TEST(plain.stats.kernels == 3);
+    std::string diff = Compare(*fused.out[0], *plain.out[0], 0, 0);
+    BOOST_TEST(diff.empty(), diff);
+    // And against a plain reference.
+    std::vector<double> x = in[0]->ToDoubles(), y = in[1]->ToDoubles(), z = in[2]->ToDoubles(), e;
+    for (int64_t i = 0; i < n * 5; ++i) {
+      float a = static_cast<float>(x[i]) + static_cast<float>(y[i % 5]);
+      e.push_back(std::max(a, 0.0f) * static_cast<float>(z[i]));
+    }
+    diff = Compare(*fused.out[0], *F32({n, 5}, e), 0, 0);
+    BOOST_TEST(diff.empty(), diff);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(elementwise_consumers_become_a_reduction_epilogue) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 6] x, float[1] b) => (float[N, 1] w) {
+      axes = Constant <value = int64[1] {1}> ()
+      s = ReduceSum <keepdims = 1> (x, axes)
+      a = Add(s, b)
+      w = Relu(a)
+    }
+  )";
+  std::vector<TensorDataRef> in = {testing::RandomTensor(DType::kF32, {4, 6}, -1, 1, 4),
+                                   F32({1}, {0.25})};
+  FusedRun fused = CompileAndRun(text, true, in);
+  FusedRun plain = CompileAndRun(text, false, in);
+  BOOST_TEST(fused.stats.kernels == 1);  // the reduction with Add + Relu at its store
+  BOOST_TEST(fused.stats.fused_nodes == 2);
+  BOOST_TEST(plain.stats.kernels == 3);
+  std::string diff = Compare(*fused.out[0], *plain.out[0], 0, 0);
+  BOOST_TEST(diff.empty(), diff);
+}
+
+BOOST_AUTO_TEST_CASE(values_read_twice_or_broadcast_are_not_recomputed) {
+  // a is read by Relu and Mul: it is materialized once; b = Relu(a) fuses into the Mul.
+  // c has shape [N, 1] and is broadcast by its consumer: not absorbed (it would be recomputed
+  // once per column).
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 4] x, float[N, 4] y, float[N, 1] p, float[N, 1] q) => (float[N, 4] d, float[N, 4] e) {
+      a = Add(x, y)  b = Relu(a)  d = Mul(a, b)
+      c = Add(p, q)  e = Mul(c, x)
+    }
+  )";
+  std::vector<TensorDataRef> in = {testing::RandomTensor(DType::kF32, {3, 4}, -1, 1, 5),
+                                   testing::RandomTensor(DType::kF32, {3, 4}, -1, 1, 6),
+                                   testing::RandomTensor(DType::kF32, {3, 1}, -1, 1, 7),
+                                   testing::RandomTensor(DType::kF32, {3, 1}, -1, 1, 8)};
+  FusedRun fused = CompileAndRun(text, true, in);
+  FusedRun plain = CompileAndRun(text, false, in);
+  BOOST_TEST(fused.stats.fused_nodes == 1);  // only b
+  for (int k = 0; k < 2; ++k) {
+    std::string diff = Compare(*fused.out[k], *plain.out[k], 0, 0);
+    BOOST_TEST(diff.empty(), diff);
+  }
+}
+
 // A vendor for the test: blob "relu_add" computes relu(in0) + constant0 (f32, same shape).
 class ReluAddRegion : public TensorFunction {
  public:

@@ -1,0 +1,210 @@
+#include "compiler/lower/fusion.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include "jit/compute.h"
+#include "jit/kernel_ir_rewrite.h"
+
+namespace kiln::compiler {
+namespace {
+
+using jit::BroadcastDim;
+using jit::Expr;
+using jit::Stmt;
+
+// Row-major loop nest: leading dims flattened into one parallel loop, the innermost vectorized.
+Stmt LoopNest(const std::vector<Expr>& dims, const std::function<Stmt(const std::vector<Expr>&)>& body) {
+  int rank = static_cast<int>(dims.size());
+  if (rank == 0) return body({});
+  std::vector<jit::Var> vars;
+  std::vector<Expr> index;
+  for (int d = 0; d < rank; ++d) {
+    vars.emplace_back("f" + std::to_string(d));
+    index.push_back(vars.back());
+  }
+  if (rank == 1) return jit::For(vars[0], dims[0], jit::ForKind::kParallel, body(index));
+  Stmt inner = jit::For(vars[rank - 1], dims[rank - 1], jit::ForKind::kVectorized, body(index));
+  if (rank == 2) return jit::For(vars[0], dims[0], jit::ForKind::kParallel, inner);
+  jit::Var outer("fouter");
+  Expr rest = outer;
+  Expr count = dims[0];
+  for (int d = 1; d < rank - 1; ++d) count = count * dims[d];
+  for (int d = rank - 2; d >= 1; --d) {
+    inner = jit::Let(vars[d], jit::FloorMod(rest, dims[d]), inner);
+    rest = jit::FloorDiv(rest, dims[d]);
+  }
+  inner = jit::Let(vars[0], rest, inner);
+  return jit::For(outer, count, jit::ForKind::kParallel, inner);
+}
+
+std::vector<BroadcastDim> HintsAgainst(const SymbolicShape& in, const SymbolicShape& out) {
+  std::vector<BroadcastDim> hints;
+  size_t offset = out.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (in[d] == DimExpr(1)) {
+      hints.push_back(BroadcastDim::kOne);
+    } else if (in[d] == out[offset + d]) {
+      hints.push_back(BroadcastDim::kSame);
+    } else {
+      hints.push_back(BroadcastDim::kUnknown);
+    }
+  }
+  return hints;
+}
+
+struct Group {
+  std::vector<ValueId> external;  // in first-use order
+  ValueId output = kNoValue;
+};
+
+Group Analyze(const Graph& g, const std::vector<ElementwiseMember>& members) {
+  Group group;
+  std::vector<ValueId> produced;
+  for (const ElementwiseMember& m : members) {
+    const Node& node = g.node(m.node);
+    for (int slot : m.slots) {
+      ValueId v = node.inputs[slot];
+      if (std::find(produced.begin(), produced.end(), v) != produced.end()) continue;
+      if (std::find(group.external.begin(), group.external.end(), v) == group.external.end()) {
+        group.external.push_back(v);
+      }
+    }
+    produced.push_back(node.outputs[0]);
+  }
+  group.output = produced.back();
+  return group;
+}
+
+// The group's math at one element: `values` holds every external input's (widened) value.
+Expr Evaluate(const Graph& g, const std::vector<ElementwiseMember>& members,
+              std::map<ValueId, Expr>& values, ElementLets& lets) {
+  Expr last;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const ElementwiseMember& m = members[i];
+    const Node& node = g.node(m.node);
+    std::vector<Expr> args;
+    for (int slot : m.slots) args.push_back(values.at(node.inputs[slot]));
+    DType dtype = g.value(node.outputs[0]).dtype;
+    Expr r = jit::Cast(dtype, m.fn(lets, args));
+    if (i + 1 == members.size()) {
+      last = r;
+    } else {
+      values[node.outputs[0]] = lets.Bind(jit::Widen(r));
+    }
+  }
+  return last;
+}
+
+}  // namespace
+
+StatusOr<FusedKernel> FuseElementwise(const Graph& g, const std::vector<ElementwiseMember>& members) {
+  if (members.empty()) return InvalidArgument("empty fusion group");
+  Group group = Analyze(g, members);
+  const Value& out_value = g.value(group.output);
+  const SymbolicShape& shape = *out_value.shape;
+  FusedKernel fk;
+  fk.output = group.output;
+  fk.inputs = group.external;
+  jit::Buffer out = jit::Buffer::Param("out", out_value.dtype, static_cast<int>(shape.size()));
+  std::vector<jit::Buffer> in;
+  std::vector<std::vector<BroadcastDim>> hints;
+  for (size_t k = 0; k < group.external.size(); ++k) {
+    const Value& v = g.value(group.external[k]);
+    in.push_back(jit::Buffer::Param("in" + std::to_string(k), v.dtype,
+                                    static_cast<int>(v.shape->size())));
+    hints.push_back(HintsAgainst(*v.shape, shape));
+  }
+  std::vector<Expr> dims;
+  for (size_t a = 0; a < shape.size(); ++a) {
+    dims.push_back(shape[a].is_const() ? jit::IntImm(shape[a].const_value())
+                                       : jit::DimOf(out, static_cast<int>(a)));
+  }
+  // Inputs whose innermost dim may or may not repeat get a loop nest per case (at most two),
+  // so each nest's inner loop vectorizes.
+  std::vector<size_t> versioned;
+  for (size_t k = 0; k < hints.size() && versioned.size() < 2; ++k) {
+    if (!hints[k].empty() && hints[k].back() == BroadcastDim::kUnknown) versioned.push_back(k);
+  }
+  std::function<Stmt(size_t)> version = [&](size_t level) -> Stmt {
+    if (level == versioned.size()) {
+      return LoopNest(dims, [&](const std::vector<Expr>& index) {
+        ElementLets lets;
+        std::map<ValueId, Expr> values;
+        for (size_t k = 0; k < in.size(); ++k) {
+          values[group.external[k]] =
+              lets.Bind(jit::Widen(jit::BroadcastLoad(in[k], index, hints[k])));
+        }
+        Expr r = Evaluate(g, members, values, lets);
+        return lets.Wrap(jit::Store(out, index, jit::Cast(out_value.dtype, r)));
+      });
+    }
+    size_t k = versioned[level];
+    hints[k].back() = BroadcastDim::kOne;
+    Stmt repeated = version(level + 1);
+    hints[k].back() = BroadcastDim::kSame;
+    Stmt matching = version(level + 1);
+    hints[k].back() = BroadcastDim::kUnknown;
+    return jit::If(jit::Eq(jit::DimOf(in[k], in[k]->rank - 1), jit::IntImm(1)), repeated, matching);
+  };
+  fk.kernel.name = "fused_" + g.node(members.back().node).op_type + "_" +
+                   std::to_string(members.size());
+  fk.kernel.buffers = in;
+  fk.kernel.buffers.push_back(out);
+  fk.kernel.body = version(0);
+  Status valid = jit::ValidateKernel(fk.kernel);
+  if (!valid.ok()) return Internal("fused kernel: " + valid.message());
+  return fk;
+}
+
+std::optional<FusedKernel> FuseEpilogue(const Graph& g, const jit::Kernel& anchor,
+                                        const std::vector<ValueId>& anchor_inputs,
+                                        ValueId anchor_value,
+                                        const std::vector<ElementwiseMember>& members) {
+  if (members.empty() || anchor.buffers.size() != anchor_inputs.size() + 1) return std::nullopt;
+  const jit::Buffer& anchor_out = anchor.buffers.back();
+  if (jit::LoadsFrom(anchor.body, anchor_out)) return std::nullopt;
+  Group group = Analyze(g, members);
+  const Value& out_value = g.value(group.output);
+  const SymbolicShape& shape = *out_value.shape;
+  if (*g.value(anchor_value).shape != shape) return std::nullopt;
+  FusedKernel fk;
+  fk.output = group.output;
+  fk.inputs = anchor_inputs;
+  jit::Buffer out = jit::Buffer::Param("out", out_value.dtype, static_cast<int>(shape.size()));
+  std::vector<std::pair<ValueId, jit::Buffer>> extra;
+  std::vector<std::vector<BroadcastDim>> hints;
+  for (ValueId v : group.external) {
+    if (v == anchor_value) continue;
+    const Value& val = g.value(v);
+    extra.emplace_back(v, jit::Buffer::Param("epi" + std::to_string(extra.size()), val.dtype,
+                                             static_cast<int>(val.shape->size())));
+    hints.push_back(HintsAgainst(*val.shape, shape));
+    fk.inputs.push_back(v);
+  }
+  Stmt body = jit::RewriteStores(anchor.body, anchor_out,
+                                 [&](const std::vector<Expr>& index, const Expr& stored) {
+                                   ElementLets lets;
+                                   std::map<ValueId, Expr> values;
+                                   values[anchor_value] = lets.Bind(jit::Widen(stored));
+                                   for (size_t k = 0; k < extra.size(); ++k) {
+                                     values[extra[k].first] = lets.Bind(jit::Widen(
+                                         jit::BroadcastLoad(extra[k].second, index, hints[k])));
+                                   }
+                                   Expr r = Evaluate(g, members, values, lets);
+                                   return lets.Wrap(
+                                       jit::Store(out, index, jit::Cast(out_value.dtype, r)));
+                                 });
+  body = jit::ReplaceBuffer(body, anchor_out, out);
+  fk.kernel.name = anchor.name + "_epilogue" + std::to_string(members.size());
+  fk.kernel.buffers.assign(anchor.buffers.begin(), anchor.buffers.end() - 1);
+  for (const auto& [v, b] : extra) fk.kernel.buffers.push_back(b);
+  fk.kernel.buffers.push_back(out);
+  fk.kernel.dims = anchor.dims;
+  fk.kernel.body = body;
+  if (!jit::ValidateKernel(fk.kernel).ok()) return std::nullopt;
+  return fk;
+}
+
+}  // namespace kiln::compiler
