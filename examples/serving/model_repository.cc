@@ -1,0 +1,134 @@
+// Loading served models and describing them in KServe metadata.
+#include "examples/serving/model_repository.h"
+
+#include <mutex>
+
+#include "examples/serving/tensor_json.h"
+#include "external/registry/registry.h"
+#include "jit/engine.h"
+#include "jit/kernel_provider.h"
+
+namespace kiln::serving {
+
+namespace {
+
+void WriteTensorSpecs(const std::vector<ValueSpec>& specs, JsonWriter& w) {
+  w.BeginArray();
+  for (const ValueSpec& v : specs) {
+    w.BeginObject();
+    w.Key("name");
+    w.String(v.name);
+    w.Key("datatype");
+    w.String(KServeDatatype(v.dtype));
+    w.Key("shape");
+    w.BeginArray();
+    for (const DimSpec& d : v.shape) w.Int(d.fixed() ? d.value : -1);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+Status CheckServable(const FunctionSignature& sig) {
+  for (const auto* list : {&sig.params, &sig.results}) {
+    for (const ValueSpec& v : *list) {
+      if (v.is_tuple)
+        return InvalidArgument("'" + v.name + "' is a tuple, which KServe cannot express");
+      if (std::string(KServeDatatype(v.dtype)) == "INVALID") {
+        return InvalidArgument("'" + v.name + "' has no KServe datatype");
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string Model::MetadataJson() const {
+  std::string out;
+  JsonWriter w(&out);
+  w.BeginObject();
+  w.Key("name");
+  w.String(name);
+  w.Key("versions");
+  w.BeginArray();
+  w.String("1");
+  w.EndArray();
+  w.Key("platform");
+  w.String("kiln");
+  w.Key("inputs");
+  WriteTensorSpecs(signature().params, w);
+  w.Key("outputs");
+  WriteTensorSpecs(signature().results, w);
+  w.EndObject();
+  return out;
+}
+
+StatusOr<ModelSource> ParseModelFlag(std::string_view flag) {
+  size_t eq = flag.find('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == flag.size()) {
+    return InvalidArgument("--model expects NAME=FILE, got '" + std::string(flag) + "'");
+  }
+  ModelSource source{std::string(flag.substr(0, eq)), std::string(flag.substr(eq + 1))};
+  for (char c : source.name) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-';
+    if (!ok) {
+      return InvalidArgument("model name '" + source.name +
+                             "' may only contain letters, digits, '_', '.' and '-'");
+    }
+  }
+  return source;
+}
+
+StatusOr<LoadOptions> MakeJitLoadOptions(const std::vector<std::string>& plugins) {
+  const std::shared_ptr<ExternalRegistry>& registry = ExternalRegistry::Global();
+  RETURN_IF_ERROR(registry->LoadPluginsFromEnvironment());
+  for (const std::string& p : plugins) RETURN_IF_ERROR(registry->LoadPlugin(p));
+  // One engine per process, never destroyed: tearing an LLJIT down during static destruction
+  // races with LLVM's own teardown, and compiled kernels are shared by every model anyway.
+  static std::shared_ptr<jit::Engine>* engine = nullptr;
+  static std::mutex mu;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (engine == nullptr) {
+      ASSIGN_OR_RETURN(std::unique_ptr<jit::Engine> e, jit::Engine::Create());
+      engine = new std::shared_ptr<jit::Engine>(std::move(e));
+    }
+  }
+  LoadOptions options;
+  options.kernels = std::make_shared<jit::JitKernelProvider>(*engine);
+  options.externals = registry;
+  return options;
+}
+
+StatusOr<std::shared_ptr<const ModelRepository>> ModelRepository::Load(
+    const std::vector<ModelSource>& sources, const LoadOptions& options) {
+  auto repo = std::shared_ptr<ModelRepository>(new ModelRepository());
+  for (const ModelSource& source : sources) {
+    std::string where = "model '" + source.name + "' (" + source.path + ")";
+    if (repo->Find(source.name) != nullptr)
+      return InvalidArgument(where + ": duplicate model name");
+    Model model;
+    model.name = source.name;
+    model.path = source.path;
+    auto exe = Executable::LoadFile(source.path, options);
+    if (!exe.ok()) return exe.status().WithContext(where);
+    model.exe = std::move(*exe);
+    std::string entry(model.exe->entry_function());
+    model.function = model.exe->FindFunction(entry);
+    if (model.function < 0) return NotFound(where + ": no entry function '" + entry + "'");
+    if (Status st = CheckServable(model.signature()); !st.ok()) return st.WithContext(where);
+    repo->models_.push_back(std::move(model));
+  }
+  return std::shared_ptr<const ModelRepository>(std::move(repo));
+}
+
+const Model* ModelRepository::Find(std::string_view name) const {
+  for (const Model& m : models_) {
+    if (m.name == name) return &m;
+  }
+  return nullptr;
+}
+
+}  // namespace kiln::serving

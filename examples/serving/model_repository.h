@@ -1,0 +1,64 @@
+// The models a server serves: loaded once (JIT kernels + vendor registry), shared by all workers.
+#ifndef KILN_EXAMPLES_SERVING_MODEL_REPOSITORY_H_
+#define KILN_EXAMPLES_SERVING_MODEL_REPOSITORY_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "examples/serving/json.h"
+#include "vm/executable.h"
+#include "vm/status.h"
+
+namespace kiln::serving {
+
+/// One served model: an executable and the function requests run (the entry function).
+/// Immutable after loading; shared by every worker thread.
+struct Model {
+  std::string name;
+  std::string path;
+  std::shared_ptr<const Executable> exe;
+  int function = -1;
+  /// Per-input and per-output metadata of `function` (exe->signature(function)).
+  const FunctionSignature& signature() const { return exe->signature(function); }
+  /// KServe model metadata: {"name","versions","platform":"kiln","inputs":[...],"outputs":[...]}
+  /// with dynamic dims as -1.
+  std::string MetadataJson() const;
+};
+
+/// A `--model NAME=FILE` argument.
+struct ModelSource {
+  std::string name;
+  std::string path;
+};
+
+/// Parses "NAME=FILE". InvalidArgument if either side is empty or the name has characters
+/// other than [A-Za-z0-9_.-] (names appear in URL paths).
+StatusOr<ModelSource> ParseModelFlag(std::string_view flag);
+
+/// LoadOptions binding kernels to the JIT (one LLVM ORC engine for the process) and external
+/// regions to the global vendor registry, after loading $KILN_PLUGINS and `plugins`, as the
+/// kiln CLI does. Errors name the plugin or the JIT failure.
+StatusOr<LoadOptions> MakeJitLoadOptions(const std::vector<std::string>& plugins = {});
+
+/// The set of models, by name. Thread-safe to read (it is never modified after Load).
+class ModelRepository {
+ public:
+  /// Loads and verifies every source with `options`. Errors name the model and file;
+  /// InvalidArgument for a duplicate name or a model whose entry function has a tuple input
+  /// or output (not expressible in KServe).
+  static StatusOr<std::shared_ptr<const ModelRepository>> Load(
+      const std::vector<ModelSource>& sources, const LoadOptions& options);
+
+  /// Null if no model is called `name`.
+  const Model* Find(std::string_view name) const;
+  const std::vector<Model>& models() const { return models_; }
+
+ private:
+  std::vector<Model> models_;
+};
+
+}  // namespace kiln::serving
+
+#endif  // KILN_EXAMPLES_SERVING_MODEL_REPOSITORY_H_

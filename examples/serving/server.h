@@ -1,0 +1,77 @@
+// kiln_serve's HTTP server: KServe v2 REST over Boost.Beast, inference on a worker pool.
+#ifndef KILN_EXAMPLES_SERVING_SERVER_H_
+#define KILN_EXAMPLES_SERVING_SERVER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "examples/serving/model_repository.h"
+#include "vm/status.h"
+
+namespace kiln::serving {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  /// 0: an ephemeral port (see Server::port()).
+  int port = 8000;
+  /// Inference threads; each owns one VM context per model.
+  int workers = 2;
+  /// Threads running the acceptor and every connection's (asynchronous) reads and writes.
+  int io_threads = 1;
+  /// Larger request bodies are refused with 413 (checked against Content-Length before reading).
+  size_t max_body_bytes = size_t{16} << 20;
+  /// A connection must deliver each whole request within this time, and may sit idle between
+  /// requests (keep-alive) at most this long; otherwise it is closed. Writing a reply has the
+  /// same bound. Slow or half-closed clients therefore cost a socket, never a worker.
+  int64_t timeout_ms = 10000;
+  /// Inference requests waiting for a busy worker, at most (idle workers take requests at
+  /// once); beyond it requests get 503. 0: only as many requests as idle workers.
+  size_t max_queue = 64;
+  /// Deadline of one model invocation (0: none); past it the reply is 504.
+  int64_t invoke_timeout_ms = 0;
+  /// Nesting limit for request JSON.
+  int max_json_depth = 64;
+};
+
+/// A running server. Routes (KServe v2): GET /v2/health/live, /v2/health/ready, /v2,
+/// /v2/models/{name}, /v2/models/{name}/ready; POST /v2/models/{name}/infer. Errors are JSON
+/// {"error": "..."}: 400 bad request, 404 unknown model or path, 405 wrong method (with Allow),
+/// 413 body too large, 503 queue full or shutting down, 504 invoke deadline, 500 internal.
+/// Connections are HTTP/1.1 keep-alive; one request is in flight per connection at a time.
+class Server {
+ public:
+  /// Binds, listens and starts the I/O threads and the worker pool. InvalidArgument for a
+  /// bad host or option; Internal naming the address if it cannot listen.
+  static StatusOr<std::unique_ptr<Server>> Start(std::shared_ptr<const ModelRepository> repo,
+                                                 const ServerOptions& options);
+  /// Stop().
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  /// The port actually bound (useful with port 0).
+  int port() const;
+  /// Graceful shutdown: stops accepting, reports not ready, finishes the inference requests
+  /// already queued and their replies, then closes every connection and joins all threads.
+  /// Idempotent; must not be called from a server thread.
+  void Stop();
+
+  struct Stats {
+    uint64_t requests = 0;  // requests read completely
+    uint64_t infer_ok = 0;  // 200 replies to infer
+    uint64_t rejected = 0;  // 503 because the queue was full
+  };
+  Stats stats() const;
+
+  class Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::serving
+
+#endif  // KILN_EXAMPLES_SERVING_SERVER_H_

@@ -1,0 +1,73 @@
+// The inference worker pool.
+#include "examples/serving/worker_pool.h"
+
+namespace kiln::serving {
+
+StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(std::shared_ptr<const ModelRepository> repo,
+                                                        int num_workers, size_t max_queue) {
+  if (num_workers < 1) return InvalidArgument("workers must be >= 1");
+  std::unique_ptr<WorkerPool> pool(new WorkerPool(repo, max_queue));
+  for (int i = 0; i < num_workers; ++i) {
+    auto contexts = std::make_unique<WorkerContexts>();
+    for (const Model& m : repo->models()) {
+      auto ctx = Context::Create(m.exe);
+      if (!ctx.ok()) return ctx.status().WithContext("model '" + m.name + "'");
+      contexts->by_model.push_back(std::move(*ctx));
+    }
+    pool->contexts_.push_back(std::move(contexts));
+  }
+  pool->idle_ = pool->contexts_.size();
+  for (auto& contexts : pool->contexts_) {
+    pool->threads_.emplace_back([p = pool.get(), c = contexts.get()] { p->Loop(c); });
+  }
+  return pool;
+}
+
+WorkerPool::~WorkerPool() { Shutdown(); }
+
+bool WorkerPool::TrySubmit(Job job) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // A worker counts as idle until it pops a job, and a job it is about to take still sits
+    // in queue_: capacity is the idle workers plus the queue bound.
+    if (stopping_ || queue_.size() >= max_queue_ + idle_) return false;
+    queue_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+void WorkerPool::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+}
+
+size_t WorkerPool::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
+}
+
+void WorkerPool::Loop(WorkerContexts* contexts) {
+  while (true) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping, and everything queued has run
+      job = std::move(queue_.front());
+      queue_.pop_front();
+      --idle_;
+    }
+    job(*contexts);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++idle_;
+  }
+}
+
+}  // namespace kiln::serving
