@@ -8,6 +8,9 @@
 #include "compiler/lower/lower.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/passes/fold_constants.h"
+#include "compiler/passes/partition.h"
+#include "external/onednn/codegen.h"
+#include "external/onednn/rules.h"
 #include "compiler/passes/shape_inference.h"
 
 namespace kiln::compiler {
@@ -28,9 +31,9 @@ ImportOptions ImportOptionsFor(const CompileOptions& o) {
 StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& options,
                                             CompileStats* stats) {
   auto start = std::chrono::steady_clock::now();
-  if (options.external != "none") {
+  if (options.external != "none" && options.external != "onednn") {
     return Unsupported("--external=" + options.external +
-                       ": no external compiler is available in this build");
+                       ": unknown external compiler (kiln has: none, onednn)");
   }
   CompileStats local;
   CompileStats& st = stats ? *stats : local;
@@ -47,12 +50,42 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   RETURN_IF_ERROR(InferShapes(graph, so));
   st.folded_nodes = folded;
   st.nodes_after_passes = graph.num_nodes();
-  Progress(options, "lowering and emitting");
   EmitOptions eo;
+  if (options.external == "onednn") {
+    ASSIGN_OR_RETURN(std::vector<Region> regions, PartitionGraph(graph, onednn::Rules()));
+    int claimed = 0;
+    for (size_t i = 0; i < regions.size(); ++i) {
+      const Region& r = regions[i];
+      StatusOr<onednn::RegionCode> code = onednn::Codegen(graph, r.nodes, r.inputs, r.outputs);
+      if (!code.ok()) {
+        // A region the codegen refuses stays on the JIT (the predicate was too optimistic).
+        Progress(options, "oneDNN codegen declined region " + std::to_string(i) + ": " +
+                              code.status().message());
+        continue;
+      }
+      ExternalRegionToEmit e;
+      e.vendor = r.vendor;
+      e.name = "onednn_" + std::to_string(eo.regions.size());
+      e.nodes = r.nodes;
+      e.inputs = r.inputs;
+      e.outputs = r.outputs;
+      e.blob = std::move(code->blob);
+      for (const onednn::RegionConstant& c : code->constants) e.constants.push_back({c.value, c.data});
+      claimed += static_cast<int>(r.nodes.size());
+      eo.regions.push_back(std::move(e));
+    }
+    st.external_regions = static_cast<int>(eo.regions.size());
+    st.external_nodes = claimed;
+    Progress(options, "oneDNN claimed " + std::to_string(claimed) + " nodes in " +
+                          std::to_string(eo.regions.size()) + " regions");
+  }
+  Progress(options, "lowering and emitting");
   eo.table = &LoweringTable::Global();
   EmitStats es;
   ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, EmitExecutable(graph, eo, &es));
   st.kernels = es.kernels;
+  st.fused_kernels = es.fused_kernels;
+  st.fused_nodes = es.fused_nodes;
   st.shape_functions = es.shape_functions;
   st.constants = es.constants;
   st.constant_bytes = es.constant_bytes;

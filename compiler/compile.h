@@ -18,9 +18,9 @@ namespace kiln::compiler {
 struct CompileOptions {
   /// Pins symbolic dims to values (`--dim batch=1`): shapes become static, kernels specialize.
   std::map<std::string, int64_t> dim_pins;
-  /// Which external compiler claims regions: "none", or a vendor ("onednn"). Until the BYOC
-  /// passes exist only "none" is accepted (Unsupported otherwise, naming the vendor).
-  std::string external = "none";
+  /// Which external compiler claims regions: "onednn" (default) or "none" (everything on the
+  /// JIT). Anything else is Unsupported, naming the choices.
+  std::string external = "onednn";
   /// Evaluate nodes whose inputs are all constants at compile time (through the same kernels).
   bool fold_constants = true;
   /// Receives one human-readable progress line per stage ("lowering 120/400 nodes"); may be
@@ -33,6 +33,10 @@ struct CompileStats {
   int nodes_after_passes = 0;
   int folded_nodes = 0;     // evaluated at compile time
   int kernels = 0;          // distinct kernels in the executable
+  int fused_kernels = 0;    // kernels made of several nodes
+  int fused_nodes = 0;      // nodes that disappeared into them
+  int external_regions = 0; // regions a vendor claimed
+  int external_nodes = 0;   // nodes in those regions
   int shape_functions = 0;
   int constants = 0;
   int64_t constant_bytes = 0;

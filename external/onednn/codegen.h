@@ -1,0 +1,70 @@
+// The oneDNN codegen (compile side of BYOC): which graph nodes oneDNN can run, and a region of
+// them -> the blob external/onednn/runtime.h runs. Depends on the graph IR only (no oneDNN).
+#ifndef KILN_EXTERNAL_ONEDNN_CODEGEN_H_
+#define KILN_EXTERNAL_ONEDNN_CODEGEN_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "vm/status.h"
+
+namespace kiln::onednn {
+
+/// One constant of the blob; RegionCode::constants[i] is the blob's constant index i (and must
+/// become ExternalRegionSpec::constants[i] at load). Exactly one of the two fields is set:
+///  - `value`: a graph value holding data (an initializer, or a node output shape inference
+///    folded); the emitter stores its bytes once in the constant section and refers to them;
+///  - `data`: a NEW constant the codegen computed (Conv weights and bias with a
+///    BatchNormalization folded in, Gemm weights / bias scaled by alpha / beta, a broadcast
+///    bias reshaped to [C]); the emitter adds these bytes to the constant section.
+struct RegionConstant {
+  compiler::ValueId value = compiler::kNoValue;
+  compiler::TensorDataRef data;
+};
+
+struct RegionCode {
+  std::vector<uint8_t> blob;
+  std::vector<RegionConstant> constants;
+};
+
+/// True when oneDNN runs `node` on its own: default domain; f32 data inputs and outputs with
+/// known ranks (symbolic dims allowed, e.g. a dynamic batch); attributes in the supported
+/// range. Supported: Conv (1-3 spatial dims, groups incl. depthwise, any strides, dilations,
+/// pads, auto_pad; static kernel dims), MatMul (ranks >= 2), Gemm (constant C, or a C with
+/// alpha == beta), MaxPool (no Indices output, storage_order 0), AveragePool (not ceil_mode
+/// together with count_include_pad), GlobalAveragePool, GlobalMaxPool, Relu, LeakyRelu,
+/// Sigmoid, Tanh, Clip (constant bounds), HardSwish, Elu, Exp, Log, Abs, Sqrt, Softplus, Neg,
+/// Round, Softmax / LogSoftmax (any axis from opset 13, the last axis before), LayerNormalization
+/// (Mean / InvStdDev unused, scale and bias of the normalized shape), Add / Sub / Mul / Div /
+/// Max / Min (two inputs, one of them of the output's shape), Concat, BatchNormalization
+/// (inference: one output, training_mode 0). Erf-based Gelu subgraphs are recognised by Codegen
+/// when all their nodes are in the region (Erf alone is not supported).
+bool IsSupported(const compiler::Graph& graph, compiler::NodeId node);
+
+/// Groups of nodes oneDNN runs only together, for the partitioner to keep whole (each group
+/// sorted by id): so far the erf-based Gelu, 0.5 * x * (1 + erf(x / sqrt(2))) in the forms
+/// exporters emit (Div or Mul, Erf, Add, Mul, Mul), whose intermediates are read nowhere else.
+/// IsSupported is false for the Erf on its own; Codegen turns a whole group into one gelu_erf
+/// op (or a post-op of the Conv / MatMul producing x).
+std::vector<std::vector<compiler::NodeId>> FindComposites(const compiler::Graph& graph);
+
+/// Serializes a region: `nodes` (any order; each must be IsSupported, or part of an erf Gelu
+/// subgraph), `inputs` (values read from outside, in the order the VM passes them) and
+/// `outputs` (values produced in the region that the rest of the program reads, in order).
+/// Values read by the nodes that are neither inputs nor produced in the region must be
+/// constants. Fusions: BatchNormalization into a preceding Conv whose output has no other user
+/// (new weights); elementwise ops, erf-Gelu, and Add / Sub / Mul with a tensor into a preceding
+/// Conv / MatMul / Gemm as post-ops (a same-shape Add is a residual sum), a constant broadcast
+/// Add after MatMul or Conv as its bias.
+/// Errors: InvalidArgument naming the node or value (an unsupported node, a value that is not
+/// available, an output not produced by the region); Internal if the generated region fails
+/// validation (a bug).
+StatusOr<RegionCode> Codegen(const compiler::Graph& graph,
+                             const std::vector<compiler::NodeId>& nodes,
+                             const std::vector<compiler::ValueId>& inputs,
+                             const std::vector<compiler::ValueId>& outputs);
+
+}  // namespace kiln::onednn
+
+#endif  // KILN_EXTERNAL_ONEDNN_CODEGEN_H_

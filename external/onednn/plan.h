@@ -1,0 +1,110 @@
+// Execution plans of a oneDNN region (internal to external/onednn): for one set of input shapes,
+// the primitives, the memory slots they read and write, and a pool of per-call workspaces.
+#ifndef KILN_EXTERNAL_ONEDNN_PLAN_H_
+#define KILN_EXTERNAL_ONEDNN_PLAN_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "external/onednn/region.h"
+#include "oneapi/dnnl/dnnl.hpp"
+#include "vm/status.h"
+#include "vm/tensor.h"
+
+namespace kiln::onednn::internal {
+
+using Dims = std::vector<int64_t>;
+
+/// The process's CPU engine (created on first use; thread-safe).
+const dnnl::engine& Engine();
+
+/// A memory the plan refers to: a region input or output (bound per call), a constant (fixed),
+/// or a range of the per-call workspace. Several slots may view the same storage with
+/// different descriptors (a 2-D view for layer norm, rank-aligned views for broadcasting).
+struct Slot {
+  enum class Kind : uint8_t { kInput, kOutput, kConst, kWork };
+  dnnl::memory::desc md;
+  Kind kind = Kind::kWork;
+  int index = 0;        // kInput, kOutput
+  size_t offset = 0;    // kWork: bytes into the workspace
+  int buffer = -1;      // kWork: the intermediate it views (-1: the scratchpad)
+  void* ptr = nullptr;  // kConst
+};
+
+struct Step {
+  dnnl::primitive prim;
+  std::vector<std::pair<int, int>> args;  // oneDNN argument -> slot
+  int op = -1;                            // the region op, for error messages (-1: boundary)
+};
+
+/// Intermediates and scratchpad of one call, with a memory object per slot, each step's
+/// argument map over them, and a stream: a run allocates nothing. Used by one call at a time.
+struct Workspace {
+  ~Workspace();
+  uint8_t* buffer = nullptr;
+  std::vector<dnnl::memory> mems;
+  std::vector<std::unordered_map<int, dnnl::memory>> step_args;
+  dnnl::stream stream;
+};
+
+/// Immutable after BuildPlan except the workspace pool (its own lock).
+struct Plan {
+  std::vector<Slot> slots;
+  std::vector<Step> steps;
+  size_t work_bytes = 0;
+  std::vector<Dims> output_dims;
+
+  std::unique_ptr<Workspace> Acquire();  // a pooled workspace or a new one (may throw)
+  void Release(std::unique_ptr<Workspace> ws);
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Workspace>> free_;
+};
+
+/// What a region is after creation: the decoded blob and its constants (by reference).
+struct RegionData {
+  std::string name;
+  Region region;
+  std::vector<const void*> constant_data;  // per tensor; null unless the tensor is a constant
+  std::vector<Tensor> constants;           // keeps the executable's storage referenced
+};
+
+/// Constant weights reordered into the layouts primitives asked for, shared by every plan of a
+/// region (a layout is reordered once, then reused). Thread-safe.
+class WeightCache {
+ public:
+  explicit WeightCache(size_t num_ops) : entries_(num_ops) {}
+  /// The bytes of constant `data` (plain layout `plain`) in layout `want`. May throw dnnl::error.
+  void* Get(int op, const dnnl::memory::desc& plain, const void* data,
+            const dnnl::memory::desc& want, std::atomic<int64_t>* primitives);
+  /// The first layout reordered for `op`, if any (plans try it first so layouts are shared).
+  bool Preferred(int op, dnnl::memory::desc* md);
+
+ private:
+  struct Entry {
+    std::vector<std::pair<dnnl::memory::desc, std::shared_ptr<uint8_t>>> layouts;
+  };
+  std::mutex mu_;
+  std::vector<Entry> entries_;
+};
+
+/// Builds the plan of `data` for input dims `inputs` (already checked against the blob's
+/// ranks). Errors: InvalidArgument for shapes the ops reject ("ops[2] (Conv): input channels
+/// 3 != 4 * group 1"), Unsupported for what oneDNN cannot do, Internal for oneDNN failures.
+StatusOr<std::shared_ptr<Plan>> BuildPlan(const RegionData& data, WeightCache& weights,
+                                          const std::vector<Dims>& inputs,
+                                          std::atomic<int64_t>* primitives);
+
+/// Runs `plan` on args (inputs then outputs, already checked). May throw dnnl::error.
+Status ExecutePlan(Plan& plan, const Tensor* const* args, int num_inputs, int num_outputs);
+
+}  // namespace kiln::onednn::internal
+
+#endif  // KILN_EXTERNAL_ONEDNN_PLAN_H_

@@ -1,0 +1,443 @@
+// The oneDNN region blob: encoding, bounds-checked decoding and structural validation.
+#include "external/onednn/region.h"
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "vm/tensor.h"
+
+namespace kiln::onednn {
+namespace {
+
+// ---- Writing ---------------------------------------------------------------------------------
+
+class Writer {
+ public:
+  template <typename T>
+  void Put(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    size_t at = out_.size();
+    out_.resize(at + sizeof(T));
+    std::memcpy(out_.data() + at, &v, sizeof(T));  // hosts are little-endian (x86-64)
+  }
+  template <typename T>
+  void PutList(const std::vector<T>& v) {
+    Put<uint32_t>(static_cast<uint32_t>(v.size()));
+    for (const T& x : v) Put<T>(x);
+  }
+  std::vector<uint8_t> Take() { return std::move(out_); }
+
+ private:
+  std::vector<uint8_t> out_;
+};
+
+void PutBound(Writer& w, const BoundTensor& b) {
+  w.Put<int32_t>(b.tensor);
+  w.PutList(b.dims);
+}
+
+void PutOp(Writer& w, const Op& op) {
+  w.Put<uint8_t>(static_cast<uint8_t>(op.kind));
+  w.PutList(op.inputs);
+  w.Put<int32_t>(op.output);
+  w.PutList(op.kernel);
+  w.PutList(op.strides);
+  w.PutList(op.dilations);
+  w.PutList(op.pads);
+  w.Put<uint8_t>(static_cast<uint8_t>(op.auto_pad));
+  w.Put<uint8_t>(op.ceil_mode);
+  w.Put<uint8_t>(op.global);
+  w.Put<int64_t>(op.group);
+  w.Put<uint8_t>(static_cast<uint8_t>(op.pool));
+  w.Put<uint8_t>(static_cast<uint8_t>(op.eltwise));
+  w.Put<uint8_t>(static_cast<uint8_t>(op.binary));
+  w.Put<float>(op.alpha);
+  w.Put<float>(op.beta);
+  w.Put<int64_t>(op.axis);
+  w.Put<float>(op.epsilon);
+  w.Put<uint8_t>(op.trans_a);
+  w.Put<uint8_t>(op.trans_b);
+  w.Put<uint8_t>(op.log_softmax);
+  w.Put<uint32_t>(static_cast<uint32_t>(op.post_ops.size()));
+  for (const PostOp& p : op.post_ops) {
+    w.Put<uint8_t>(static_cast<uint8_t>(p.kind));
+    w.Put<uint8_t>(static_cast<uint8_t>(p.eltwise));
+    w.Put<uint8_t>(static_cast<uint8_t>(p.binary));
+    w.Put<float>(p.alpha);
+    w.Put<float>(p.beta);
+    w.Put<int32_t>(p.tensor);
+  }
+}
+
+// ---- Reading ---------------------------------------------------------------------------------
+
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+
+  template <typename T>
+  Status Get(T* v, const char* what) {
+    if (size_ - pos_ < sizeof(T)) return Truncated(what);
+    std::memcpy(v, data_ + pos_, sizeof(T));
+    pos_ += sizeof(T);
+    return Status::Ok();
+  }
+  // A count of elements that take at least `min_bytes` each: bounded by the bytes left.
+  Status GetCount(uint32_t* n, size_t min_bytes, const char* what) {
+    RETURN_IF_ERROR(Get(n, what));
+    if (*n > (size_ - pos_) / min_bytes) return Truncated(what);
+    return Status::Ok();
+  }
+  template <typename T>
+  Status GetList(std::vector<T>* v, const char* what) {
+    uint32_t n;
+    RETURN_IF_ERROR(GetCount(&n, sizeof(T), what));
+    v->resize(n);
+    for (T& x : *v) RETURN_IF_ERROR(Get(&x, what));
+    return Status::Ok();
+  }
+  template <typename E>
+  Status GetEnum(E* e, int limit, const char* what) {
+    uint8_t raw;
+    RETURN_IF_ERROR(Get(&raw, what));
+    if (raw >= limit)
+      return InvalidFormat(std::string(what) + " " + std::to_string(raw) + " is out of range");
+    *e = static_cast<E>(raw);
+    return Status::Ok();
+  }
+  Status GetBool(bool* b, const char* what) {
+    uint8_t raw;
+    RETURN_IF_ERROR(Get(&raw, what));
+    if (raw > 1) return InvalidFormat(std::string(what) + " is not 0 or 1");
+    *b = raw != 0;
+    return Status::Ok();
+  }
+  size_t remaining() const { return size_ - pos_; }
+  size_t pos() const { return pos_; }
+
+ private:
+  Status Truncated(const char* what) const {
+    return InvalidFormat(std::string("truncated at byte ") + std::to_string(pos_) + " reading " +
+                         what);
+  }
+  const uint8_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+Status GetBound(Reader& r, BoundTensor* b, const char* what) {
+  RETURN_IF_ERROR(r.Get(&b->tensor, what));
+  return r.GetList(&b->dims, what);
+}
+
+Status GetOp(Reader& r, Op* op) {
+  RETURN_IF_ERROR(r.GetEnum(&op->kind, kNumOpKinds, "op kind"));
+  RETURN_IF_ERROR(r.GetList(&op->inputs, "op inputs"));
+  RETURN_IF_ERROR(r.Get(&op->output, "op output"));
+  RETURN_IF_ERROR(r.GetList(&op->kernel, "kernel"));
+  RETURN_IF_ERROR(r.GetList(&op->strides, "strides"));
+  RETURN_IF_ERROR(r.GetList(&op->dilations, "dilations"));
+  RETURN_IF_ERROR(r.GetList(&op->pads, "pads"));
+  RETURN_IF_ERROR(r.GetEnum(&op->auto_pad, kNumAutoPads, "auto_pad"));
+  RETURN_IF_ERROR(r.GetBool(&op->ceil_mode, "ceil_mode"));
+  RETURN_IF_ERROR(r.GetBool(&op->global, "global"));
+  RETURN_IF_ERROR(r.Get(&op->group, "group"));
+  RETURN_IF_ERROR(r.GetEnum(&op->pool, kNumPoolAlgs, "pool algorithm"));
+  RETURN_IF_ERROR(r.GetEnum(&op->eltwise, kNumEltwiseAlgs, "eltwise algorithm"));
+  RETURN_IF_ERROR(r.GetEnum(&op->binary, kNumBinaryAlgs, "binary algorithm"));
+  RETURN_IF_ERROR(r.Get(&op->alpha, "alpha"));
+  RETURN_IF_ERROR(r.Get(&op->beta, "beta"));
+  RETURN_IF_ERROR(r.Get(&op->axis, "axis"));
+  RETURN_IF_ERROR(r.Get(&op->epsilon, "epsilon"));
+  RETURN_IF_ERROR(r.GetBool(&op->trans_a, "trans_a"));
+  RETURN_IF_ERROR(r.GetBool(&op->trans_b, "trans_b"));
+  RETURN_IF_ERROR(r.GetBool(&op->log_softmax, "log_softmax"));
+  uint32_t n;
+  RETURN_IF_ERROR(r.GetCount(&n, 15, "post-op count"));
+  op->post_ops.resize(n);
+  for (PostOp& p : op->post_ops) {
+    RETURN_IF_ERROR(r.GetEnum(&p.kind, kNumPostOpKinds, "post-op kind"));
+    RETURN_IF_ERROR(r.GetEnum(&p.eltwise, kNumEltwiseAlgs, "post-op eltwise algorithm"));
+    RETURN_IF_ERROR(r.GetEnum(&p.binary, kNumBinaryAlgs, "post-op binary algorithm"));
+    RETURN_IF_ERROR(r.Get(&p.alpha, "post-op alpha"));
+    RETURN_IF_ERROR(r.Get(&p.beta, "post-op beta"));
+    RETURN_IF_ERROR(r.Get(&p.tensor, "post-op tensor"));
+  }
+  return Status::Ok();
+}
+
+Status DecodeBody(Reader& r, Region* region) {
+  uint32_t n;
+  RETURN_IF_ERROR(r.GetCount(&n, 2, "tensor count"));
+  region->tensors.resize(n);
+  for (TensorInfo& t : region->tensors) {
+    uint8_t dtype, rank;
+    RETURN_IF_ERROR(r.Get(&dtype, "tensor dtype"));
+    RETURN_IF_ERROR(r.Get(&rank, "tensor rank"));
+    if (!IsValidDType(dtype)) return InvalidFormat("tensor dtype " + std::to_string(dtype));
+    t.dtype = static_cast<DType>(dtype);
+    t.rank = rank;
+  }
+  RETURN_IF_ERROR(r.GetCount(&n, 8, "input count"));
+  region->inputs.resize(n);
+  for (BoundTensor& b : region->inputs) RETURN_IF_ERROR(GetBound(r, &b, "input"));
+  RETURN_IF_ERROR(r.GetList(&region->outputs, "outputs"));
+  RETURN_IF_ERROR(r.GetCount(&n, 8, "constant count"));
+  region->constants.resize(n);
+  for (BoundTensor& b : region->constants) RETURN_IF_ERROR(GetBound(r, &b, "constant"));
+  RETURN_IF_ERROR(r.GetCount(&n, 64, "op count"));
+  region->ops.resize(n);
+  for (Op& op : region->ops) RETURN_IF_ERROR(GetOp(r, &op));
+  if (r.remaining() != 0)
+    return InvalidFormat(std::to_string(r.remaining()) + " trailing bytes after the last op");
+  return Status::Ok();
+}
+
+// ---- Validation ------------------------------------------------------------------------------
+
+std::string Where(size_t i, const Op& op) {
+  return "ops[" + std::to_string(i) + "] (" + OpKindName(op.kind) + ")";
+}
+
+class Validator {
+ public:
+  explicit Validator(const Region& r) : r_(r), defined_(r.tensors.size(), false) {}
+
+  Status Run() {
+    for (const TensorInfo& t : r_.tensors) {
+      if (t.rank > kMaxRank) return InvalidFormat("a tensor has rank " + std::to_string(t.rank));
+    }
+    for (size_t i = 0; i < r_.inputs.size(); ++i) {
+      std::string what = "inputs[" + std::to_string(i) + "]";
+      RETURN_IF_ERROR(Define(r_.inputs[i].tensor, what));
+      RETURN_IF_ERROR(CheckDims(r_.inputs[i], true, what));
+    }
+    for (size_t i = 0; i < r_.constants.size(); ++i) {
+      std::string what = "constants[" + std::to_string(i) + "]";
+      RETURN_IF_ERROR(Define(r_.constants[i].tensor, what));
+      RETURN_IF_ERROR(CheckDims(r_.constants[i], false, what));
+    }
+    for (size_t i = 0; i < r_.ops.size(); ++i) {
+      const Op& op = r_.ops[i];
+      std::string where = Where(i, op);
+      for (int32_t t : op.inputs) RETURN_IF_ERROR(Use(t, where + " input"));
+      for (const PostOp& p : op.post_ops) {
+        if (p.kind != PostOpKind::kEltwise) RETURN_IF_ERROR(Use(p.tensor, where + " post-op"));
+      }
+      RETURN_IF_ERROR(CheckOp(op, where));
+      RETURN_IF_ERROR(Define(op.output, where + " output"));
+    }
+    for (size_t i = 0; i < r_.tensors.size(); ++i) {
+      if (!defined_[i]) return InvalidFormat("tensor " + std::to_string(i) + " is never defined");
+    }
+    std::vector<bool> is_output(r_.tensors.size(), false);
+    std::vector<bool> is_input(r_.tensors.size(), false);
+    for (const BoundTensor& b : r_.inputs) is_input[b.tensor] = true;
+    for (const BoundTensor& b : r_.constants) is_input[b.tensor] = true;
+    for (size_t i = 0; i < r_.outputs.size(); ++i) {
+      int32_t t = r_.outputs[i];
+      std::string what = "outputs[" + std::to_string(i) + "]";
+      if (t < 0 || static_cast<size_t>(t) >= r_.tensors.size())
+        return InvalidFormat(what + ": tensor " + std::to_string(t) + " is out of range");
+      if (is_input[t]) return InvalidFormat(what + " is a region input or constant");
+      if (is_output[t]) return InvalidFormat(what + " repeats tensor " + std::to_string(t));
+      is_output[t] = true;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status InRange(int32_t t, const std::string& what) const {
+    if (t < 0 || static_cast<size_t>(t) >= r_.tensors.size())
+      return InvalidFormat(what + ": tensor " + std::to_string(t) + " is out of range [0, " +
+                           std::to_string(r_.tensors.size()) + ")");
+    return Status::Ok();
+  }
+  Status Define(int32_t t, const std::string& what) {
+    RETURN_IF_ERROR(InRange(t, what));
+    if (defined_[t])
+      return InvalidFormat(what + ": tensor " + std::to_string(t) + " is defined twice");
+    defined_[t] = true;
+    return Status::Ok();
+  }
+  Status Use(int32_t t, const std::string& what) const {
+    RETURN_IF_ERROR(InRange(t, what));
+    if (!defined_[t])
+      return InvalidFormat(what + ": tensor " + std::to_string(t) +
+                           " is used before it is defined");
+    return Status::Ok();
+  }
+  Status CheckDims(const BoundTensor& b, bool symbolic_ok, const std::string& what) const {
+    if (static_cast<int>(b.dims.size()) != r_.tensors[b.tensor].rank)
+      return InvalidFormat(what + ": " + std::to_string(b.dims.size()) + " dims for rank " +
+                           std::to_string(r_.tensors[b.tensor].rank));
+    for (int64_t d : b.dims) {
+      if (d < (symbolic_ok ? -1 : 0) || d > (int64_t{1} << 40))
+        return InvalidFormat(what + ": bad dim " + std::to_string(d));
+    }
+    return Status::Ok();
+  }
+  int Rank(int32_t t) const { return r_.tensors[t].rank; }
+
+  Status CheckWindow(const Op& op, int spatial, bool kernel_required, const std::string& where) {
+    auto check = [&](const std::vector<int64_t>& v, size_t n, int64_t min,
+                     const char* name) -> Status {
+      if (v.size() != n)
+        return InvalidFormat(where + ": " + name + " has " + std::to_string(v.size()) +
+                             " values, expected " + std::to_string(n));
+      for (int64_t x : v) {
+        if (x < min || x > (int64_t{1} << 30))
+          return InvalidFormat(where + ": " + name + " value " + std::to_string(x) +
+                               " is out of range");
+      }
+      return Status::Ok();
+    };
+    if (kernel_required || !op.kernel.empty())
+      RETURN_IF_ERROR(check(op.kernel, spatial, 1, "kernel"));
+    RETURN_IF_ERROR(check(op.strides, spatial, 1, "strides"));
+    RETURN_IF_ERROR(check(op.dilations, spatial, 1, "dilations"));
+    return check(op.pads, 2 * spatial, 0, "pads");
+  }
+
+  Status CheckOp(const Op& op, const std::string& where) {
+    auto count = [&](size_t lo, size_t hi) -> Status {
+      if (op.inputs.size() < lo || op.inputs.size() > hi)
+        return InvalidFormat(where + ": " + std::to_string(op.inputs.size()) + " inputs");
+      return Status::Ok();
+    };
+    auto rank_is = [&](int32_t t, int lo, int hi, const char* what) -> Status {
+      if (Rank(t) < lo || Rank(t) > hi)
+        return InvalidFormat(where + ": " + what + " has rank " + std::to_string(Rank(t)));
+      return Status::Ok();
+    };
+    RETURN_IF_ERROR(InRange(op.output, where + " output"));
+    if (!op.post_ops.empty() && op.kind != OpKind::kConv && op.kind != OpKind::kMatMul)
+      return InvalidFormat(where + ": only Conv and MatMul take post-ops");
+    int out_rank = Rank(op.output);
+    int x_rank = op.inputs.empty() ? 0 : Rank(op.inputs[0]);
+    switch (op.kind) {
+      case OpKind::kConv:
+        RETURN_IF_ERROR(count(2, 3));
+        RETURN_IF_ERROR(rank_is(op.inputs[0], 3, 5, "X"));
+        RETURN_IF_ERROR(rank_is(op.inputs[1], x_rank, x_rank, "W"));
+        if (op.inputs.size() == 3) RETURN_IF_ERROR(rank_is(op.inputs[2], 1, 1, "bias"));
+        if (op.group < 1 || op.group > (int64_t{1} << 30))
+          return InvalidFormat(where + ": group " + std::to_string(op.group));
+        RETURN_IF_ERROR(CheckWindow(op, x_rank - 2, false, where));
+        break;
+      case OpKind::kPool:
+        RETURN_IF_ERROR(count(1, 1));
+        RETURN_IF_ERROR(rank_is(op.inputs[0], 3, 5, "X"));
+        if (!op.global) RETURN_IF_ERROR(CheckWindow(op, x_rank - 2, true, where));
+        break;
+      case OpKind::kMatMul: {
+        RETURN_IF_ERROR(count(2, 3));
+        RETURN_IF_ERROR(rank_is(op.inputs[0], 2, kMaxRank, "A"));
+        RETURN_IF_ERROR(rank_is(op.inputs[1], 2, kMaxRank, "B"));
+        x_rank = std::max(x_rank, Rank(op.inputs[1]));
+        if (op.inputs.size() == 3) RETURN_IF_ERROR(rank_is(op.inputs[2], 0, x_rank, "bias"));
+        break;
+      }
+      case OpKind::kEltwise:
+        RETURN_IF_ERROR(count(1, 1));
+        break;
+      case OpKind::kSoftmax:
+      case OpKind::kLayerNorm:
+        RETURN_IF_ERROR(op.kind == OpKind::kSoftmax ? count(1, 1) : count(2, 3));
+        if (op.axis < 0 || op.axis >= std::max(x_rank, 1))
+          return InvalidFormat(where + ": axis " + std::to_string(op.axis) + " for rank " +
+                               std::to_string(x_rank));
+        break;
+      case OpKind::kBinary:
+        RETURN_IF_ERROR(count(2, 2));
+        x_rank = std::max(x_rank, Rank(op.inputs[1]));
+        break;
+      case OpKind::kConcat:
+        RETURN_IF_ERROR(count(1, 1 << 16));
+        for (int32_t t : op.inputs) RETURN_IF_ERROR(rank_is(t, x_rank, x_rank, "an input"));
+        if (op.axis < 0 || op.axis >= x_rank)
+          return InvalidFormat(where + ": axis " + std::to_string(op.axis) + " for rank " +
+                               std::to_string(x_rank));
+        break;
+      case OpKind::kBatchNorm:
+        RETURN_IF_ERROR(count(5, 5));
+        RETURN_IF_ERROR(rank_is(op.inputs[0], 2, kMaxRank, "X"));
+        for (int i = 1; i < 5; ++i) RETURN_IF_ERROR(rank_is(op.inputs[i], 1, 1, "statistics"));
+        break;
+    }
+    if (out_rank != x_rank)
+      return InvalidFormat(where + ": output rank " + std::to_string(out_rank) + ", expected " +
+                           std::to_string(x_rank));
+    for (const PostOp& p : op.post_ops) {
+      if (p.kind != PostOpKind::kEltwise && Rank(p.tensor) > out_rank)
+        return InvalidFormat(where + ": post-op tensor rank " + std::to_string(Rank(p.tensor)) +
+                             " exceeds the output rank");
+    }
+    return Status::Ok();
+  }
+
+  const Region& r_;
+  std::vector<bool> defined_;
+};
+
+}  // namespace
+
+const char* OpKindName(OpKind k) {
+  static const char* const kNames[] = {"Conv",      "MatMul", "Pool",   "Eltwise",  "Softmax",
+                                       "LayerNorm", "Binary", "Concat", "BatchNorm"};
+  int i = static_cast<int>(k);
+  return i < kNumOpKinds ? kNames[i] : "?";
+}
+
+const char* EltwiseAlgName(EltwiseAlg a) {
+  static const char* const kNames[] = {
+      "relu", "sigmoid", "tanh", "gelu_erf", "gelu_tanh", "clip",  "hardswish", "elu",   "exp",
+      "log",  "abs",     "sqrt", "softplus", "linear",    "swish", "round",     "square"};
+  int i = static_cast<int>(a);
+  return i < kNumEltwiseAlgs ? kNames[i] : "?";
+}
+
+std::vector<uint8_t> EncodeRegion(const Region& region) {
+  Writer w;
+  w.Put<uint32_t>(kRegionMagic);
+  w.Put<uint16_t>(kRegionMajor);
+  w.Put<uint16_t>(kRegionMinor);
+  w.Put<uint32_t>(static_cast<uint32_t>(region.tensors.size()));
+  for (const TensorInfo& t : region.tensors) {
+    w.Put<uint8_t>(static_cast<uint8_t>(t.dtype));
+    w.Put<uint8_t>(static_cast<uint8_t>(t.rank));
+  }
+  w.Put<uint32_t>(static_cast<uint32_t>(region.inputs.size()));
+  for (const BoundTensor& b : region.inputs) PutBound(w, b);
+  w.PutList(region.outputs);
+  w.Put<uint32_t>(static_cast<uint32_t>(region.constants.size()));
+  for (const BoundTensor& b : region.constants) PutBound(w, b);
+  w.Put<uint32_t>(static_cast<uint32_t>(region.ops.size()));
+  for (const Op& op : region.ops) PutOp(w, op);
+  return w.Take();
+}
+
+StatusOr<Region> DecodeRegion(const uint8_t* data, size_t size) {
+  auto fail = [](const Status& s) { return s.WithContext("region blob"); };
+  if (data == nullptr && size != 0) return InvalidFormat("region blob: null data");
+  Reader r(data, size);
+  uint32_t magic;
+  uint16_t major, minor;
+  if (Status s = r.Get(&magic, "magic"); !s.ok()) return fail(s);
+  if (magic != kRegionMagic) return InvalidFormat("region blob: bad magic (not a oneDNN region)");
+  if (Status s = r.Get(&major, "version"); !s.ok()) return fail(s);
+  if (Status s = r.Get(&minor, "version"); !s.ok()) return fail(s);
+  if (major != kRegionMajor || minor > kRegionMinor)
+    return Unsupported("region blob: version " + std::to_string(major) + "." +
+                       std::to_string(minor) + " is not readable by this runtime (version " +
+                       std::to_string(kRegionMajor) + "." + std::to_string(kRegionMinor) + ")");
+  Region region;
+  if (Status s = DecodeBody(r, &region); !s.ok()) return fail(s);
+  if (Status s = ValidateRegion(region); !s.ok()) return fail(s);
+  return region;
+}
+
+Status ValidateRegion(const Region& region) { return Validator(region).Run(); }
+
+}  // namespace kiln::onednn

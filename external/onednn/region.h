@@ -1,0 +1,149 @@
+// The oneDNN region blob: what the codegen (compile side) hands the runtime (run side) for one
+// region — tensors, constants, and a list of ops with their attributes and fused post-ops.
+#ifndef KILN_EXTERNAL_ONEDNN_REGION_H_
+#define KILN_EXTERNAL_ONEDNN_REGION_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "vm/dtype.h"
+#include "vm/status.h"
+
+namespace kiln::onednn {
+
+// Binary layout (little-endian), version kRegionMajor.kRegionMinor:
+//   u32 magic 'KDNR' | u16 major | u16 minor
+//   u32 n, n x {u8 dtype, u8 rank}                         tensors (ids are positions)
+//   u32 n, n x {i32 tensor, u32 rank, rank x i64 dim}      region inputs (dim -1 = symbolic)
+//   u32 n, n x i32 tensor                                  region outputs
+//   u32 n, n x {i32 tensor, u32 rank, rank x i64 dim}      constants (index = position)
+//   u32 n, n x op (see EncodeRegion)                        ops, in execution order
+// A runtime decodes a blob of the same major and a minor at or below its own. Decoding checks
+// every count against the bytes left, so no input allocates more than the blob's size.
+
+inline constexpr uint32_t kRegionMagic = 0x524E444B;  // "KDNR" read as little-endian u32
+inline constexpr uint16_t kRegionMajor = 1;
+inline constexpr uint16_t kRegionMinor = 0;
+
+enum class OpKind : uint8_t {
+  kConv = 0,       // [x, w, (bias)] ONNX Conv: w is [O, I/group, k...]
+  kMatMul = 1,     // [a, b, (bias)] dst = alpha * (op(a) . op(b) + bias) (MatMul and Gemm)
+  kPool = 2,       // [x] max / average, windowed or global
+  kEltwise = 3,    // [x]
+  kSoftmax = 4,    // [x] along `axis` (log_softmax for LogSoftmax)
+  kLayerNorm = 5,  // [x, scale, (bias)] over dims [axis, rank)
+  kBinary = 6,     // [a, b] numpy broadcasting (one operand has the output's shape)
+  kConcat = 7,     // [x...] along `axis`
+  kBatchNorm = 8,  // [x, scale, bias, mean, var] inference, channel dim 1
+};
+inline constexpr int kNumOpKinds = 9;
+const char* OpKindName(OpKind k);
+
+enum class EltwiseAlg : uint8_t {
+  kRelu = 0,  // alpha = negative slope (LeakyRelu)
+  kSigmoid,
+  kTanh,
+  kGeluErf,
+  kGeluTanh,
+  kClip,  // alpha = min, beta = max
+  kHardSwish,
+  kElu,  // alpha
+  kExp,
+  kLog,
+  kAbs,
+  kSqrt,
+  kSoftplus,
+  kLinear,  // alpha * x + beta
+  kSwish,   // x * sigmoid(alpha * x)
+  kRound,
+  kSquare,
+};
+inline constexpr int kNumEltwiseAlgs = 17;
+const char* EltwiseAlgName(EltwiseAlg a);
+
+enum class BinaryAlg : uint8_t { kAdd = 0, kSub, kMul, kDiv, kMax, kMin };
+inline constexpr int kNumBinaryAlgs = 6;
+
+enum class PoolAlg : uint8_t { kMax = 0, kAvgIncludePad, kAvgExcludePad };
+inline constexpr int kNumPoolAlgs = 3;
+
+enum class AutoPad : uint8_t { kNotSet = 0, kSameUpper, kSameLower, kValid };
+inline constexpr int kNumAutoPads = 4;
+
+enum class PostOpKind : uint8_t {
+  kEltwise = 0,  // dst = eltwise(dst)
+  kSum,          // dst = dst + tensor (the residual; same shape as dst)
+  kBinary,       // dst = binary(dst, tensor) (tensor broadcasts into dst)
+};
+inline constexpr int kNumPostOpKinds = 3;
+
+struct PostOp {
+  PostOpKind kind = PostOpKind::kEltwise;
+  EltwiseAlg eltwise = EltwiseAlg::kRelu;
+  BinaryAlg binary = BinaryAlg::kAdd;
+  float alpha = 0.0f, beta = 0.0f;
+  int32_t tensor = -1;  // kSum, kBinary
+};
+
+/// One op. Fields not used by an op's kind keep their defaults (and are encoded anyway).
+struct Op {
+  OpKind kind = OpKind::kEltwise;
+  std::vector<int32_t> inputs;  // tensor ids
+  int32_t output = -1;
+  // Windows (Conv, Pool): ONNX semantics; `pads` are all begins then all ends.
+  std::vector<int64_t> kernel, strides, dilations, pads;
+  AutoPad auto_pad = AutoPad::kNotSet;
+  bool ceil_mode = false;
+  bool global = false;  // GlobalAveragePool / GlobalMaxPool
+  int64_t group = 1;
+  PoolAlg pool = PoolAlg::kMax;
+  EltwiseAlg eltwise = EltwiseAlg::kRelu;
+  BinaryAlg binary = BinaryAlg::kAdd;
+  float alpha = 1.0f, beta = 0.0f;        // eltwise parameters; MatMul: alpha is the output scale
+  int64_t axis = 0;                       // Softmax, LayerNorm, Concat (non-negative)
+  float epsilon = 1e-5f;                  // LayerNorm, BatchNorm
+  bool trans_a = false, trans_b = false;  // MatMul: the last two dims are swapped
+  bool log_softmax = false;
+  std::vector<PostOp> post_ops;  // Conv and MatMul only
+};
+
+struct TensorInfo {
+  DType dtype = DType::kF32;
+  int rank = 0;
+};
+
+/// A tensor with dims known at compile time (-1 for a symbolic dim; constants have none).
+struct BoundTensor {
+  int32_t tensor = -1;
+  std::vector<int64_t> dims;
+};
+
+struct Region {
+  std::vector<TensorInfo> tensors;
+  std::vector<BoundTensor> inputs;     // region input i is tensor inputs[i].tensor
+  std::vector<int32_t> outputs;        // region output i
+  std::vector<BoundTensor> constants;  // constant i is ExternalRegionSpec::constants[i]
+  std::vector<Op> ops;                 // in execution order
+};
+
+/// The blob for `region` (does not validate; the codegen validates before encoding).
+std::vector<uint8_t> EncodeRegion(const Region& region);
+
+/// Decodes and validates a blob. Never crashes or over-allocates on any bytes. InvalidFormat
+/// ("region blob: ...") for a bad magic, truncation, out-of-range enum or count, trailing bytes
+/// or a structure ValidateRegion rejects; Unsupported naming both versions for another major
+/// or a newer minor.
+StatusOr<Region> DecodeRegion(const uint8_t* data, size_t size);
+
+/// Structural checks the runtime relies on: every tensor id in range and defined exactly once
+/// (as an input, a constant or one op's output) before it is used; outputs distinct and defined
+/// by ops; per-op input counts, ranks, attribute list lengths and values (strides, dilations,
+/// kernel > 0, pads >= 0, axis < rank, group >= 1); post-op tensors defined before their op.
+/// InvalidFormat naming the op ("ops[3] (Conv): ...").
+Status ValidateRegion(const Region& region);
+
+}  // namespace kiln::onednn
+
+#endif  // KILN_EXTERNAL_ONEDNN_REGION_H_

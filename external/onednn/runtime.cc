@@ -1,0 +1,228 @@
+// The oneDNN vendor runtime: region creation (blob + constants checked once), a bounded LRU of
+// execution plans per input-shape key, and thread-safe runs.
+#include "external/onednn/runtime.h"
+
+#include <algorithm>
+#include <list>
+#include <map>
+#include <mutex>
+#include <new>
+#include <string>
+#include <utility>
+
+#include "external/onednn/plan.h"
+#include "external/onednn/region.h"
+
+namespace kiln::onednn {
+namespace {
+
+using internal::Dims;
+using internal::Plan;
+using internal::RegionData;
+
+// "[?, 8, 12, 12]" (-1: a symbolic dim).
+std::string DimsString(const Dims& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i)
+    s += (i ? ", " : "") + (d[i] < 0 ? std::string("?") : std::to_string(d[i]));
+  return s + "]";
+}
+
+class RegionImpl : public OneDnnRegion {
+ public:
+  RegionImpl(RegionData data, OneDnnOptions options)
+      : data_(std::move(data)), options_(options), weights_(data_.region.ops.size()) {}
+
+  // Builds the plan for the inputs' static dims (batch 1 where the batch dim is symbolic), so
+  // weights are reordered at creation. Skipped when another dim is symbolic.
+  Status Prepare() {
+    std::vector<Dims> dims;
+    for (const BoundTensor& in : data_.region.inputs) {
+      Dims d = in.dims;
+      for (size_t i = 0; i < d.size(); ++i) {
+        if (d[i] >= 0) continue;
+        if (i != 0) return Status::Ok();
+        d[i] = 1;
+      }
+      dims.push_back(std::move(d));
+    }
+    return GetPlan(dims).status();
+  }
+
+  Status Run(const Tensor* const* args, int num_inputs, int num_outputs) override {
+    Status s = RunUnchecked(args, num_inputs, num_outputs);
+    if (!s.ok()) return s.WithContext("region '" + data_.name + "'");
+    return s;
+  }
+
+  RegionStats stats() const override {
+    RegionStats s;
+    s.plans_built = plans_built_.load();
+    s.primitives_created = primitives_.load();
+    s.plans_evicted = plans_evicted_.load();
+    s.runs = runs_.load();
+    std::lock_guard<std::mutex> lock(mu_);
+    s.cached_plans = static_cast<int64_t>(lru_.size());
+    for (const auto& [key, plan] : lru_)
+      s.max_workspace_bytes = std::max<int64_t>(s.max_workspace_bytes, plan->work_bytes);
+    return s;
+  }
+
+ private:
+  using Key = std::vector<int64_t>;
+  using Lru = std::list<std::pair<Key, std::shared_ptr<Plan>>>;
+
+  Status RunUnchecked(const Tensor* const* args, int num_inputs, int num_outputs) {
+    const Region& r = data_.region;
+    if (num_inputs != static_cast<int>(r.inputs.size()) ||
+        num_outputs != static_cast<int>(r.outputs.size()))
+      return InvalidArgument("called with " + std::to_string(num_inputs) + " inputs and " +
+                             std::to_string(num_outputs) + " outputs, expects " +
+                             std::to_string(r.inputs.size()) + " and " +
+                             std::to_string(r.outputs.size()));
+    std::vector<Dims> dims(num_inputs);
+    for (int i = 0; i < num_inputs; ++i) {
+      const Tensor& t = *args[i];
+      const BoundTensor& b = r.inputs[i];
+      RETURN_IF_ERROR(CheckTensor(t, "input " + std::to_string(i)));
+      bool ok = t.rank() == static_cast<int>(b.dims.size());
+      for (int k = 0; ok && k < t.rank(); ++k) ok = b.dims[k] < 0 || b.dims[k] == t.dim(k);
+      if (!ok)
+        return InvalidArgument("input " + std::to_string(i) + " is " + t.TypeString() +
+                               ", the region was compiled for " + DimsString(b.dims));
+      dims[i].assign(t.shape().data(), t.shape().data() + t.rank());
+    }
+    ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, GetPlan(dims));
+    for (int i = 0; i < num_outputs; ++i) {
+      const Tensor& t = *args[num_inputs + i];
+      RETURN_IF_ERROR(CheckTensor(t, "output " + std::to_string(i)));
+      const Dims& want = plan->output_dims[i];
+      if (Dims(t.shape().data(), t.shape().data() + t.rank()) != want)
+        return InvalidArgument("output " + std::to_string(i) + " is " + t.TypeString() +
+                               ", the region computes " + DimsString(want));
+    }
+    runs_.fetch_add(1, std::memory_order_relaxed);
+    bool nothing_to_write = true;
+    for (const Dims& d : plan->output_dims)
+      nothing_to_write = nothing_to_write && std::find(d.begin(), d.end(), 0) != d.end();
+    if (nothing_to_write) return Status::Ok();
+    try {
+      return internal::ExecutePlan(*plan, args, num_inputs, num_outputs);
+    } catch (const dnnl::error& e) {
+      return Internal(std::string("oneDNN execution failed: ") + e.what());
+    } catch (const std::bad_alloc&) {
+      return ResourceExhausted("out of memory for the region's workspace");
+    }
+  }
+
+  static Status CheckTensor(const Tensor& t, const std::string& what) {
+    if (t.dtype() != DType::kF32)
+      return InvalidArgument(what + " is " + t.TypeString() + ", the region computes f32");
+    if (t.empty()) return InvalidArgument(what + " has no storage");
+    if (!t.IsContiguous()) return InvalidArgument(what + " is not contiguous");
+    return Status::Ok();
+  }
+
+  // The plan for `dims`: a short locked lookup; on a miss the plan is built unlocked (another
+  // thread building the same key concurrently is harmless: the first insert wins).
+  StatusOr<std::shared_ptr<Plan>> GetPlan(const std::vector<Dims>& dims) {
+    Key key;
+    for (const Dims& d : dims) {
+      key.push_back(static_cast<int64_t>(d.size()));
+      key.insert(key.end(), d.begin(), d.end());
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = index_.find(key);
+      if (it != index_.end()) {
+        lru_.splice(lru_.begin(), lru_, it->second);
+        return it->second->second;
+      }
+    }
+    StatusOr<std::shared_ptr<Plan>> built = Status(Internal("unreachable"));
+    try {
+      built = internal::BuildPlan(data_, weights_, dims, &primitives_);
+    } catch (const dnnl::error& e) {
+      return Internal(std::string("oneDNN: ") + e.what());
+    } catch (const std::bad_alloc&) {
+      return ResourceExhausted("out of memory reordering weights");
+    }
+    if (!built.ok()) return built.status();
+    plans_built_.fetch_add(1, std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = index_.find(key);
+    if (it != index_.end()) return it->second->second;
+    lru_.emplace_front(key, *built);
+    index_.emplace(std::move(key), lru_.begin());
+    while (static_cast<int>(lru_.size()) > std::max(options_.max_cached_shapes, 1)) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+      plans_evicted_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return *built;
+  }
+
+  RegionData data_;
+  OneDnnOptions options_;
+  internal::WeightCache weights_;
+  mutable std::mutex mu_;
+  Lru lru_;
+  std::map<Key, Lru::iterator> index_;
+  std::atomic<int64_t> plans_built_{0}, primitives_{0}, plans_evicted_{0}, runs_{0};
+};
+
+// Checks the spec against the decoded blob; binds constants by reference.
+StatusOr<RegionData> Bind(const ExternalRegionSpec& spec) {
+  RegionData data;
+  data.name = std::string(spec.name);
+  ASSIGN_OR_RETURN(data.region, DecodeRegion(spec.blob, spec.blob_size));
+  const Region& r = data.region;
+  if (spec.num_inputs != static_cast<int>(r.inputs.size()) ||
+      spec.num_outputs != static_cast<int>(r.outputs.size()))
+    return InvalidArgument("the executable declares " + std::to_string(spec.num_inputs) +
+                           " inputs and " + std::to_string(spec.num_outputs) +
+                           " outputs, the blob has " + std::to_string(r.inputs.size()) + " and " +
+                           std::to_string(r.outputs.size()));
+  for (size_t i = 0; i < r.tensors.size(); ++i) {
+    if (r.tensors[i].dtype != DType::kF32)
+      return Unsupported("tensor " + std::to_string(i) + " is " +
+                         DTypeShortName(r.tensors[i].dtype) + "; the oneDNN runtime runs f32 only");
+  }
+  if (spec.constants.size() != r.constants.size())
+    return InvalidArgument("the blob refers to " + std::to_string(r.constants.size()) +
+                           " constants, the executable provides " +
+                           std::to_string(spec.constants.size()));
+  data.constant_data.assign(r.tensors.size(), nullptr);
+  for (size_t i = 0; i < r.constants.size(); ++i) {
+    const Tensor& t = spec.constants[i];
+    const BoundTensor& c = r.constants[i];
+    Dims dims(t.shape().data(), t.shape().data() + t.rank());
+    if (t.empty() || t.dtype() != DType::kF32 || dims != c.dims || !t.IsContiguous())
+      return InvalidArgument("constant " + std::to_string(i) + " is " +
+                             (t.empty() ? std::string("missing") : t.TypeString()) +
+                             ", the blob expects a contiguous f32 of " +
+                             std::to_string(c.dims.size()) + " dims " + DimsString(c.dims));
+    data.constant_data[c.tensor] = t.data();
+    data.constants.push_back(t);
+  }
+  return data;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<TensorFunction>> OneDnnRuntime::CreateRegion(
+    const ExternalRegionSpec& spec) {
+  std::string where = "region '" + std::string(spec.name) + "'";
+  StatusOr<RegionData> data = Bind(spec);
+  if (!data.ok()) return data.status().WithContext(where);
+  auto region = std::make_unique<RegionImpl>(std::move(*data), options_);
+  Status s = region->Prepare();
+  if (!s.ok()) return s.WithContext(where);
+  return std::unique_ptr<TensorFunction>(std::move(region));
+}
+
+Status RegisterOneDnn(ExternalRegistry& registry, OneDnnOptions options) {
+  return registry.Register(kVendorName, std::make_shared<OneDnnRuntime>(options));
+}
+
+}  // namespace kiln::onednn

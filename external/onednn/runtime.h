@@ -1,0 +1,66 @@
+// The oneDNN vendor runtime ("onednn", run side of BYOC): runs the regions external/onednn's
+// codegen serialized, with weights in oneDNN's blocked layouts and primitives cached per shape.
+#ifndef KILN_EXTERNAL_ONEDNN_RUNTIME_H_
+#define KILN_EXTERNAL_ONEDNN_RUNTIME_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "external/registry/registry.h"
+#include "vm/providers.h"
+
+namespace kiln::onednn {
+
+/// The vendor name regions carry (ExternalRegionSpec::vendor).
+inline constexpr const char* kVendorName = "onednn";
+
+struct OneDnnOptions {
+  /// Execution plans (primitives for one set of input shapes) kept per region; the least
+  /// recently used plan is dropped beyond this. Runs in flight keep theirs alive.
+  int max_cached_shapes = 32;
+};
+
+/// Counters of one region, for tests and profiling.
+struct RegionStats {
+  int64_t plans_built = 0;         // shape keys for which primitives were created
+  int64_t primitives_created = 0;  // oneDNN primitives (incl. reorders) created, ever
+  int64_t plans_evicted = 0;
+  int64_t runs = 0;
+  int64_t cached_plans = 0;
+  int64_t max_workspace_bytes = 0;  // the largest per-call workspace among the cached plans
+};
+
+/// The TensorFunction CreateRegion returns; dynamic_cast to read its counters.
+class OneDnnRegion : public TensorFunction {
+ public:
+  virtual RegionStats stats() const = 0;
+};
+
+/// CreateRegion decodes the blob, checks it against the spec (input/output counts; every
+/// constant present, f32, with the blob's dims) and reorders constant weights once into the
+/// layout oneDNN prefers (for regions whose inputs are static except the batch dim, the plan
+/// for batch = its static value or 1 is built at creation). Errors name the region:
+/// InvalidFormat / Unsupported from the blob, InvalidArgument for a spec that contradicts it,
+/// Internal for a oneDNN failure. Constants are used by reference: the executable must outlive
+/// the region. Thread-safe.
+///
+/// The region's Run: inputs and outputs f32, contiguous, of the ranks (and static dims) the
+/// blob records; output shapes must equal what the region computes (InvalidArgument naming the
+/// output otherwise). Thread-safe, lock-free while oneDNN executes: each call takes a private
+/// workspace (intermediates + scratchpad) from the plan's pool. oneDNN errors become Status
+/// naming the region and the op, never exceptions.
+class OneDnnRuntime : public VendorRuntime {
+ public:
+  explicit OneDnnRuntime(OneDnnOptions options = {}) : options_(options) {}
+  StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(const ExternalRegionSpec& spec) override;
+
+ private:
+  OneDnnOptions options_;
+};
+
+/// Registers an OneDnnRuntime under kVendorName. InvalidArgument if "onednn" is registered.
+Status RegisterOneDnn(ExternalRegistry& registry, OneDnnOptions options = {});
+
+}  // namespace kiln::onednn
+
+#endif  // KILN_EXTERNAL_ONEDNN_RUNTIME_H_

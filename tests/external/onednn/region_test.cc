@@ -1,0 +1,153 @@
+// The oneDNN region blob (external/onednn/region.cc): encode/decode round trip, the version
+// rule, structural validation, and decoding of corrupted blobs (every truncation, random
+// mutations, random bytes): any Status is fine, a crash is not.
+#define BOOST_TEST_MODULE onednn_region_test
+#include "external/onednn/region.h"
+
+#include <boost/test/unit_test.hpp>
+#include <random>
+#include <string>
+
+namespace kiln::onednn {
+namespace {
+
+// x -> conv(w, b) + relu + sum(x) -> y; then softmax(y) -> z. Tensors: x0 w1 b2 y3 z4.
+Region Sample() {
+  Region r;
+  r.tensors = {
+      {DType::kF32, 4}, {DType::kF32, 4}, {DType::kF32, 1}, {DType::kF32, 4}, {DType::kF32, 4}};
+  r.inputs = {{0, {-1, 8, 16, 16}}};
+  r.constants = {{1, {8, 8, 3, 3}}, {2, {8}}};
+  Op conv;
+  conv.kind = OpKind::kConv;
+  conv.inputs = {0, 1, 2};
+  conv.output = 3;
+  conv.strides = {1, 1};
+  conv.dilations = {1, 1};
+  conv.pads = {1, 1, 1, 1};
+  conv.post_ops = {{PostOpKind::kSum, EltwiseAlg::kRelu, BinaryAlg::kAdd, 0, 0, 0},
+                   {PostOpKind::kEltwise, EltwiseAlg::kClip, BinaryAlg::kAdd, 0.0f, 6.0f, -1}};
+  Op softmax;
+  softmax.kind = OpKind::kSoftmax;
+  softmax.inputs = {3};
+  softmax.output = 4;
+  softmax.axis = 1;
+  r.ops = {conv, softmax};
+  r.outputs = {4, 3};
+  return r;
+}
+
+BOOST_AUTO_TEST_CASE(round_trip_preserves_everything) {
+  Region r = Sample();
+  std::vector<uint8_t> blob = EncodeRegion(r);
+  StatusOr<Region> d = DecodeRegion(blob.data(), blob.size());
+  BOOST_REQUIRE(d.ok());
+  BOOST_TEST(EncodeRegion(*d) == blob);
+  BOOST_TEST(d->inputs[0].dims == (std::vector<int64_t>{-1, 8, 16, 16}));
+  BOOST_TEST(d->ops[0].post_ops[1].beta == 6.0f);
+  BOOST_TEST(d->outputs == (std::vector<int32_t>{4, 3}));
+}
+
+BOOST_AUTO_TEST_CASE(every_truncation_is_invalid_format) {
+  std::vector<uint8_t> blob = EncodeRegion(Sample());
+  for (size_t n = 0; n < blob.size(); ++n) {
+    StatusOr<Region> d = DecodeRegion(blob.data(), n);
+    BOOST_TEST_REQUIRE(!d.ok());
+    BOOST_TEST(d.status().code() == StatusCode::kInvalidFormat);
+  }
+  std::vector<uint8_t> longer = blob;
+  longer.push_back(0);
+  StatusOr<Region> d = DecodeRegion(longer.data(), longer.size());
+  BOOST_TEST(d.status().message() == "region blob: 1 trailing bytes after the last op");
+  BOOST_TEST(DecodeRegion(nullptr, 0).status().message() ==
+             "region blob: truncated at byte 0 reading magic");
+}
+
+BOOST_AUTO_TEST_CASE(version_rule_same_major_older_minor) {
+  std::vector<uint8_t> blob = EncodeRegion(Sample());
+  blob[6] = 7;  // minor 7 > ours
+  StatusOr<Region> d = DecodeRegion(blob.data(), blob.size());
+  BOOST_TEST(d.status().code() == StatusCode::kUnsupported);
+  BOOST_TEST(d.status().message() ==
+             "region blob: version 1.7 is not readable by this runtime (version 1.0)");
+  blob[6] = 0;
+  blob[4] = 0;  // major 0
+  BOOST_TEST(DecodeRegion(blob.data(), blob.size()).status().code() == StatusCode::kUnsupported);
+}
+
+BOOST_AUTO_TEST_CASE(validation_names_the_op) {
+  auto error = [](const Region& r) { return ValidateRegion(r).message(); };
+  Region r = Sample();
+  r.ops[1].inputs = {4};
+  BOOST_TEST(error(r) == "ops[1] (Softmax) input: tensor 4 is used before it is defined");
+  r = Sample();
+  r.ops[1].output = 3;
+  BOOST_TEST(error(r) == "ops[1] (Softmax) output: tensor 3 is defined twice");
+  r = Sample();
+  r.ops[0].strides = {1, 0};
+  BOOST_TEST(error(r) == "ops[0] (Conv): strides value 0 is out of range");
+  r = Sample();
+  r.ops[0].pads = {1, 1};
+  BOOST_TEST(error(r) == "ops[0] (Conv): pads has 2 values, expected 4");
+  r = Sample();
+  r.ops[1].axis = 4;
+  BOOST_TEST(error(r) == "ops[1] (Softmax): axis 4 for rank 4");
+  r = Sample();
+  r.outputs = {0};
+  BOOST_TEST(error(r) == "outputs[0] is a region input or constant");
+  r = Sample();
+  r.outputs = {4, 4};
+  BOOST_TEST(error(r) == "outputs[1] repeats tensor 4");
+  r = Sample();
+  r.ops[1].post_ops = r.ops[0].post_ops;
+  BOOST_TEST(error(r) == "ops[1] (Softmax): only Conv and MatMul take post-ops");
+  r = Sample();
+  r.ops[0].post_ops[0].tensor = 4;
+  BOOST_TEST(error(r) == "ops[0] (Conv) post-op: tensor 4 is used before it is defined");
+  r = Sample();
+  r.constants[0].dims = {8, 8, 3};
+  BOOST_TEST(error(r) == "constants[0]: 3 dims for rank 4");
+  r = Sample();
+  r.tensors.push_back({DType::kF32, 2});
+  BOOST_TEST(error(r) == "tensor 5 is never defined");
+}
+
+BOOST_AUTO_TEST_CASE(bad_enum_is_invalid_format) {
+  std::vector<uint8_t> blob = EncodeRegion(Sample());
+  // The first op's kind byte follows the header, tensors, inputs, outputs and constants.
+  size_t at =
+      8 + 4 + 5 * 2 + 4 + (4 + 4 + 4 * 8) + 4 + 2 * 4 + 4 + (4 + 4 + 4 * 8) + (4 + 4 + 8) + 4;
+  BOOST_REQUIRE(blob[at] == static_cast<uint8_t>(OpKind::kConv));
+  blob[at] = 200;
+  BOOST_TEST(DecodeRegion(blob.data(), blob.size()).status().message() ==
+             "region blob: op kind 200 is out of range");
+}
+
+// No crash, no huge allocation, for mutated and random blobs (run under --config=asan for the
+// full check).
+BOOST_AUTO_TEST_CASE(corrupted_blobs_never_crash) {
+  std::vector<uint8_t> blob = EncodeRegion(Sample());
+  std::mt19937 rng(1234);
+  int accepted = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::vector<uint8_t> m = blob;
+    int flips = 1 + static_cast<int>(rng() % 4);
+    for (int f = 0; f < flips; ++f) m[rng() % m.size()] = static_cast<uint8_t>(rng());
+    StatusOr<Region> d = DecodeRegion(m.data(), m.size());
+    if (d.ok()) {
+      ++accepted;
+      BOOST_TEST_REQUIRE(ValidateRegion(*d).ok());
+      BOOST_TEST_REQUIRE(EncodeRegion(*d) == m);  // what decodes re-encodes to the same bytes
+    }
+  }
+  for (int i = 0; i < 5000; ++i) {
+    std::vector<uint8_t> m(rng() % 256);
+    for (uint8_t& b : m) b = static_cast<uint8_t>(rng());
+    if (m.size() >= 8 && i % 2 == 0) std::copy(blob.begin(), blob.begin() + 8, m.begin());
+    (void)DecodeRegion(m.data(), m.size());
+  }
+  BOOST_TEST_MESSAGE("accepted mutants: " << accepted);
+}
+
+}  // namespace
+}  // namespace kiln::onednn

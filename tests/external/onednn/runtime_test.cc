@@ -1,0 +1,300 @@
+// The oneDNN runtime as the VM uses it: region creation checks against the spec, the per-shape
+// plan cache (alternating batch sizes never rebuild; the cache is bounded), concurrent runs,
+// run-time argument checks, and registration.
+#define BOOST_TEST_MODULE onednn_runtime_test
+#include <algorithm>
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "external/onednn/region.h"
+#include "external/registry/registry.h"
+#include "tests/external/onednn/test_util.h"
+
+namespace kiln::onednn::testing {
+namespace {
+
+// conv 3x3 (8 -> 8, pad 1) + relu, then a residual add and a max pool, over a dynamic batch.
+const char* kBlock = R"(<ir_version: 8, opset_import: ["" : 17]>
+  g (float[N, 8, 12, 12] X) => (float Y) {
+    c = Conv <pads = [1, 1, 1, 1]> (X, W, B)
+    r = Relu(c)
+    s = Add(r, X)
+    Y = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (s)
+  })";
+
+struct Block {
+  Dims wd = {8, 8, 3, 3};
+  Floats w = Random(8 * 8 * 9, 100), b = Random(8, 101);
+
+  compiler::Graph Graph() const { return MakeGraph(kBlock, {{"W", wd, w}, {"B", {8}, b}}); }
+
+  Floats Reference(const Floats& x, int64_t n) const {
+    Dims xd = {n, 8, 12, 12}, cd, yd;
+    Floats c = RefConv2d(x, xd, w, wd, &b, {1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &cd);
+    for (size_t i = 0; i < c.size(); ++i) c[i] = std::max(c[i], 0.0f) + x[i];
+    return RefPool2d(c, cd, true, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, &yd);
+  }
+};
+
+BOOST_AUTO_TEST_CASE(alternating_batches_build_one_plan_per_shape) {
+  Block block;
+  CompiledRegion r = Compile(block.Graph());
+  // The plan for batch 1 (all other dims static) is built at creation: weights reordered once.
+  BOOST_TEST(r.region().stats().plans_built == 1);
+  int64_t after_first = 0;
+  for (int round = 0; round < 4; ++round) {
+    for (int64_t n : {1, 3, 8}) {
+      Floats x = Random(n * 8 * 144, static_cast<uint32_t>(round * 10 + n));
+      std::vector<Floats> y = r.Run({{{n, 8, 12, 12}, x}}, {{n, 8, 6, 6}});
+      BOOST_TEST(Close(y[0], block.Reference(x, n), 1e-4, 1e-4));
+    }
+    if (round == 0) after_first = r.region().stats().primitives_created;
+  }
+  RegionStats s = r.region().stats();
+  BOOST_TEST(s.plans_built == 3);
+  BOOST_TEST(s.cached_plans == 3);
+  BOOST_TEST(s.plans_evicted == 0);
+  BOOST_TEST(s.runs == 12);
+  BOOST_TEST(s.primitives_created == after_first);  // rounds 2-4 created nothing
+  BOOST_TEST(s.primitives_created > 0);
+}
+
+BOOST_AUTO_TEST_CASE(plan_cache_is_bounded) {
+  Block block;
+  CompiledRegion r = Compile(block.Graph(), OneDnnOptions{2});
+  for (int round = 0; round < 2; ++round) {
+    for (int64_t n : {1, 2, 3}) {
+      Floats x = Random(n * 8 * 144, static_cast<uint32_t>(n));
+      BOOST_TEST(Close(r.Run({{{n, 8, 12, 12}, x}}, {{n, 8, 6, 6}})[0], block.Reference(x, n), 1e-4,
+                       1e-4));
+    }
+  }
+  RegionStats s = r.region().stats();
+  BOOST_TEST(s.cached_plans == 2);
+  BOOST_TEST(s.plans_built == 6);  // LRU with 2 entries over 3 shapes in turn: always a miss
+  BOOST_TEST(s.plans_evicted == 4);
+}
+
+BOOST_AUTO_TEST_CASE(eight_threads_share_one_region) {
+  Block block;
+  CompiledRegion r = Compile(block.Graph());
+  const int64_t kBatches[] = {1, 3, 8};
+  std::vector<Floats> inputs, expected;
+  for (int64_t n : kBatches) {
+    inputs.push_back(Random(n * 8 * 144, static_cast<uint32_t>(n + 7)));
+    expected.push_back(r.Run({{{n, 8, 12, 12}, inputs.back()}}, {{n, 8, 6, 6}})[0]);
+    BOOST_TEST(Close(expected.back(), block.Reference(inputs.back(), n), 1e-4, 1e-4));
+  }
+  std::vector<int> mismatches(8, 0), errors(8, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 24; ++i) {
+        int k = (t + i) % 3;
+        int64_t n = kBatches[k];
+        std::vector<Floats> out;
+        Status s = r.TryRun({{{n, 8, 12, 12}, inputs[k]}}, {{n, 8, 6, 6}}, &out);
+        if (!s.ok()) {
+          ++errors[t];
+        } else if (std::memcmp(out[0].data(), expected[k].data(), out[0].size() * 4) != 0) {
+          ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < 8; ++t) {
+    BOOST_TEST(errors[t] == 0);
+    BOOST_TEST(mismatches[t] == 0);  // bit-identical to the single-threaded run
+  }
+  BOOST_TEST(r.region().stats().plans_built == 3);
+}
+
+// Intermediates whose lives do not overlap share workspace bytes: a chain of 6 eltwise ops over
+// 256 KiB tensors needs two buffers, not five.
+BOOST_AUTO_TEST_CASE(workspace_reuses_dead_intermediates) {
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 64, 32, 32] X) => (float Y) {
+      a = Sigmoid(X)
+      b = Tanh(a)
+      c = Sigmoid(b)
+      d = Tanh(c)
+      e = Sigmoid(d)
+      Y = Tanh(e)
+    })"));
+  RegionStats s = r.region().stats();
+  const int64_t kTensor = 64 * 32 * 32 * 4;
+  BOOST_TEST(s.max_workspace_bytes >= 2 * kTensor);
+  BOOST_TEST(s.max_workspace_bytes < 3 * kTensor);
+  Floats x = Random(64 * 1024, 60), want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    double v = x[i];
+    for (int k = 0; k < 3; ++k) v = std::tanh(1 / (1 + std::exp(-v)));
+    want[i] = static_cast<float>(v);
+  }
+  BOOST_TEST(Close(r.Run({{{1, 64, 32, 32}, x}}, {{1, 64, 32, 32}})[0], want, 1e-6, 1e-5));
+}
+
+// ---- Run-time argument checks ----
+
+BOOST_AUTO_TEST_CASE(run_rejects_wrong_arguments) {
+  CompiledRegion r = Compile(Block().Graph());
+  std::vector<Floats> out;
+  Floats x = Random(8 * 144, 1);
+  Status s = r.TryRun({{{1, 8, 12, 12}, x}}, {{1, 8, 6, 6}, {1}}, &out);
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(s.message().find("region 'test_region': called with 1 inputs and 2 outputs") == 0);
+  s = r.TryRun({{{1, 9, 12, 12}, Floats(9 * 144)}}, {{1, 8, 6, 6}}, &out);
+  BOOST_TEST(s.message().find("input 0 is f32[1, 9, 12, 12], the region was compiled for "
+                              "[?, 8, 12, 12]") != std::string::npos);
+  s = r.TryRun({{{1, 8, 12, 12}, x}}, {{1, 8, 5, 6}}, &out);
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(s.message().find("output 0 is f32[1, 8, 5, 6], the region computes [1, 8, 6, 6]") !=
+             std::string::npos);
+  // A shape the ops reject at plan time names the op.
+  CompiledRegion mm = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[A, K] X, float[K2, 4] Z) => (float Y) { Y = MatMul(X, Z) })"));
+  s = mm.TryRun({{{2, 3}, Floats(6)}, {{5, 4}, Floats(20)}}, {{2, 4}}, &out);
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(s.message() ==
+             "region 'test_region': ops[0] (MatMul): inner dims of [2, 3] and "
+             "[5, 4] differ");
+}
+
+// ---- Creation errors ----
+
+struct Fixture {
+  CompiledRegion r = Compile(Block().Graph());
+  Status Create(const std::vector<uint8_t>& blob, const std::vector<Tensor>& constants,
+                int inputs = 1, int outputs = 1) {
+    RegionCode code;
+    code.blob = blob;
+    OneDnnRuntime runtime;
+    return runtime.CreateRegion(MakeSpec(code, constants, inputs, outputs, "block7")).status();
+  }
+};
+
+BOOST_FIXTURE_TEST_CASE(truncated_blob_is_rejected, Fixture) {
+  std::vector<uint8_t> blob = r.code.blob;
+  for (size_t n : {size_t{0}, size_t{3}, size_t{8}, blob.size() / 2, blob.size() - 1}) {
+    Status s = Create(std::vector<uint8_t>(blob.begin(), blob.begin() + n), r.constants);
+    BOOST_TEST(s.code() == StatusCode::kInvalidFormat);
+    BOOST_TEST(s.message().find("region 'block7': region blob: truncated") == 0, s.message());
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(bad_magic_and_versions_are_rejected, Fixture) {
+  std::vector<uint8_t> blob = r.code.blob;
+  blob[0] ^= 0xFF;
+  Status s = Create(blob, r.constants);
+  BOOST_TEST(s.code() == StatusCode::kInvalidFormat);
+  BOOST_TEST(s.message() == "region 'block7': region blob: bad magic (not a oneDNN region)");
+  blob = r.code.blob;
+  blob[4] = kRegionMajor + 1;  // major
+  s = Create(blob, r.constants);
+  BOOST_TEST(s.code() == StatusCode::kUnsupported);
+  BOOST_TEST(s.message() ==
+             "region 'block7': region blob: version 2.0 is not readable by this "
+             "runtime (version 1.0)");
+  blob = r.code.blob;
+  blob[6] = kRegionMinor + 1;  // a newer minor
+  s = Create(blob, r.constants);
+  BOOST_TEST(s.code() == StatusCode::kUnsupported);
+  BOOST_TEST(s.message().find("version 1.1 is not readable") != std::string::npos);
+}
+
+BOOST_FIXTURE_TEST_CASE(missing_and_wrong_constants_are_rejected, Fixture) {
+  BOOST_REQUIRE(r.constants.size() == 2u);
+  Status s = Create(r.code.blob, {});
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(s.message() ==
+             "region 'block7': the blob refers to 2 constants, the executable "
+             "provides 0");
+  std::vector<Tensor> c = r.constants;
+  c[1] = Tensor();
+  s = Create(r.code.blob, c);
+  BOOST_TEST(s.message() ==
+             "region 'block7': constant 1 is missing, the blob expects a "
+             "contiguous f32 of 1 dims [8]");
+  c = r.constants;
+  Floats small(4);
+  c[1] = Tensor::Wrap(small.data(), DType::kF32, Shape{4});
+  s = Create(r.code.blob, c);
+  BOOST_TEST(s.message() ==
+             "region 'block7': constant 1 is f32[4], the blob expects a "
+             "contiguous f32 of 1 dims [8]");
+  std::vector<int32_t> ints(8);
+  c[1] = Tensor::Wrap(ints.data(), DType::kI32, Shape{8});
+  s = Create(r.code.blob, c);
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(s.message().find("constant 1 is i32[8]") != std::string::npos);
+}
+
+BOOST_FIXTURE_TEST_CASE(wrong_input_and_output_counts_are_rejected, Fixture) {
+  Status s = Create(r.code.blob, r.constants, 2, 1);
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(s.message() ==
+             "region 'block7': the executable declares 2 inputs and 1 outputs, "
+             "the blob has 1 and 1");
+  s = Create(r.code.blob, r.constants, 1, 0);
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+}
+
+BOOST_FIXTURE_TEST_CASE(structurally_bad_region_is_rejected, Fixture) {
+  StatusOr<Region> region = DecodeRegion(r.code.blob.data(), r.code.blob.size());
+  BOOST_REQUIRE(region.ok());
+  Region bad = *region;
+  bad.ops[0].inputs[0] = 99;
+  Status s = Create(EncodeRegion(bad), r.constants);
+  BOOST_TEST(s.code() == StatusCode::kInvalidFormat);
+  BOOST_TEST(s.message() ==
+             "region 'block7': region blob: ops[0] (Conv) input: tensor 99 is out "
+             "of range [0, 5)");
+  bad = *region;
+  std::swap(bad.ops[0], bad.ops[1]);
+  s = Create(EncodeRegion(bad), r.constants);
+  BOOST_TEST(s.message().find("is used before it is defined") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(f32_only) {
+  Region region;
+  region.tensors = {{DType::kI64, 1}, {DType::kI64, 1}};
+  region.inputs = {{0, {4}}};
+  Op op;
+  op.kind = OpKind::kEltwise;
+  op.inputs = {0};
+  op.output = 1;
+  region.ops = {op};
+  region.outputs = {1};
+  RegionCode code;
+  code.blob = EncodeRegion(region);
+  OneDnnRuntime runtime;
+  Status s = runtime.CreateRegion(MakeSpec(code, {}, 1, 1, "ints")).status();
+  BOOST_TEST(s.code() == StatusCode::kUnsupported);
+  BOOST_TEST(s.message() == "region 'ints': tensor 0 is i64; the oneDNN runtime runs f32 only");
+}
+
+BOOST_AUTO_TEST_CASE(registers_as_onednn_in_a_registry) {
+  ExternalRegistry registry;
+  BOOST_TEST(RegisterOneDnn(registry).ok());
+  BOOST_TEST(registry.vendors() == std::vector<std::string>{"onednn"});
+  BOOST_TEST(RegisterOneDnn(registry).code() == StatusCode::kInvalidArgument);
+  // The registry routes a region spec to the runtime.
+  Block block;
+  CompiledRegion r = Compile(block.Graph());
+  ExternalRegionSpec spec = MakeSpec(r.code, r.constants, 1, 1, "via_registry");
+  StatusOr<std::unique_ptr<TensorFunction>> fn = registry.CreateRegion(spec);
+  BOOST_REQUIRE(fn.ok());
+  Floats x = Random(8 * 144, 5), y(8 * 36);
+  Tensor in = Tensor::Wrap(x.data(), DType::kF32, Shape{1, 8, 12, 12});
+  Tensor out = Tensor::Wrap(y.data(), DType::kF32, Shape{1, 8, 6, 6});
+  const Tensor* args[] = {&in, &out};
+  BOOST_TEST((*fn)->Run(args, 1, 1).ok());
+  BOOST_TEST(Close(y, block.Reference(x, 1), 1e-4, 1e-4));
+}
+
+}  // namespace
+}  // namespace kiln::onednn::testing
