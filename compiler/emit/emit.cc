@@ -5,6 +5,8 @@
 #include <climits>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -22,6 +24,10 @@ constexpr int64_t kAlign = 64;
 constexpr int64_t kMaxTensorBytes = int64_t{1} << 50;
 
 int64_t AlignUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+bool IsControlFlow(const Node& n) {
+  return (n.domain.empty() || n.domain == "ai.onnx") && (n.op_type == "If" || n.op_type == "Loop");
+}
 
 bool IsStatic(const SymbolicShape& s) {
   for (const DimExpr& d : s) {
@@ -79,17 +85,44 @@ struct ValueState {
   int last_use = -1;      // position of the last unit reading it (INT_MAX: a graph output)
 };
 
+// What every function of one executable shares: the builder, the kernel and shape-function
+// tables (identical kernels stored once across functions) and the statistics.
+struct Shared {
+  explicit Shared(const EmitOptions& o) : opts(o), table(*o.table), eb(o.producer) {}
+  const EmitOptions& opts;
+  const LoweringTable& table;
+  ExecutableBuilder eb;
+  std::map<uint64_t, std::vector<std::pair<jit::Kernel, int>>> kernels;
+  std::map<uint64_t, std::vector<std::pair<jit::Kernel, int>>> shape_funcs;
+  std::map<std::vector<int64_t>, int> const_shapes;  // i64 constant -> constant index
+  EmitStats st;
+  int subgraphs = 0;
+};
+
 class Emitter {
  public:
-  Emitter(const Graph& g, const EmitOptions& o)
-      : g_(g),
-        opts_(o),
-        table_(*o.table),
-        eb_(o.producer),
-        fb_(eb_.AddFunction("main")),
-        vals_(g.num_values()) {}
+  /// Emits `g` into a new function `name`. The main graph carries the external regions;
+  /// subgraphs (If branches, Loop bodies) take their captured outer values as extra
+  /// parameters after their formal inputs.
+  Emitter(Shared& sh, const Graph& g, const std::string& name, bool main)
+      : sh_(sh),
+        g_(g),
+        opts_(sh.opts),
+        table_(sh.table),
+        eb_(sh.eb),
+        fb_(sh.eb.AddFunction(name)),
+        vals_(g.num_values()),
+        regions_(main ? sh.opts.regions : NoRegions()),
+        kernels_(sh.kernels),
+        shape_funcs_(sh.shape_funcs),
+        const_shapes_(sh.const_shapes),
+        st_(sh.st) {}
 
-  StatusOr<std::vector<uint8_t>> Run(EmitStats* stats);
+  /// Emits the whole function.
+  Status Run();
+  int function_index() const { return fb_.index(); }
+  /// The captured outer values, by name, in parameter order (after the formal inputs).
+  const std::vector<std::string>& captures() const { return captures_; }
 
  private:
   Status Plan();
@@ -104,12 +137,27 @@ class Emitter {
   int AddKernel(const jit::Kernel& k, std::vector<DType> ins, std::vector<DType> outs);
   int AddShapeFunction(const jit::Kernel& k, int num_inputs, std::vector<bool> data_dependent);
 
+  static const std::vector<ExternalRegionToEmit>& NoRegions() {
+    static const std::vector<ExternalRegionToEmit> none;
+    return none;
+  }
+  Status EmitIf(NodeId n);
+  Status EmitLoop(NodeId n);
+  StatusOr<Emitter*> Subgraph(const Graph& body, const std::string& name);
+  StatusOr<std::vector<int>> CaptureRegs(const Emitter& sub);
+  void BindFromResults(const std::vector<ValueId>& outs);
+
+  Shared& sh_;
   const Graph& g_;
   const EmitOptions& opts_;
   const LoweringTable& table_;
-  ExecutableBuilder eb_;
+  ExecutableBuilder& eb_;
   FunctionBuilder& fb_;
   std::vector<ValueState> vals_;
+  const std::vector<ExternalRegionToEmit>& regions_;
+  std::vector<std::string> captures_;
+  std::vector<std::unique_ptr<Emitter>> subs_;
+  std::set<ValueId> callee_allocated_;  // If/Loop results: the callee allocates them
   // Emission units: a node outside every region, or a whole region.
   struct Unit {
     int region = -1;
@@ -117,7 +165,6 @@ class Emitter {
   };
   std::vector<ValueId> UnitInputs(const Unit& u) const;
   std::vector<ValueId> UnitOutputs(const Unit& u) const;
-  std::string UnitName(const Unit& u) const;
   Status EmitRegion(int r);
   StatusOr<std::vector<int>> AllocOutputs(const std::vector<ValueId>& outs, NodeId at);
   StatusOr<int> ConstantIndexOf(ValueId v);
@@ -145,13 +192,13 @@ class Emitter {
   std::vector<Unit> all_units_;
   std::map<ValueId, int> constant_index_;
   std::map<std::string, SymbolSource> bound_;
-  std::map<uint64_t, std::vector<std::pair<jit::Kernel, int>>> kernels_;
-  std::map<uint64_t, std::vector<std::pair<jit::Kernel, int>>> shape_funcs_;
-  std::map<std::vector<int64_t>, int> const_shapes_;  // i64 constant -> constant index
+  std::map<uint64_t, std::vector<std::pair<jit::Kernel, int>>>& kernels_;
+  std::map<uint64_t, std::vector<std::pair<jit::Kernel, int>>>& shape_funcs_;
+  std::map<std::vector<int64_t>, int>& const_shapes_;
   int next_reg_ = 0;
   int arena_reg_ = -1;
   int64_t arena_bytes_ = 0;
-  EmitStats st_;
+  EmitStats& st_;
   std::map<std::string, std::vector<std::string>> unsupported_;  // op type -> node names
 };
 
@@ -281,7 +328,7 @@ Status Emitter::EnsureShapes(const std::vector<ValueId>& need, NodeId at) {
   std::set<std::string> symbols;
   for (ValueId v = 0; v < g_.num_values(); ++v) {
     const ValueState& s = vals_[v];
-    if (!s.live || !s.dynamic || s.shape_reg >= 0) continue;
+    if (!s.live || !s.dynamic || s.shape_reg >= 0 || callee_allocated_.count(v)) continue;
     const Value& val = g_.value(v);
     if (val.kind != ValueKind::kNodeOutput) continue;
     if (!SymbolsBound(*val.shape)) continue;
@@ -319,21 +366,23 @@ Status Emitter::EnsureShapes(const std::vector<ValueId>& need, NodeId at) {
                                    : jit::Load(b, {jit::IntImm(src.index)}));
   }
   const int num_inputs = static_cast<int>(buffers.size());
+  // One i64 output holding, per value, its dims then its byte size; the program reads them
+  // through views of the same storage (one buffer keeps the kernel within the dispatcher's
+  // argument limits however many values there are).
+  jit::Buffer all = jit::Buffer::Param("shapes", DType::kI64, 1);
+  buffers.push_back(all);
   std::vector<jit::Stmt> stores;
   std::vector<std::pair<ValueId, int64_t>> layout;  // value, rank
+  int64_t slot = 0;
   for (ValueId v : batch) {
     const Value& val = g_.value(v);
     int rank = static_cast<int>(val.shape->size());
-    jit::Buffer shape = jit::Buffer::Param("shape" + std::to_string(v), DType::kI64, 1);
-    jit::Buffer bytes = jit::Buffer::Param("bytes" + std::to_string(v), DType::kI64, 1);
-    buffers.push_back(shape);
-    buffers.push_back(bytes);
     // bytes = product(dims) * size, or -1 when a dim is negative or the product is too large.
     const int64_t limit = kMaxTensorBytes / static_cast<int64_t>(DTypeSize(val.dtype));
     jit::Expr acc = jit::IntImm(1);
     for (int a = 0; a < rank; ++a) {
       jit::Expr d = ToExpr((*val.shape)[a], vars);
-      stores.push_back(jit::Store(shape, {jit::IntImm(a)}, d));
+      stores.push_back(jit::Store(all, {jit::IntImm(slot++)}, d));
       jit::Expr ok = jit::And(jit::And(jit::Ge(acc, jit::IntImm(0)), jit::Ge(d, jit::IntImm(0))),
                               jit::Le(acc, jit::FloorDiv(jit::IntImm(limit),
                                                          jit::Max(d, jit::IntImm(1)))));
@@ -341,7 +390,7 @@ Status Emitter::EnsureShapes(const std::vector<ValueId>& need, NodeId at) {
     }
     jit::Expr total = jit::Select(jit::Ge(acc, jit::IntImm(0)),
                                   jit::Mul(acc, jit::IntImm(DTypeSize(val.dtype))), jit::IntImm(-1));
-    stores.push_back(jit::Store(bytes, {jit::IntImm(0)}, total));
+    stores.push_back(jit::Store(all, {jit::IntImm(slot++)}, total));
     layout.emplace_back(v, rank);
   }
   jit::Stmt body = jit::Seq(stores);
@@ -353,11 +402,9 @@ Status Emitter::EnsureShapes(const std::vector<ValueId>& need, NodeId at) {
   Status valid = jit::ValidateKernel(k);
   if (!valid.ok()) return Internal("batched shape function: " + valid.message());
   int sf = AddShapeFunction(k, num_inputs, data_dependent);
-  // Outputs in one scratch storage.
-  int64_t total = 0;
-  for (const auto& [v, rank] : layout) total += 8 * rank + 8;
-  int storage = ScratchStorage(std::max<int64_t>(total, 8));
-  std::vector<int> out_regs;
+  int storage = ScratchStorage(std::max<int64_t>(8 * slot, 8));
+  int all_reg = NewReg();
+  fb_.AllocTensor(all_reg, storage, 0, DType::kI64, {std::max<int64_t>(slot, 1)});
   int64_t offset = 0;
   for (const auto& [v, rank] : layout) {
     ValueState& s = vals_[v];
@@ -367,16 +414,15 @@ Status Emitter::EnsureShapes(const std::vector<ValueId>& need, NodeId at) {
     s.bytes_reg = NewReg();
     fb_.AllocTensor(s.bytes_reg, storage, offset, DType::kI64, {1});
     offset += 8;
-    out_regs.push_back(s.shape_reg);
-    out_regs.push_back(s.bytes_reg);
   }
   fb_.KillRegister(storage);
-  fb_.InvokeShapeFunc(sf, in_regs, out_regs);
+  fb_.InvokeShapeFunc(sf, in_regs, {all_reg});
+  fb_.KillRegister(all_reg);
   return Status::Ok();
 }
 
 std::vector<ValueId> Emitter::UnitInputs(const Unit& u) const {
-  if (u.region >= 0) return opts_.regions[u.region].inputs;
+  if (u.region >= 0) return regions_[u.region].inputs;
   std::vector<ValueId> out;
   for (ValueId v : g_.node(u.node).inputs) {
     if (v != kNoValue) out.push_back(v);
@@ -385,17 +431,12 @@ std::vector<ValueId> Emitter::UnitInputs(const Unit& u) const {
 }
 
 std::vector<ValueId> Emitter::UnitOutputs(const Unit& u) const {
-  if (u.region >= 0) return opts_.regions[u.region].outputs;
+  if (u.region >= 0) return regions_[u.region].outputs;
   std::vector<ValueId> out;
   for (ValueId v : g_.node(u.node).outputs) {
     if (v != kNoValue) out.push_back(v);
   }
   return out;
-}
-
-std::string Emitter::UnitName(const Unit& u) const {
-  if (u.region >= 0) return "external region '" + opts_.regions[u.region].name + "'";
-  return g_.DescribeNode(u.node);
 }
 
 // Units, liveness (dead-code elimination), emission order and last uses.
@@ -404,18 +445,18 @@ Status Emitter::Plan() {
   std::vector<int> topo_pos(g_.num_nodes(), 0);
   for (size_t i = 0; i < order_.size(); ++i) topo_pos[order_[i]] = static_cast<int>(i);
   region_of_node_.assign(g_.num_nodes(), -1);
-  for (size_t r = 0; r < opts_.regions.size(); ++r) {
-    for (NodeId n : opts_.regions[r].nodes) {
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    for (NodeId n : regions_[r].nodes) {
       if (n < 0 || n >= g_.num_nodes() || region_of_node_[n] >= 0) {
-        return InvalidArgument("external region '" + opts_.regions[r].name +
+        return InvalidArgument("external region '" + regions_[r].name +
                                "' lists a node that is out of range or in another region");
       }
       region_of_node_[n] = static_cast<int>(r);
     }
   }
   unit_of_node_.assign(g_.num_nodes(), -1);
-  for (size_t r = 0; r < opts_.regions.size(); ++r) {
-    for (NodeId n : opts_.regions[r].nodes) unit_of_node_[n] = static_cast<int>(all_units_.size());
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    for (NodeId n : regions_[r].nodes) unit_of_node_[n] = static_cast<int>(all_units_.size());
     all_units_.push_back({static_cast<int>(r), kNoNode});
   }
   for (NodeId n : order_) {
@@ -444,11 +485,11 @@ Status Emitter::Plan() {
     const Unit& unit = all_units_[u];
     if (unit.region < 0) {
       const Node& node = g_.node(unit.node);
-      if (node.op_type == "If" || node.op_type == "Loop" || node.op_type == "Scan") {
-        return Unsupported(g_.DescribeNode(unit.node) + ": control flow is not emitted yet");
+      if (node.op_type == "Scan") {
+        return Unsupported(g_.DescribeNode(unit.node) + ": Scan is not supported (use Loop)");
       }
     } else {
-      const ExternalRegionToEmit& r = opts_.regions[unit.region];
+      const ExternalRegionToEmit& r = regions_[unit.region];
       if (std::find(r.outputs.begin(), r.outputs.end(), v) == r.outputs.end()) {
         return InvalidArgument("external region '" + r.name + "' produces '" + g_.value(v).name +
                                "', which is read outside it, but does not list it as an output");
@@ -474,7 +515,7 @@ Status Emitter::Plan() {
     } else {
       // A region's internal nodes may read values produced outside that are not listed as
       // inputs only if they are constants; anything else is a codegen or partition bug.
-      for (NodeId n : opts_.regions[all_units_[u].region].nodes) {
+      for (NodeId n : regions_[all_units_[u].region].nodes) {
         for (ValueId v : g_.node(n).inputs) {
           if (v == kNoValue) continue;
           int p = producer_unit(v);
@@ -482,7 +523,7 @@ Status Emitter::Plan() {
           bool constant = val.data && val.kind != ValueKind::kGraphInput;
           if (p != static_cast<int>(u) && !constant &&
               std::find(reads.begin(), reads.end(), v) == reads.end()) {
-            return InvalidArgument("external region '" + opts_.regions[all_units_[u].region].name +
+            return InvalidArgument("external region '" + regions_[all_units_[u].region].name +
                                    "' reads '" + val.name + "' without listing it as an input");
           }
         }
@@ -536,7 +577,7 @@ Status Emitter::Prepare() {
   };
   for (const Unit& u : units_) {
     if (u.region >= 0) {
-      for (ValueId out : opts_.regions[u.region].outputs) bind(*g_.value(out).shape);
+      for (ValueId out : regions_[u.region].outputs) bind(*g_.value(out).shape);
       continue;
     }
     const Node& node = g_.node(u.node);
@@ -547,6 +588,10 @@ Status Emitter::Prepare() {
     need_sf_[u.node] = need;
     for (ValueId out : node.outputs) {
       if (out != kNoValue) bind(*g_.value(out).shape);
+    }
+    if (IsControlFlow(node)) {
+      need_sf_[u.node] = false;  // results come from the callee, with their shapes
+      continue;
     }
     StatusOr<LoweredNode> lowered = LowerNode(g_, u.node, need, table_);
     if (!lowered.ok()) {
@@ -702,6 +747,9 @@ void Emitter::Fuse(bool enable) {
 Status Emitter::Liveness() {
   for (size_t pos = 0; pos < items_.size(); ++pos) {
     const Item& item = items_[pos];
+    if (item.region < 0 && item.fused < 0 && IsControlFlow(g_.node(item.node))) {
+      callee_allocated_.insert(item.outs.begin(), item.outs.end());
+    }
     for (ValueId in : item.ins) {
       vals_[in].last_use = std::max(vals_[in].last_use, static_cast<int>(pos));
     }
@@ -737,6 +785,8 @@ Status Emitter::EmitFused(const Item& item) {
 Status Emitter::EmitNode(NodeId n) {
   const Node& node = g_.node(n);
   fb_.SetSourceNode(node.name);
+  if (node.op_type == "If") return EmitIf(n);
+  if (node.op_type == "Loop") return EmitLoop(n);
   const LoweredNode* lowered = &lowered_.at(n);
   std::vector<int> in_regs;
   for (ValueId in : node.inputs) {
@@ -859,7 +909,7 @@ StatusOr<int> Emitter::ConstantIndexOf(ValueId v) {
 }
 
 Status Emitter::EmitRegion(int r) {
-  const ExternalRegionToEmit& region = opts_.regions[r];
+  const ExternalRegionToEmit& region = regions_[r];
   fb_.SetSourceNode(region.nodes.empty() ? region.name : g_.node(region.nodes.back()).name);
   const std::string where = "external region '" + region.name + "' (" + region.vendor + ")";
   for (ValueId out : region.outputs) {
@@ -904,9 +954,183 @@ Status Emitter::EmitRegion(int r) {
   return Status::Ok();
 }
 
-StatusOr<std::vector<uint8_t>> Emitter::Run(EmitStats* stats) {
-  // Parameters first: registers 0..n-1.
-  for (ValueId v : g_.inputs()) {
+// ---- Control flow: If and Loop as VM functions ---------------------------------------------
+
+StatusOr<Emitter*> Emitter::Subgraph(const Graph& body, const std::string& name) {
+  auto sub = std::make_unique<Emitter>(sh_, body, name, false);
+  RETURN_IF_ERROR(sub->Run().WithContext("subgraph '" + name + "'"));
+  subs_.push_back(std::move(sub));
+  ++sh_.subgraphs;
+  return subs_.back().get();
+}
+
+StatusOr<std::vector<int>> Emitter::CaptureRegs(const Emitter& sub) {
+  std::vector<int> regs;
+  for (const std::string& name : sub.captures()) {
+    std::optional<ValueId> v = g_.FindValue(name);
+    if (!v) return InvalidFormat("a subgraph captures '" + name + "', which is not in scope");
+    ASSIGN_OR_RETURN(int r, RegFor(*v));
+    regs.push_back(r);
+  }
+  return regs;
+}
+
+void Emitter::BindFromResults(const std::vector<ValueId>& outs) {
+  for (ValueId out : outs) {
+    const Value& v = g_.value(out);
+    for (size_t a = 0; a < v.shape->size(); ++a) {
+      const DimExpr& d = (*v.shape)[a];
+      if (d.is_symbol() && !bound_.count(d.symbol_name())) {
+        bound_[d.symbol_name()] = SymbolSource{vals_[out].reg, static_cast<int>(a), true, v.dtype,
+                                               static_cast<int>(v.shape->size())};
+      }
+    }
+  }
+}
+
+Status Emitter::EmitIf(NodeId n) {
+  const Node& node = g_.node(n);
+  const Attribute* then_a = node.FindAttribute("then_branch");
+  const Attribute* else_a = node.FindAttribute("else_branch");
+  if (!then_a || !else_a || then_a->type() != Attribute::Type::kGraph ||
+      else_a->type() != Attribute::Type::kGraph) {
+    return InvalidFormat(g_.DescribeNode(n) + ": then_branch and else_branch must be graphs");
+  }
+  ASSIGN_OR_RETURN(Emitter * then_fn, Subgraph(*then_a->graph(), node.name + "/then"));
+  ASSIGN_OR_RETURN(Emitter * else_fn, Subgraph(*else_a->graph(), node.name + "/else"));
+  fb_.SetSourceNode(node.name);
+  ASSIGN_OR_RETURN(int cond, RegFor(node.inputs[0]));
+  ASSIGN_OR_RETURN(std::vector<int> then_caps, CaptureRegs(*then_fn));
+  ASSIGN_OR_RETURN(std::vector<int> else_caps, CaptureRegs(*else_fn));
+  std::vector<int> outs;
+  std::vector<ValueId> out_values;
+  for (ValueId v : node.outputs) {
+    int r = NewReg();
+    outs.push_back(r);
+    if (v != kNoValue) {
+      vals_[v].reg = r;
+      out_values.push_back(v);
+    }
+  }
+  Label then_l = fb_.NewLabel(), else_l = fb_.NewLabel(), end_l = fb_.NewLabel();
+  fb_.If(cond, then_l, else_l);
+  fb_.Bind(then_l);
+  fb_.Invoke(then_fn->function_index(), then_caps, outs);
+  fb_.Goto(end_l);
+  fb_.Bind(else_l);
+  fb_.Invoke(else_fn->function_index(), else_caps, outs);
+  fb_.Bind(end_l);
+  BindFromResults(out_values);
+  return Status::Ok();
+}
+
+Status Emitter::EmitLoop(NodeId n) {
+  const Node& node = g_.node(n);
+  const Attribute* body_a = node.FindAttribute("body");
+  if (!body_a || body_a->type() != Attribute::Type::kGraph) {
+    return InvalidFormat(g_.DescribeNode(n) + ": body must be a graph");
+  }
+  const Graph& body = *body_a->graph();
+  const int carried = static_cast<int>(node.inputs.size()) - 2;
+  if (carried >= 0 && static_cast<int>(body.outputs().size()) > carried + 1) {
+    return Unsupported(g_.DescribeNode(n) + ": scan outputs are not supported yet");
+  }
+  if (carried < 0 || static_cast<int>(body.outputs().size()) != carried + 1) {
+    return InvalidFormat(g_.DescribeNode(n) + ": the body has " +
+                         std::to_string(body.outputs().size()) + " outputs for " +
+                         std::to_string(carried) + " loop-carried values");
+  }
+  ASSIGN_OR_RETURN(Emitter * body_fn, Subgraph(body, node.name + "/body"));
+  fb_.SetSourceNode(node.name);
+  ASSIGN_OR_RETURN(std::vector<int> caps, CaptureRegs(*body_fn));
+  const bool has_m = node.inputs[0] != kNoValue, has_c = node.inputs[1] != kNoValue;
+  int i_reg = NewReg();
+  fb_.LoadConsti(i_reg, 0);
+  int m_reg = -1;
+  if (has_m) {
+    ASSIGN_OR_RETURN(m_reg, RegFor(node.inputs[0]));
+  }
+  int cond_reg = NewReg();
+  if (has_c) {
+    ASSIGN_OR_RETURN(int c, RegFor(node.inputs[1]));
+    fb_.Move(cond_reg, c);
+  } else {
+    uint8_t one = 1;
+    int index = eb_.AddConstant(node.name + "/true", DType::kBool, {}, &one, 1);
+    fb_.LoadConst(cond_reg, index);
+  }
+  std::vector<int> v_regs;
+  for (int k = 0; k < carried; ++k) {
+    ASSIGN_OR_RETURN(int init, RegFor(node.inputs[2 + k]));
+    int r = NewReg();
+    fb_.Move(r, init);
+    v_regs.push_back(r);
+  }
+  // continue = (i < M) && cond, as a kernel (the VM has no scalar arithmetic).
+  jit::Buffer ib = jit::Buffer::Param("i", DType::kI64, 0);
+  jit::Buffer mb = jit::Buffer::Param("m", DType::kI64, 0);
+  jit::Buffer cb = jit::Buffer::Param("cond", DType::kBool, 0);
+  jit::Buffer ob = jit::Buffer::Param("continue", DType::kBool, 0);
+  jit::Kernel check;
+  check.name = "loop_continue";
+  jit::Expr go = jit::Load(cb, {});
+  if (has_m) go = jit::And(jit::Lt(jit::Load(ib, {}), jit::Load(mb, {})), go);
+  check.buffers = has_m ? std::vector<jit::Buffer>{ib, mb, cb, ob} : std::vector<jit::Buffer>{ib, cb, ob};
+  check.body = jit::Store(ob, {}, go);
+  std::vector<DType> check_in = has_m ? std::vector<DType>{DType::kI64, DType::kI64, DType::kBool}
+                                      : std::vector<DType>{DType::kI64, DType::kBool};
+  int check_k = AddKernel(check, check_in, {DType::kBool});
+  jit::Buffer nb = jit::Buffer::Param("next", DType::kI64, 0);
+  jit::Kernel inc;
+  inc.name = "loop_increment";
+  inc.buffers = {ib, nb};
+  inc.body = jit::Store(nb, {}, jit::Add(jit::Load(ib, {}), jit::IntImm(1)));
+  int inc_k = AddKernel(inc, {DType::kI64}, {DType::kI64});
+
+  Label head = fb_.NewLabel(), body_l = fb_.NewLabel(), exit_l = fb_.NewLabel();
+  fb_.Bind(head);
+  int storage = ScratchStorage(16);
+  int go_reg = NewReg(), next_reg = NewReg();
+  fb_.AllocTensor(go_reg, storage, 0, DType::kBool, {});
+  fb_.AllocTensor(next_reg, storage, 8, DType::kI64, {});
+  fb_.KillRegister(storage);
+  std::vector<int> check_args = {i_reg};
+  if (has_m) check_args.push_back(m_reg);
+  check_args.push_back(cond_reg);
+  fb_.InvokeKernel(check_k, check_args, {go_reg});
+  fb_.If(go_reg, body_l, exit_l);
+  fb_.Bind(body_l);
+  std::vector<int> args = {i_reg, cond_reg};
+  args.insert(args.end(), v_regs.begin(), v_regs.end());
+  args.insert(args.end(), caps.begin(), caps.end());
+  std::vector<int> dsts = {cond_reg};
+  dsts.insert(dsts.end(), v_regs.begin(), v_regs.end());
+  fb_.Invoke(body_fn->function_index(), args, dsts);
+  fb_.InvokeKernel(inc_k, {i_reg}, {next_reg});
+  fb_.Move(i_reg, next_reg);
+  fb_.Goto(head);
+  fb_.Bind(exit_l);
+  std::vector<ValueId> out_values;
+  for (int k = 0; k < carried && k < static_cast<int>(node.outputs.size()); ++k) {
+    ValueId v = node.outputs[k];
+    if (v == kNoValue) continue;
+    vals_[v].reg = v_regs[k];
+    out_values.push_back(v);
+  }
+  BindFromResults(out_values);
+  return Status::Ok();
+}
+
+Status Emitter::Run() {
+  // Parameters first: registers 0..n-1 — the formal inputs, then (subgraphs) the captures.
+  std::vector<ValueId> params(g_.inputs().begin(), g_.inputs().end());
+  for (ValueId v = 0; v < g_.num_values(); ++v) {
+    if (g_.value(v).kind == ValueKind::kCapture) {
+      params.push_back(v);
+      captures_.push_back(g_.value(v).name);
+    }
+  }
+  for (ValueId v : params) {
     const Value& val = g_.value(v);
     if (!val.shape) return Internal("graph input '" + val.name + "' has no shape");
     int r = fb_.AddParam(SpecOf(val));
@@ -935,7 +1159,7 @@ StatusOr<std::vector<uint8_t>> Emitter::Run(EmitStats* stats) {
   static const std::set<std::string> kViewOps = {"Reshape", "Flatten", "Squeeze", "Unsqueeze",
                                                  "Identity", "Dropout"};
   for (const Item& item : items_) {
-    if (item.region >= 0 || item.fused >= 0) continue;
+    if (item.region >= 0 || item.fused >= 0 || !lowered_.count(item.node)) continue;
     const LoweredNode& l = lowered_.at(item.node);
     if (l.view_of >= 0) viewed.insert(g_.node(item.node).inputs[l.view_of]);
   }
@@ -948,7 +1172,9 @@ StatusOr<std::vector<uint8_t>> Emitter::Run(EmitStats* stats) {
   for (const Item& item : items_) {
     for (ValueId out : item.outs) {
       const ValueState& s = vals_[out];
-      if (s.dynamic || s.last_use == INT_MAX || viewed.count(out)) continue;
+      if (s.dynamic || s.last_use == INT_MAX || viewed.count(out) || callee_allocated_.count(out)) {
+        continue;
+      }
       blocks.push_back({out, AlignUp(std::max<int64_t>(StaticBytes(g_.value(out)), 1), kAlign),
                         s.def, s.last_use});
     }
@@ -1004,17 +1230,8 @@ StatusOr<std::vector<uint8_t>> Emitter::Run(EmitStats* stats) {
     results.push_back(r);
   }
   fb_.Ret(results);
-  st_.instructions = fb_.pc();
-  MetadataDef md;
-  for (ValueId v : g_.inputs()) md.inputs.push_back(SpecOf(g_.value(v)));
-  for (ValueId v : g_.outputs()) md.outputs.push_back(SpecOf(g_.value(v)));
-  md.entry = "main";
-  md.opset = g_.OpsetFor("");
-  md.producer_name = opts_.producer;
-  md.doc = opts_.doc;
-  eb_.SetMetadata(std::move(md));
-  if (stats) *stats = st_;
-  return eb_.Finish();
+  st_.instructions += fb_.pc();
+  return Status::Ok();
 }
 
 }  // namespace
@@ -1022,8 +1239,19 @@ StatusOr<std::vector<uint8_t>> Emitter::Run(EmitStats* stats) {
 StatusOr<std::vector<uint8_t>> EmitExecutable(const Graph& graph, const EmitOptions& options,
                                               EmitStats* stats) {
   if (options.table == nullptr) return InvalidArgument("EmitOptions::table is required");
-  Emitter e(graph, options);
-  return e.Run(stats);
+  Shared sh(options);
+  Emitter main(sh, graph, "main", true);
+  RETURN_IF_ERROR(main.Run());
+  MetadataDef md;
+  for (ValueId v : graph.inputs()) md.inputs.push_back(SpecOf(graph.value(v)));
+  for (ValueId v : graph.outputs()) md.outputs.push_back(SpecOf(graph.value(v)));
+  md.entry = "main";
+  md.opset = graph.OpsetFor("");
+  md.producer_name = options.producer;
+  md.doc = options.doc;
+  sh.eb.SetMetadata(std::move(md));
+  if (stats) *stats = sh.st;
+  return sh.eb.Finish();
 }
 
 }  // namespace kiln::compiler
