@@ -105,6 +105,7 @@ class KernelDispatcher {
 
   const Kernel& kernel() const { return payload_.kernel; }
   const std::vector<DimBinding>& dim_bindings() const { return payload_.dim_bindings; }
+  const std::vector<Expr>& preconditions() const { return payload_.preconditions; }
   int key_size() const { return key_size_; }
   /// Shapes currently tracked (tests of the cap).
   int tracked_shapes() const;

@@ -97,6 +97,12 @@ class Validator {
 
   Status CheckReduce(const Expr& e) {
     const ExprNode& n = *e;
+    if (n.reduce_op > ReduceOp::kArgMin) return Fail("unknown reduction");
+    if (n.args.empty() || n.args.size() != n.axes.size() + 1) {
+      // (a malformed payload: the body and one extent per axis are required)
+      return Fail("reduce has " + std::to_string(n.args.size()) + " operands for " +
+                  std::to_string(n.axes.size()) + " axes");
+    }
     path_.push_back(std::string("reduce ") + ReduceOpName(n.reduce_op));
     for (size_t i = 1; i < n.args.size(); ++i) RETURN_IF_ERROR(CheckExpr(n.args[i]));
     for (const Var& axis : n.axes) RETURN_IF_ERROR(Bind(axis));

@@ -5,14 +5,15 @@
 #include <utility>
 
 #include "jit/kir_serialize.h"
+#include "jit/precondition.h"
 
 namespace kiln::jit {
 namespace {
 
 class JitTensorFunction : public TensorFunction {
  public:
-  explicit JitTensorFunction(std::shared_ptr<KernelDispatcher> dispatcher)
-      : dispatcher_(std::move(dispatcher)) {}
+  JitTensorFunction(std::shared_ptr<KernelDispatcher> dispatcher, PreconditionProgram pre)
+      : dispatcher_(std::move(dispatcher)), pre_(std::move(pre)) {}
 
   Status Run(const Tensor* const* args, int num_inputs, int num_outputs) override {
     const Kernel& k = dispatcher_->kernel();
@@ -42,6 +43,15 @@ class JitTensorFunction : public TensorFunction {
       strides[i] = t->strides();
       for (int d = 0; d < b.rank; ++d) key[pos++] = t->dim(d);
     }
+    if (!pre_.empty()) {
+      int failed = pre_.Check(shapes);
+      if (failed >= 0) {
+        std::string got;
+        for (int i = 0; i < n; ++i) got += (i ? ", " : "") + args[i]->TypeString();
+        return InvalidArgument("kernel '" + k.name + "': the arguments (" + got +
+                               ") violate its precondition " + pre_.Describe(failed));
+      }
+    }
     const std::vector<DimBinding>& bindings = dispatcher_->dim_bindings();
     for (size_t i = 0; i < bindings.size(); ++i) {
       dims[i] = args[bindings[i].buffer]->dim(bindings[i].axis);
@@ -59,6 +69,7 @@ class JitTensorFunction : public TensorFunction {
   }
 
   std::shared_ptr<KernelDispatcher> dispatcher_;
+  PreconditionProgram pre_;
 };
 
 std::string Quote(std::string_view what, std::string_view name) {
@@ -120,9 +131,10 @@ StatusOr<std::unique_ptr<TensorFunction>> JitKernelProvider::PrepareKernel(const
   for (const DispatchHintSpec& h : spec.dispatch_hints) {
     hints.emplace_back(std::string(h.symbol), h.buckets);
   }
+  ASSIGN_OR_RETURN(PreconditionProgram pre, PreconditionProgram::Compile(p.kernel, p.preconditions));
   auto dispatcher = KernelDispatcher::Create(engine_, compiler_, counters_, std::move(p),
                                              options_.dispatch, hints);
-  return std::unique_ptr<TensorFunction>(new JitTensorFunction(std::move(dispatcher)));
+  return std::unique_ptr<TensorFunction>(new JitTensorFunction(std::move(dispatcher), std::move(pre)));
 }
 
 StatusOr<std::unique_ptr<TensorFunction>> JitKernelProvider::PrepareShapeFunction(
@@ -138,9 +150,10 @@ StatusOr<std::unique_ptr<TensorFunction>> JitKernelProvider::PrepareShapeFunctio
                              "' must be i64 of rank 1");
     }
   }
+  ASSIGN_OR_RETURN(PreconditionProgram pre, PreconditionProgram::Compile(p.kernel, p.preconditions));
   auto dispatcher =
       KernelDispatcher::Create(engine_, compiler_, counters_, std::move(p), options_.dispatch, {});
-  return std::unique_ptr<TensorFunction>(new JitTensorFunction(std::move(dispatcher)));
+  return std::unique_ptr<TensorFunction>(new JitTensorFunction(std::move(dispatcher), std::move(pre)));
 }
 
 }  // namespace kiln::jit

@@ -1,6 +1,8 @@
 // Binary serialization of kernel IR: a compact, versioned node table with a fully checked reader.
 #include "jit/kir_serialize.h"
 
+#include "jit/precondition.h"
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -20,10 +22,13 @@ constexpr int kNumForKinds = static_cast<int>(ForKind::kUnrolled) + 1;
 
 class Writer {
  public:
-  std::vector<uint8_t> Write(const Kernel& k, const std::vector<DimBinding>& bindings) {
+  std::vector<uint8_t> Write(const Kernel& k, const std::vector<DimBinding>& bindings,
+                             const std::vector<Expr>& preconditions) {
     for (const Buffer& b : k.buffers) BufferId(b);
     for (const Var& v : k.dims) VarId(v);
     int body = k.body ? StmtId(k.body.node()) : -1;
+    std::vector<int> pre;
+    for (const Expr& e : preconditions) pre.push_back(ExprId(e));
     out_.insert(out_.end(), kMagic, kMagic + 4);
     U16(kKirMajorVersion);
     U16(kKirMinorVersion);
@@ -57,6 +62,8 @@ class Writer {
       U(d.buffer);
       U(d.axis);
     }
+    U(pre.size());  // since 1.1
+    for (int id : pre) U(id);
     return std::move(out_);
   }
 
@@ -229,9 +236,19 @@ class Reader {
       RETURN_IF_ERROR(Index(&axis, out.kernel.buffers[b]->rank, "binding axis"));
       out.dim_bindings.push_back({static_cast<int>(b), static_cast<int>(axis)});
     }
+    if (minor >= 1) {
+      RETURN_IF_ERROR(Count(&n, "preconditions"));
+      for (uint64_t i = 0; i < n; ++i) {
+        uint64_t id;
+        RETURN_IF_ERROR(Index(&id, exprs_.size(), "precondition"));
+        out.preconditions.push_back(Expr(exprs_[id]));
+      }
+    }
     if (p_ != end_) return Fail(std::to_string(Remaining()) + " trailing bytes");
     Status valid = ValidateKernel(out.kernel);
     if (!valid.ok()) return InvalidFormat("kernel IR: " + valid.message());
+    valid = ValidatePreconditions(out.kernel, out.preconditions);
+    if (!valid.ok()) return InvalidFormat(valid.message());
     return out;
   }
 
@@ -508,8 +525,9 @@ class Reader {
 }  // namespace
 
 std::vector<uint8_t> SerializeKernel(const Kernel& kernel,
-                                     const std::vector<DimBinding>& dim_bindings) {
-  return Writer().Write(kernel, dim_bindings);
+                                     const std::vector<DimBinding>& dim_bindings,
+                                     const std::vector<Expr>& preconditions) {
+  return Writer().Write(kernel, dim_bindings, preconditions);
 }
 
 StatusOr<KernelPayload> DeserializeKernelPayload(const uint8_t* data, size_t size) {

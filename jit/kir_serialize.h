@@ -15,7 +15,7 @@ namespace kiln::jit {
 inline constexpr const char* kPayloadFormat = "kiln-kir-1";
 /// Format version written; a reader loads the same major and any minor up to its own.
 inline constexpr uint16_t kKirMajorVersion = 1;
-inline constexpr uint16_t kKirMinorVersion = 0;
+inline constexpr uint16_t kKirMinorVersion = 1;  // 1.1 added preconditions
 
 /// How a kernel's symbolic dim gets its value at run time: the size of dim `axis` of the
 /// kernel parameter `buffer` (an index into Kernel::buffers).
@@ -24,19 +24,23 @@ struct DimBinding {
   int axis = 0;
 };
 
-/// A kernel plus one binding per entry of Kernel::dims.
+/// A kernel plus one binding per entry of Kernel::dims, and the shape facts its indexing relies
+/// on (jit/precondition.h; checked by the kernel provider before every call).
 struct KernelPayload {
   Kernel kernel;
   std::vector<DimBinding> dim_bindings;
+  std::vector<Expr> preconditions;
 };
 
 /// Encodes `kernel` and `dim_bindings` (one per kernel dim; may be empty only when the kernel
 /// has no dims). Layout: magic "KKIR", u16 major, u16 minor, then LEB128 tables of buffers,
 /// vars, expression nodes and statement nodes (children always refer to earlier entries, so
-/// shared sub-expressions are stored once), params, dims, body, bindings. The kernel should
+/// shared sub-expressions are stored once), params, dims, body, bindings, and (since 1.1)
+/// preconditions as expression ids. The kernel should
 /// pass ValidateKernel; nothing is checked here. Thread-safe.
 std::vector<uint8_t> SerializeKernel(const Kernel& kernel,
-                                     const std::vector<DimBinding>& dim_bindings = {});
+                                     const std::vector<DimBinding>& dim_bindings = {},
+                                     const std::vector<Expr>& preconditions = {});
 
 /// Decodes untrusted bytes. Every read is bounds-checked, nesting is limited to kMaxDepth and the
 /// expanded tree size to kMaxKirTreeNodes, bindings are range-checked and the result passes

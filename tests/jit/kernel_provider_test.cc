@@ -314,6 +314,39 @@ BOOST_AUTO_TEST_CASE(run_rejects_tensors_that_do_not_match_the_kernel) {
   BOOST_TEST((*fn)->Run(good, 2, 1).ok());
 }
 
+BOOST_AUTO_TEST_CASE(preconditions_stop_mismatched_shapes_before_the_kernel_runs) {
+  // An output smaller than the input: without the precondition the add kernel would read and
+  // write out of bounds.
+  auto provider = std::make_shared<JitKernelProvider>(SharedEngineForProvider());
+  Kernel k = AddKernel();
+  std::vector<Expr> pre;
+  for (int a = 0; a < 2; ++a) pre.push_back(Eq(DimOf(k.buffers[2], a), DimOf(k.buffers[0], a)));
+  pre.push_back(Eq(DimOf(k.buffers[1], 0), DimOf(k.buffers[0], 1)));
+  std::vector<uint8_t> payload = SerializeKernel(k, {}, pre);
+  KernelSpec spec;
+  spec.name = "add";
+  spec.input_dtypes = {DType::kF32, DType::kF32};
+  spec.output_dtypes = {DType::kF32};
+  spec.payload_format = kPayloadFormat;
+  spec.payload = payload.data();
+  spec.payload_size = payload.size();
+  auto fn = provider->PrepareKernel(spec);
+  BOOST_REQUIRE_MESSAGE(fn.ok(), fn.status().ToString());
+  std::vector<float> a(64, 1.0f), b(8, 2.0f), y(64, 0.0f);
+  Tensor ta = Wrap(a, {8, 8}), tb = Wrap(b, {8}), small = Wrap(y, {1, 8}), ty = Wrap(y, {8, 8});
+  const Tensor* bad[] = {&ta, &tb, &small};
+  Status s = (*fn)->Run(bad, 2, 1);
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(s.message().find("violate its precondition") != std::string::npos, s.ToString());
+  BOOST_TEST(y[8] == 0.0f);  // nothing was written
+  Tensor tb_short = Wrap(b, {4});
+  const Tensor* bad2[] = {&ta, &tb_short, &ty};
+  BOOST_TEST(!(*fn)->Run(bad2, 2, 1).ok());
+  const Tensor* good[] = {&ta, &tb, &ty};
+  BOOST_TEST((*fn)->Run(good, 2, 1).ok());
+  BOOST_TEST(y[63] == 3.0f);
+}
+
 BOOST_AUTO_TEST_CASE(dispatch_hints_in_the_executable_reach_the_provider) {
   // A kernel with a symbolic dim `n` bound to x's dim 0: y[i] = x[i] * 2 for i < n.
   Buffer x = Buffer::Param("x", DType::kF32, 1), y = Buffer::Param("y", DType::kF32, 1);

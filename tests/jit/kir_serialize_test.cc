@@ -1,6 +1,7 @@
 // Tests for jit/kir_serialize: round trips of every compute builder and hostile payloads.
 #define BOOST_TEST_MODULE kir_serialize_test
 #include "jit/kir_serialize.h"
+#include "jit/precondition.h"
 
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -133,15 +134,45 @@ BOOST_AUTO_TEST_CASE(rejects_bad_headers_and_versions) {
   ExpectError(b, StatusCode::kInvalidFormat, "bad magic");
   b = good;
   b[4] = 2;  // major 2
-  ExpectError(b, StatusCode::kUnsupported, "version 2.0");
+  ExpectError(b, StatusCode::kUnsupported, "version 2.1");
   b = good;
-  b[6] = 1;  // minor 1 is newer than this reader
-  ExpectError(b, StatusCode::kUnsupported, "version 1.1");
+  b[6] = 2;  // minor 2 is newer than this reader
+  ExpectError(b, StatusCode::kUnsupported, "version 1.2");
   b = good;
   b.push_back(0);
   ExpectError(b, StatusCode::kInvalidFormat, "1 trailing bytes");
   ExpectError({}, StatusCode::kInvalidFormat, "bad magic");
   BOOST_TEST(DeserializeKernel(nullptr, 0).status().code() == StatusCode::kInvalidFormat);
+}
+
+BOOST_AUTO_TEST_CASE(preconditions_round_trip_and_old_payloads_still_load) {
+  Kernel k = MatmulKernel("mm");
+  std::vector<Expr> pre = {Eq(DimOf(k.buffers[0], 1), DimOf(k.buffers[1], 0)),
+                           Eq(DimOf(k.buffers[2], 0), DimOf(k.buffers[0], 0))};
+  std::vector<uint8_t> bytes = SerializeKernel(k, {}, pre);
+  auto back = DeserializeKernelPayload(bytes.data(), bytes.size());
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().ToString());
+  BOOST_REQUIRE_EQUAL(back->preconditions.size(), 2u);
+  BOOST_TEST(ToText(back->preconditions[0]) == ToText(pre[0]));
+  // A 1.0 payload (no precondition section) is still read.
+  std::vector<uint8_t> old = SerializeKernel(k);
+  old.pop_back();  // the empty precondition count
+  old[6] = 0;      // minor 0
+  auto r = DeserializeKernelPayload(old.data(), old.size());
+  BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+  BOOST_TEST(r->preconditions.empty());
+}
+
+BOOST_AUTO_TEST_CASE(preconditions_may_only_read_dims) {
+  Kernel k = MatmulKernel("mm");
+  Var i("i");
+  // A load or a free variable is not a shape fact.
+  ExpectError(SerializeKernel(k, {}, {Gt(Load(k.buffers[0], {IntImm(0), IntImm(0)}), FloatImm(0))}),
+              StatusCode::kInvalidFormat, "not allowed");
+  ExpectError(SerializeKernel(k, {}, {Eq(Expr(i), IntImm(1))}), StatusCode::kInvalidFormat,
+              "not allowed");
+  ExpectError(SerializeKernel(k, {}, {DimOf(k.buffers[0], 0)}), StatusCode::kInvalidFormat,
+              "is not bool");
 }
 
 BOOST_AUTO_TEST_CASE(rejects_bindings_that_do_not_fit) {

@@ -1,0 +1,127 @@
+#include "jit/precondition.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+namespace kiln::jit {
+namespace {
+
+bool Allowed(ExprOp op) {
+  switch (op) {
+    case ExprOp::kIntImm: case ExprOp::kDim: case ExprOp::kAdd: case ExprOp::kSub:
+    case ExprOp::kMul: case ExprOp::kFloorDiv: case ExprOp::kFloorMod: case ExprOp::kMin:
+    case ExprOp::kMax: case ExprOp::kEq: case ExprOp::kNe: case ExprOp::kLt: case ExprOp::kLe:
+    case ExprOp::kGt: case ExprOp::kGe: case ExprOp::kAnd: case ExprOp::kOr: case ExprOp::kNot:
+    case ExprOp::kSelect:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+Status ValidatePreconditions(const Kernel& kernel, const std::vector<Expr>& pre) {
+  std::map<const BufferNode*, int> params;
+  for (size_t i = 0; i < kernel.buffers.size(); ++i) params[kernel.buffers[i].get()] = static_cast<int>(i);
+  for (size_t i = 0; i < pre.size(); ++i) {
+    std::string where = "kernel '" + kernel.name + "' precondition " + std::to_string(i);
+    if (!pre[i] || pre[i].dtype() != DType::kBool) return InvalidFormat(where + " is not bool");
+    std::vector<const ExprNode*> work = {pre[i].get()};
+    int visited = 0;
+    while (!work.empty()) {
+      const ExprNode* n = work.back();
+      work.pop_back();
+      if (++visited > 100000) return InvalidFormat(where + " is too large");
+      if (!Allowed(n->op)) {
+        return InvalidFormat(where + " uses '" + ExprOpName(n->op) + "', which is not allowed");
+      }
+      if (n->op == ExprOp::kDim) {
+        auto it = params.find(n->buffer.get());
+        if (it == params.end()) return InvalidFormat(where + " reads a dim of a non-parameter");
+        if (n->int_value < 0 || n->int_value >= n->buffer->rank) {
+          return InvalidFormat(where + " reads dim " + std::to_string(n->int_value) + " of a rank " +
+                               std::to_string(n->buffer->rank) + " buffer");
+        }
+      }
+      for (const Expr& a : n->args) work.push_back(a.get());
+    }
+  }
+  return Status::Ok();
+}
+
+StatusOr<PreconditionProgram> PreconditionProgram::Compile(const Kernel& kernel,
+                                                           const std::vector<Expr>& pre) {
+  RETURN_IF_ERROR(ValidatePreconditions(kernel, pre));
+  PreconditionProgram p;
+  std::map<const BufferNode*, int> params;
+  for (size_t i = 0; i < kernel.buffers.size(); ++i) params[kernel.buffers[i].get()] = static_cast<int>(i);
+  std::map<const ExprNode*, int> ids;
+  std::function<int(const ExprNode*)> flatten = [&](const ExprNode* n) -> int {
+    auto it = ids.find(n);
+    if (it != ids.end()) return it->second;
+    Node node;
+    node.op = n->op;
+    node.value = n->int_value;
+    if (n->op == ExprOp::kDim) node.buffer = params.at(n->buffer.get());
+    for (size_t a = 0; a < n->args.size() && a < 3; ++a) node.args[a] = flatten(n->args[a].get());
+    int id = static_cast<int>(p.nodes_.size());
+    p.nodes_.push_back(node);
+    ids[n] = id;
+    return id;
+  };
+  for (const Expr& e : pre) {
+    p.roots_.push_back(flatten(e.get()));
+    p.text_.push_back(ToText(e));
+  }
+  return p;
+}
+
+int64_t PreconditionProgram::Eval(int i, const int64_t* const* shapes) const {
+  const Node& n = nodes_[i];
+  auto a = [&] { return Eval(n.args[0], shapes); };
+  auto b = [&] { return Eval(n.args[1], shapes); };
+  switch (n.op) {
+    case ExprOp::kIntImm: return n.value;
+    case ExprOp::kDim: return shapes[n.buffer][n.value];
+    case ExprOp::kAdd: return static_cast<int64_t>(static_cast<uint64_t>(a()) + static_cast<uint64_t>(b()));
+    case ExprOp::kSub: return static_cast<int64_t>(static_cast<uint64_t>(a()) - static_cast<uint64_t>(b()));
+    case ExprOp::kMul: return static_cast<int64_t>(static_cast<uint64_t>(a()) * static_cast<uint64_t>(b()));
+    case ExprOp::kFloorDiv: {
+      int64_t x = a(), y = b();
+      if (y == 0) return 0;
+      if (y == -1) return static_cast<int64_t>(0 - static_cast<uint64_t>(x));
+      int64_t q = x / y;
+      return (x % y != 0 && ((x < 0) != (y < 0))) ? q - 1 : q;
+    }
+    case ExprOp::kFloorMod: {
+      int64_t x = a(), y = b();
+      if (y == 0 || y == -1) return 0;
+      int64_t r = x % y;
+      return (r != 0 && ((r < 0) != (y < 0))) ? r + y : r;
+    }
+    case ExprOp::kMin: return std::min(a(), b());
+    case ExprOp::kMax: return std::max(a(), b());
+    case ExprOp::kEq: return a() == b();
+    case ExprOp::kNe: return a() != b();
+    case ExprOp::kLt: return a() < b();
+    case ExprOp::kLe: return a() <= b();
+    case ExprOp::kGt: return a() > b();
+    case ExprOp::kGe: return a() >= b();
+    case ExprOp::kAnd: return a() && b();
+    case ExprOp::kOr: return a() || b();
+    case ExprOp::kNot: return !a();
+    case ExprOp::kSelect: return a() ? b() : Eval(n.args[2], shapes);
+    default: return 0;
+  }
+}
+
+int PreconditionProgram::Check(const int64_t* const* shapes) const {
+  for (size_t i = 0; i < roots_.size(); ++i) {
+    if (!Eval(roots_[i], shapes)) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+}  // namespace kiln::jit
