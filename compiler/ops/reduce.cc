@@ -17,11 +17,20 @@ Status ReduceRule(InferenceContext& ctx) {
   bool axes_input = ctx.has_input(1);
   ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> axes, IntsFromAttrOrInput(ctx, "axes", 1));
   if (axes_input && !axes) {
-    // Axes known only at run time: with keepdims the rank is still known.
-    if (!keepdims)
-      return ctx.UnsupportedError("axes must be known at compile time when keepdims=0");
+    // Axes known only at run time: with keepdims the rank is still known; without, the number
+    // of axes (a constant length of the axes input) fixes it. Repeated axes are an error the
+    // run-time shape function reports.
+    int out_rank = rank;
+    if (!keepdims) {
+      const SymbolicShape& a = ctx.input_shape(1);
+      if (a.size() != 1 || !a[0].is_const())
+        return ctx.UnsupportedError("keepdims=0 needs axes of a length known at compile time");
+      int64_t n = a[0].const_value();
+      if (n > rank) return ctx.Error("more axes than dims");
+      out_rank = n == 0 ? (noop ? rank : 0) : rank - static_cast<int>(n);
+    }
     ctx.MarkDataDependent();
-    ctx.SetOutput(0, ctx.input_dtype(0), FreshShape(ctx, rank));
+    ctx.SetOutput(0, ctx.input_dtype(0), FreshShape(ctx, out_rank));
     return Status::Ok();
   }
   if (!axes || axes->empty()) {

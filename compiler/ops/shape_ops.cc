@@ -124,7 +124,14 @@ Status SqueezeRule(InferenceContext& ctx) {
   int rank = static_cast<int>(x.size());
   bool axes_given = ctx.HasAttr("axes") || ctx.has_input(1);
   ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> axes, IntsFromAttrOrInput(ctx, "axes", 1));
-  if (axes_given && !axes) return ctx.UnsupportedError("axes must be known at compile time");
+  if (axes_given && !axes) {
+    // Axes known only at run time: their count fixes the output rank, the shape function the dims.
+    ASSIGN_OR_RETURN(int n, ConstLength(ctx, 1, "axes"));
+    if (n > rank) return ctx.Error("more axes than dims");
+    ctx.MarkDataDependent();
+    ctx.SetOutput(0, ctx.input_dtype(0), FreshShape(ctx, rank - n));
+    return Status::Ok();
+  }
   std::vector<bool> drop(rank, false);
   if (axes) {
     ASSIGN_OR_RETURN(std::vector<int> norm, NormalizeAxes(ctx, *axes, rank));
@@ -151,6 +158,13 @@ Status SqueezeRule(InferenceContext& ctx) {
 Status UnsqueezeRule(InferenceContext& ctx) {
   const SymbolicShape& x = ctx.input_shape(0);
   ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> axes, IntsFromAttrOrInput(ctx, "axes", 1));
+  if (!axes && ctx.has_input(1)) {
+    // Axes known only at run time: their count fixes the output rank, the shape function the dims.
+    ASSIGN_OR_RETURN(int n, ConstLength(ctx, 1, "axes"));
+    ctx.MarkDataDependent();
+    ctx.SetOutput(0, ctx.input_dtype(0), FreshShape(ctx, static_cast<int>(x.size()) + n));
+    return Status::Ok();
+  }
   if (!axes) return ctx.UnsupportedError("axes must be known at compile time");
   int out_rank = static_cast<int>(x.size() + axes->size());
   ASSIGN_OR_RETURN(std::vector<int> norm, NormalizeAxes(ctx, *axes, out_rank));

@@ -1,0 +1,507 @@
+// The tiled GEMM loop builder and the matrix-product lowerings on it: MatMul, Gemm, Einsum.
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+
+#include "compiler/lower/nn_internal.h"
+#include "jit/compute.h"
+
+namespace kiln::compiler::nn {
+
+using jit::Cast;
+using jit::FloorDiv;
+using jit::FloorMod;
+using jit::Let;
+using jit::Load;
+using jit::Min;
+using jit::Store;
+
+namespace {
+
+// Row tiles per parallel task: the packed B panel is reused across this many tiles.
+constexpr int64_t kGroupTiles = 16;
+// Bytes of packed B per chunk of K (local scratch on the task's stack).
+constexpr int64_t kPackBytes = 128 * 1024;
+
+}  // namespace
+
+void ChooseTile(GemmSpec& spec, std::optional<int64_t> m, std::optional<int64_t> n) {
+  int64_t lanes = DTypeSize(spec.acc) >= 8 ? 8 : 16;  // one AVX-512 vector
+  spec.cols = 4 * lanes;
+  spec.rows = 6;
+  if (n && *n < spec.cols) spec.cols = std::max<int64_t>(lanes, (*n + lanes - 1) / lanes * lanes);
+  if (m && *m < spec.rows) spec.rows = std::max<int64_t>(1, *m);
+}
+
+std::function<Stmt(const PackArgs&)> PackFrom(
+    std::function<Expr(const Expr& b, const Expr& k, const Expr& j)> element, Expr n,
+    bool k_contiguous, DType acc) {
+  return [element, n, k_contiguous, acc](const PackArgs& p) {
+    Var kk("kk"), jj("jj");
+    Expr j = p.j0 + jj;
+    // Columns past n read a valid column (clamped) and store 0.
+    Expr value = jit::Select(jit::Lt(j, n), Cast(acc, element(p.b, p.k0 + kk, Min(j, n - I(1)))),
+                             jit::Const(acc, 0));
+    Stmt store = Store(p.pack, {kk, jj}, value);
+    if (k_contiguous) {
+      return jit::For(jj, I(p.cols), ForKind::kSerial,
+                      jit::For(kk, p.klen, ForKind::kVectorized, store));
+    }
+    return jit::For(kk, p.klen, ForKind::kSerial,
+                    jit::For(jj, I(p.cols), ForKind::kVectorized, store));
+  };
+}
+
+Stmt GemmLoops(const GemmSpec& s) {
+  const int64_t rows = s.rows, cols = s.cols, group = rows * kGroupTiles;
+  const int64_t kc = std::max<int64_t>(16, kPackBytes / (cols * DTypeSize(s.acc)));
+  Buffer pack = Buffer::Local("pack", s.acc, {kc, cols});
+  Buffer part = Buffer::Local("part", s.acc, {group, cols});
+  Buffer acc = Buffer::Local("acc", s.acc, {rows, cols});
+  Var t("t"), b("b"), rem("rem"), j0("j0"), r0("r0"), rows_g("rows_g"), ncols("ncols");
+  Var tiles("tiles"), c("c"), k0("k0"), klen("klen"), tt("tt"), i0("i0");
+  Expr col_tiles = CeilDivE(s.n, I(cols));
+  Expr row_groups = CeilDivE(s.m, I(group));
+  Expr per_batch = col_tiles * row_groups;
+
+  // One rows x cols tile over one K chunk: acc from the partial sums (or 0), FMAs, back.
+  Var ii("ii"), jj("jj"), kk("kk"), a_ik("a_ik", s.acc);
+  ForKind row_kind = ForKind::kUnrolled;
+  Stmt zero = jit::For(
+      ii, I(rows), row_kind,
+      jit::For(jj, I(cols), ForKind::kVectorized, Store(acc, {ii, jj}, jit::Const(s.acc, 0))));
+  Var ii2("ii"), jj2("jj");
+  Stmt reload = jit::For(ii2, I(rows), row_kind,
+                         jit::For(jj2, I(cols), ForKind::kVectorized,
+                                  Store(acc, {ii2, jj2}, Load(part, {tt * I(rows) + ii2, jj2}))));
+  Var ii3("ii"), jj3("jj");
+  Expr a_value = Cast(s.acc, s.a(b, Min(i0 + ii3, s.m - I(1)), k0 + kk));
+  Expr fma = jit::MulAdd(a_ik, Load(pack, {kk, jj3}), Load(acc, {ii3, jj3}));
+  Stmt accumulate = jit::For(
+      kk, klen, ForKind::kSerial,
+      jit::For(ii3, I(rows), row_kind,
+               Let(a_ik, a_value,
+                   jit::For(jj3, I(cols), ForKind::kVectorized, Store(acc, {ii3, jj3}, fma)))));
+  Var ii4("ii"), jj4("jj");
+  Stmt save = jit::For(ii4, I(rows), row_kind,
+                       jit::For(jj4, I(cols), ForKind::kVectorized,
+                                Store(part, {tt * I(rows) + ii4, jj4}, Load(acc, {ii4, jj4}))));
+  Stmt tile = Let(
+      i0, r0 + tt * I(rows),
+      jit::Allocate(acc, jit::Seq({jit::If(jit::Eq(c, I(0)), zero, reload), accumulate, save})));
+  Stmt chunk = Let(k0, c * I(kc),
+                   Let(klen, Min(I(kc), s.k - k0),
+                       jit::Seq({s.pack(PackArgs{b, k0, klen, j0, pack, cols}),
+                                 jit::For(tt, tiles, ForKind::kSerial, tile)})));
+  Expr chunks = jit::Max(CeilDivE(s.k, I(kc)), I(1));  // K = 0 still zeroes the output
+  Var ii5("ii"), jj5("jj");
+  Stmt write = jit::For(ii5, rows_g, ForKind::kSerial,
+                        jit::For(jj5, ncols, ForKind::kVectorized,
+                                 s.store(b, r0 + ii5, j0 + jj5, Load(part, {ii5, jj5}))));
+  Stmt task = jit::Allocate(
+      part, jit::Allocate(pack, jit::Seq({jit::For(c, chunks, ForKind::kSerial, chunk), write})));
+  // Row groups vary fastest, so a thread's contiguous run of tasks shares one column panel.
+  task = Let(rows_g, Min(I(group), s.m - r0),
+             Let(ncols, Min(I(cols), s.n - j0), Let(tiles, CeilDivE(rows_g, I(rows)), task)));
+  task = Let(rem, FloorMod(t, per_batch),
+             Let(j0, FloorDiv(rem, row_groups) * I(cols),
+                 Let(r0, FloorMod(rem, row_groups) * I(group), task)));
+  if (s.bind_batch) task = s.bind_batch(b, task);
+  task = Let(b, FloorDiv(t, per_batch), task);
+  return jit::For(t, s.batch * per_batch, ForKind::kParallel, task);
+}
+
+namespace {
+
+// Flat row-major index of `index` over `dims`.
+Expr Flatten(const std::vector<Expr>& index, const std::vector<Expr>& dims) {
+  Expr flat = I(0);
+  for (size_t d = 0; d < index.size(); ++d) flat = flat * dims[d] + index[d];
+  return flat;
+}
+
+// Index list of `rank` zeros with the last entries replaced by `tail`. Buffers are contiguous,
+// so indexing a leading dim past its size addresses the flattened tensor (row r of the
+// [prod(leading), last] view is {0, ..., r, j}).
+std::vector<Expr> Flat(int rank, std::vector<Expr> tail) {
+  std::vector<Expr> index(rank - tail.size(), I(0));
+  index.insert(index.end(), tail.begin(), tail.end());
+  return index;
+}
+
+}  // namespace
+
+Status LowerMatMul(LowerContext& ctx) {
+  const int ra = ctx.input_rank(0), rb = ctx.input_rank(1), ro = ctx.output_rank(0);
+  const bool a_vec = ra == 1, b_vec = rb == 1;
+  Buffer A = ctx.in(0), B = ctx.in(1), Y = ctx.out(0);
+  DType out_type = ctx.output_dtype(0);
+  GemmSpec s;
+  s.acc = AccType(out_type);
+  s.m = a_vec ? I(1) : ctx.InputDim(0, ra - 2);
+  s.k = ctx.InputDim(0, ra - 1);
+  s.n = b_vec ? I(1) : ctx.InputDim(1, rb - 1);
+  Expr n = s.n, k = s.k;
+  if (rb <= 2 && ConstOf(s.n) == 1 && ra >= 2) {
+    // Matrix-vector: one vectorized dot product per row (a GEMM tile would be mostly padding).
+    Expr rows = s.m;
+    for (int d = 0; d + 2 < ra; ++d) rows = rows * ctx.InputDim(0, d);
+    DType acc = s.acc;
+    Var r("r"), kk("k");
+    Expr dot = jit::Sum(
+        {{kk, k}},
+        jit::Mul(Cast(acc, Load(A, Flat(ra, {r, kk}))),
+                 Cast(acc, Load(B, b_vec ? std::vector<Expr>{kk} : std::vector<Expr>{kk, I(0)}))));
+    std::vector<Expr> out_index = b_vec ? Flat(ro, {r}) : Flat(ro, {r, I(0)});
+    ctx.SetBody(jit::For(r, rows, ForKind::kParallel, Store(Y, out_index, Cast(out_type, dot))));
+    return Status::Ok();
+  }
+  if (rb <= 2) {
+    // B has no batch dims: A's batch dims fold into its rows.
+    for (int d = 0; d + 2 < ra; ++d) s.m = s.m * ctx.InputDim(0, d);
+    s.batch = I(1);
+    s.a = [A, ra](const Expr&, const Expr& i, const Expr& kk) {
+      return ra == 1 ? Load(A, {kk}) : Load(A, Flat(ra, {i, kk}));
+    };
+    s.pack = PackFrom(
+        [B, b_vec](const Expr&, const Expr& kk, const Expr& j) {
+          return b_vec ? Load(B, {kk}) : Load(B, {kk, j});
+        },
+        n, false, s.acc);
+    s.store = [Y, ro, b_vec, out_type](const Expr&, const Expr& i, const Expr& j, const Expr& v) {
+      std::vector<Expr> tail;
+      if (ro >= 1) tail = b_vec ? std::vector<Expr>{i} : std::vector<Expr>{i, j};
+      if (ro == 1 && !b_vec) tail = {j};
+      return Store(Y, Flat(ro, tail), Cast(out_type, v));
+    };
+  } else {
+    const int obr = ro - (a_vec ? 0 : 1) - 1;  // b_vec is impossible here
+    std::vector<Expr> out_batch;
+    for (int d = 0; d < obr; ++d) out_batch.push_back(ctx.OutputDim(0, d));
+    s.batch = I(1);
+    for (const Expr& d : out_batch) s.batch = s.batch * d;
+    // Flat batch index of an operand from the output's batch index (size-1 dims broadcast).
+    auto operand_batch = [&ctx, out_batch, obr](int input, int batch_rank, const Expr& b) {
+      std::vector<Expr> out_index(obr);
+      Expr rest = b;
+      for (int d = obr - 1; d >= 0; --d) {
+        out_index[d] = FloorMod(rest, out_batch[d]);
+        rest = FloorDiv(rest, out_batch[d]);
+      }
+      std::vector<Expr> index, dims;
+      for (int d = 0; d < batch_rank; ++d) {
+        Expr dim = ctx.InputDim(input, d);
+        Expr o = out_index[obr - batch_rank + d];
+        const DimExpr& sym = ctx.input_shape(input)[d];
+        if (sym.is_const() && sym.const_value() == 1) {
+          o = I(0);
+        } else if (!(sym == ctx.output_shape(0)[obr - batch_rank + d])) {
+          o = jit::Select(jit::Eq(dim, I(1)), I(0), o);
+        }
+        index.push_back(o);
+        dims.push_back(dim);
+      }
+      return Flatten(index, dims);
+    };
+    Var a_row0("a_row0"), b_k0("b_k0");
+    Expr m = s.m;
+    s.a = [A, ra, a_row0](const Expr&, const Expr& i, const Expr& kk) {
+      return ra == 1 ? Load(A, {kk}) : Load(A, Flat(ra, {a_row0 + i, kk}));
+    };
+    s.pack = PackFrom(
+        [B, rb, b_k0](const Expr&, const Expr& kk, const Expr& j) {
+          return Load(B, Flat(rb, {b_k0 + kk, j}));
+        },
+        n, false, s.acc);
+    s.store = [Y, ro, a_vec, m, out_type](const Expr& b, const Expr& i, const Expr& j,
+                                          const Expr& v) {
+      std::vector<Expr> tail = a_vec ? std::vector<Expr>{b, j} : std::vector<Expr>{b * m + i, j};
+      return Store(Y, Flat(ro, tail), Cast(out_type, v));
+    };
+    s.bind_batch = [=](const Expr& b, Stmt body) {
+      Expr a_off = ra >= 3 ? operand_batch(0, ra - 2, b) * m : I(0);
+      return Let(a_row0, a_off, Let(b_k0, operand_batch(1, rb - 2, b) * k, std::move(body)));
+    };
+  }
+  ChooseTile(s, ConstOf(s.m), ConstOf(s.n));
+  ctx.SetBody(GemmLoops(s));
+  return Status::Ok();
+}
+
+Status LowerGemm(LowerContext& ctx) {
+  ASSIGN_OR_RETURN(int64_t trans_a, ctx.GetInt("transA", 0));
+  ASSIGN_OR_RETURN(int64_t trans_b, ctx.GetInt("transB", 0));
+  ASSIGN_OR_RETURN(float alpha, ctx.GetFloat("alpha", 1.0f));
+  ASSIGN_OR_RETURN(float beta, ctx.GetFloat("beta", 1.0f));
+  Buffer A = ctx.in(0), B = ctx.in(1), Y = ctx.out(0);
+  DType out_type = ctx.output_dtype(0);
+  GemmSpec s;
+  s.acc = AccType(out_type);
+  s.batch = I(1);
+  s.m = ctx.OutputDim(0, 0);
+  s.n = ctx.OutputDim(0, 1);
+  s.k = ctx.InputDim(0, trans_a ? 0 : 1);
+  s.a = [A, trans_a](const Expr&, const Expr& i, const Expr& kk) {
+    return trans_a ? Load(A, {kk, i}) : Load(A, {i, kk});
+  };
+  s.pack = PackFrom(
+      [B, trans_b](const Expr&, const Expr& kk, const Expr& j) {
+        return trans_b ? Load(B, {j, kk}) : Load(B, {kk, j});
+      },
+      s.n, trans_b != 0, s.acc);
+  bool has_c = ctx.has_input(2) && beta != 0;
+  Buffer C = has_c ? ctx.in(2) : Buffer();
+  std::vector<jit::BroadcastDim> hints =
+      has_c ? BroadcastHints(ctx.input_shape(2), ctx.output_shape(0))
+            : std::vector<jit::BroadcastDim>();
+  DType acc = s.acc;
+  s.store = [=](const Expr&, const Expr& i, const Expr& j, const Expr& v) {
+    Expr value = alpha == 1.0f ? v : jit::Mul(v, jit::Const(acc, alpha));
+    if (has_c) {
+      Expr c = Cast(acc, jit::BroadcastLoad(C, {i, j}, hints));
+      value = jit::Add(value, beta == 1.0f ? c : jit::Mul(c, jit::Const(acc, beta)));
+    }
+    return Store(Y, {i, j}, Cast(out_type, value));
+  };
+  ChooseTile(s, ConstOf(s.m), ConstOf(s.n));
+  ctx.SetBody(GemmLoops(s));
+  return Status::Ok();
+}
+
+// ---- Einsum ----------------------------------------------------------------------------------
+
+namespace {
+
+struct EinsumPlan {
+  std::vector<std::vector<char>> terms;  // per operand: one label per dim (ellipsis expanded)
+  std::vector<char> out;                 // output labels
+};
+
+// Ellipsis dims get labels '0'..'9'+ right-aligned across operands (numpy broadcasting).
+StatusOr<EinsumPlan> ParseEinsum(const LowerContext& ctx, std::string eq) {
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  size_t arrow = eq.find("->");
+  std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    size_t comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? comma : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (static_cast<int>(terms.size()) != ctx.num_inputs()) return ctx.Error("operand count");
+  EinsumPlan plan;
+  int ell_rank = 0;
+  std::map<char, int> count;
+  std::vector<int> ells;
+  for (size_t t = 0; t < terms.size(); ++t) {
+    size_t dots = terms[t].find("...");
+    int letters = static_cast<int>(terms[t].size()) - (dots == std::string::npos ? 0 : 3);
+    int ell = ctx.input_rank(static_cast<int>(t)) - letters;
+    if (ell < 0 || (dots == std::string::npos && ell != 0)) return ctx.Error("operand rank");
+    if (ell > 10) return ctx.UnsupportedError("more than 10 ellipsis dims");
+    ell_rank = std::max(ell_rank, ell);
+    ells.push_back(ell);
+  }
+  for (size_t t = 0; t < terms.size(); ++t) {
+    const std::string& term = terms[t];
+    size_t dots = term.find("...");
+    std::vector<char> labels;
+    for (size_t c = 0; c < term.size(); ++c) {
+      if (c == dots) {
+        // Right-aligned across operands, as numpy broadcasting aligns them.
+        for (int e = 0; e < ells[t]; ++e)
+          labels.push_back(static_cast<char>('0' + e + ell_rank - ells[t]));
+        c += 2;
+        continue;
+      }
+      if (!std::isalpha(static_cast<unsigned char>(term[c]))) return ctx.Error("bad equation");
+      labels.push_back(term[c]);
+      ++count[term[c]];
+    }
+    plan.terms.push_back(labels);
+  }
+  std::vector<char> ell_labels;
+  for (int e = 0; e < ell_rank; ++e) ell_labels.push_back(static_cast<char>('0' + e));
+  if (arrow == std::string::npos) {
+    plan.out = ell_labels;
+    for (auto& [l, n] : count)
+      if (n == 1) plan.out.push_back(l);
+  } else {
+    std::string rhs = eq.substr(arrow + 2);
+    for (size_t c = 0; c < rhs.size(); ++c) {
+      if (rhs.compare(c, 3, "...") == 0) {
+        plan.out.insert(plan.out.end(), ell_labels.begin(), ell_labels.end());
+        c += 2;
+      } else {
+        plan.out.push_back(rhs[c]);
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace
+
+namespace {
+
+// Two operands whose labels split into batch (both + output), M (A + output), N (B + output) and
+// K (A + B) with at most one M, N and K label, no repeated label within an operand and dims that
+// agree symbolically: a batched GEMM ("bij,bjk->bik", "BFNH,BTNH->BNFT", "ij,kj->ik").
+bool EinsumAsGemm(LowerContext& ctx, const EinsumPlan& plan) {
+  if (plan.terms.size() != 2) return false;
+  const std::vector<char>&ta = plan.terms[0], &tb = plan.terms[1], &to = plan.out;
+  auto has = [](const std::vector<char>& t, char l) { return std::count(t.begin(), t.end(), l); };
+  std::map<char, DimExpr> dim;
+  for (int t = 0; t < 2; ++t) {
+    for (size_t d = 0; d < plan.terms[t].size(); ++d) {
+      char l = plan.terms[t][d];
+      const DimExpr& e = ctx.input_shape(t)[d];
+      if (has(plan.terms[t], l) != 1) return false;
+      auto it = dim.find(l);
+      if (it != dim.end() && !(it->second == e)) return false;  // broadcasting: direct form
+      dim.emplace(l, e);
+    }
+  }
+  std::vector<char> batch, m, n, k;
+  for (char l : to) {
+    if (has(to, l) != 1) return false;
+    bool a = has(ta, l), b = has(tb, l);
+    (a && b ? batch : a ? m : b ? n : k).push_back(l);
+    if (!a && !b) return false;
+  }
+  for (char l : ta) {
+    if (!has(to, l)) {
+      if (!has(tb, l)) return false;  // summed within A alone: direct form
+      k.push_back(l);
+    }
+  }
+  for (char l : tb)
+    if (!has(to, l) && !has(ta, l)) return false;
+  if (m.size() > 1 || n.size() > 1 || k.size() > 1) return false;
+  DType out_type = ctx.output_dtype(0);
+  auto extent = [&](const std::vector<char>& ls) {
+    Expr e = I(1);
+    for (char l : ls) {
+      const DimExpr& d = dim.at(l);
+      // A dim of the operands: as a constant, or read from the first operand holding it.
+      if (d.is_const()) {
+        e = e * I(d.const_value());
+      } else {
+        for (int t = 0; t < 2; ++t) {
+          auto it = std::find(plan.terms[t].begin(), plan.terms[t].end(), l);
+          if (it != plan.terms[t].end()) {
+            e = e * DimOf(ctx.in(t), static_cast<int>(it - plan.terms[t].begin()));
+            break;
+          }
+        }
+      }
+    }
+    return e;
+  };
+  std::map<char, Var> batch_vars;
+  for (char l : batch) batch_vars.emplace(l, Var(std::string("b_") + l));
+  std::vector<Expr> batch_dims;
+  for (char l : batch) batch_dims.push_back(extent({l}));
+  auto index = [&](const std::vector<char>& term, const Expr& i, const Expr& j, const Expr& kk) {
+    std::vector<Expr> idx;
+    for (char l : term) {
+      if (batch_vars.count(l)) {
+        idx.push_back(batch_vars.at(l));
+      } else if (!m.empty() && l == m[0]) {
+        idx.push_back(i);
+      } else if (!n.empty() && l == n[0]) {
+        idx.push_back(j);
+      } else {
+        idx.push_back(kk);
+      }
+    }
+    return idx;
+  };
+  Buffer A = ctx.in(0), B = ctx.in(1), Y = ctx.out(0);
+  GemmSpec s;
+  s.acc = AccType(out_type);
+  s.batch = extent(batch);
+  s.m = extent(m);
+  s.n = extent(n);
+  s.k = extent(k);
+  s.a = [=](const Expr&, const Expr& i, const Expr& kk) {
+    return Load(A, index(ta, i, Expr(), kk));
+  };
+  bool k_last = !k.empty() && !tb.empty() && tb.back() == k[0];
+  s.pack = PackFrom(
+      [=](const Expr&, const Expr& kk, const Expr& j) { return Load(B, index(tb, Expr(), j, kk)); },
+      s.n, k_last, s.acc);
+  s.store = [=](const Expr&, const Expr& i, const Expr& j, const Expr& v) {
+    return Store(Y, index(to, i, j, Expr()), Cast(out_type, v));
+  };
+  s.bind_batch = [=](const Expr& b, Stmt body) {
+    Expr rest = b;
+    for (int d = static_cast<int>(batch.size()) - 1; d >= 0; --d) {
+      body = Let(batch_vars.at(batch[d]), d == 0 ? rest : FloorMod(rest, batch_dims[d]), body);
+      rest = FloorDiv(rest, batch_dims[d]);
+    }
+    return body;
+  };
+  ChooseTile(s, ConstOf(s.m), ConstOf(s.n));
+  ctx.SetBody(GemmLoops(s));
+  return true;
+}
+
+}  // namespace
+
+// Matmul-like equations run on the tiled GEMM; anything else (diagonals, single-operand sums and
+// transposes, broadcasting ellipses, three or more operands) on the direct form: every output
+// element is a sum, over the labels not in the output, of the product of the operands.
+Status LowerEinsum(LowerContext& ctx) {
+  ASSIGN_OR_RETURN(std::string eq, ctx.GetString("equation", ""));
+  ASSIGN_OR_RETURN(EinsumPlan plan, ParseEinsum(ctx, eq));
+  if (EinsumAsGemm(ctx, plan)) return Status::Ok();
+  DType out_type = ctx.output_dtype(0);
+  DType acc = AccType(out_type);
+  // Extent of each label: the largest of its dims (size-1 ellipsis dims broadcast).
+  std::map<char, Expr> extent;
+  for (size_t t = 0; t < plan.terms.size(); ++t) {
+    for (size_t d = 0; d < plan.terms[t].size(); ++d) {
+      Expr dim = ctx.InputDim(static_cast<int>(t), static_cast<int>(d));
+      char l = plan.terms[t][d];
+      extent[l] = extent.count(l) ? jit::Max(extent[l], dim) : dim;
+    }
+  }
+  std::set<char> in_out(plan.out.begin(), plan.out.end());
+  std::vector<char> summed;
+  for (auto& [l, e] : extent)
+    if (!in_out.count(l)) summed.push_back(l);
+  ctx.SetCompute(0, [&](const std::vector<Expr>& index) {
+    std::map<char, Expr> value_of;
+    for (size_t d = 0; d < plan.out.size(); ++d) value_of[plan.out[d]] = index[d];
+    std::vector<jit::IterVar> axes;
+    for (char l : summed) {
+      Var v(std::string("s_") + (std::isalpha(static_cast<unsigned char>(l)) ? l : 'e'));
+      axes.push_back({v, extent[l]});
+      value_of[l] = v;
+    }
+    Expr product;
+    for (size_t t = 0; t < plan.terms.size(); ++t) {
+      std::vector<Expr> idx;
+      for (size_t d = 0; d < plan.terms[t].size(); ++d) {
+        char l = plan.terms[t][d];
+        Expr i = value_of[l];
+        if (l >= '0' && l <= '9') {  // ellipsis dims may broadcast
+          Expr dim = ctx.InputDim(static_cast<int>(t), static_cast<int>(d));
+          if (!(ConstOf(dim) && !(*ConstOf(dim) == 1))) {
+            i = jit::Select(jit::Eq(dim, I(1)), I(0), i);
+          }
+        }
+        idx.push_back(i);
+      }
+      Expr x = Cast(acc, Load(ctx.in(static_cast<int>(t)), idx));
+      product = product ? jit::Mul(product, x) : x;
+    }
+    return axes.empty() ? product : jit::Sum(axes, product);
+  });
+  return Status::Ok();
+}
+
+}  // namespace kiln::compiler::nn
