@@ -95,6 +95,7 @@ struct Shared {
   std::map<uint64_t, std::vector<std::pair<jit::Kernel, int>>> kernels;
   std::map<uint64_t, std::vector<std::pair<jit::Kernel, int>>> shape_funcs;
   std::map<std::vector<int64_t>, int> const_shapes;  // i64 constant -> constant index
+  std::map<int, std::vector<jit::Expr>> kernel_pre, shape_func_pre;  // by table index
   EmitStats st;
   int subgraphs = 0;
 };
@@ -133,9 +134,15 @@ class Emitter {
   int ScratchStorage(int64_t bytes);
   Status EnsureShapes(const std::vector<ValueId>& need, NodeId at);
   bool SymbolsBound(const SymbolicShape& s) const;
-  jit::Expr ToExpr(const DimExpr& d, const std::map<std::string, jit::Var>& vars) const;
-  int AddKernel(const jit::Kernel& k, std::vector<DType> ins, std::vector<DType> outs);
-  int AddShapeFunction(const jit::Kernel& k, int num_inputs, std::vector<bool> data_dependent);
+  jit::Expr ToExpr(const DimExpr& d, const std::map<std::string, jit::Expr>& vars) const;
+  /// Preconditions of a kernel whose buffers hold `values` (in order): every dim equals its
+  /// symbolic value, symbols bound at their first bare occurrence. `extra` are appended.
+  std::vector<jit::Expr> Preconditions(const jit::Kernel& k, const std::vector<ValueId>& values,
+                                       std::vector<jit::Expr> extra = {}) const;
+  int AddKernel(const jit::Kernel& k, std::vector<DType> ins, std::vector<DType> outs,
+                const std::vector<jit::Expr>& pre = {});
+  int AddShapeFunction(const jit::Kernel& k, int num_inputs, std::vector<bool> data_dependent,
+                       const std::vector<jit::Expr>& pre = {});
 
   static const std::vector<ExternalRegionToEmit>& NoRegions() {
     static const std::vector<ExternalRegionToEmit> none;
@@ -213,7 +220,7 @@ bool Emitter::SymbolsBound(const SymbolicShape& s) const {
   return true;
 }
 
-jit::Expr Emitter::ToExpr(const DimExpr& d, const std::map<std::string, jit::Var>& vars) const {
+jit::Expr Emitter::ToExpr(const DimExpr& d, const std::map<std::string, jit::Expr>& vars) const {
   switch (d.kind()) {
     case DimExpr::Kind::kConst:
       return jit::IntImm(d.const_value());
@@ -243,28 +250,83 @@ jit::Expr Emitter::ToExpr(const DimExpr& d, const std::map<std::string, jit::Var
   return jit::IntImm(-1);
 }
 
-int Emitter::AddKernel(const jit::Kernel& k, std::vector<DType> ins, std::vector<DType> outs) {
-  uint64_t h = jit::HashKernel(k);
+std::vector<jit::Expr> Emitter::Preconditions(const jit::Kernel& k,
+                                              const std::vector<ValueId>& values,
+                                              std::vector<jit::Expr> extra) const {
+  std::vector<jit::Expr> out;
+  std::map<std::string, jit::Expr> sym;
+  for (size_t i = 0; i < values.size() && i < k.buffers.size(); ++i) {
+    const SymbolicShape& shape = *g_.value(values[i]).shape;
+    for (size_t a = 0; a < shape.size(); ++a) {
+      jit::Expr dim = jit::DimOf(k.buffers[i], static_cast<int>(a));
+      const DimExpr& d = shape[a];
+      if (d.is_const()) {
+        out.push_back(jit::Eq(dim, jit::IntImm(d.const_value())));
+      } else if (d.is_symbol()) {
+        auto it = sym.find(d.symbol_name());
+        if (it == sym.end()) {
+          sym[d.symbol_name()] = dim;
+        } else {
+          out.push_back(jit::Eq(dim, it->second));
+        }
+      }
+    }
+  }
+  for (size_t i = 0; i < values.size() && i < k.buffers.size(); ++i) {
+    const SymbolicShape& shape = *g_.value(values[i]).shape;
+    for (size_t a = 0; a < shape.size(); ++a) {
+      const DimExpr& d = shape[a];
+      if (d.is_const() || d.is_symbol()) continue;
+      std::set<std::string> names;
+      d.CollectSymbols(&names);
+      bool known = true;
+      for (const std::string& n : names) known &= sym.count(n) > 0;
+      // A dim over a symbol no buffer carries bare cannot be checked here (kept conservative:
+      // lowerings of such nodes read it with DimOf).
+      if (known) out.push_back(jit::Eq(jit::DimOf(k.buffers[i], static_cast<int>(a)), ToExpr(d, sym)));
+    }
+  }
+  for (jit::Expr& e : extra) out.push_back(std::move(e));
+  return out;
+}
+
+namespace {
+std::string PreKey(const std::vector<jit::Expr>& pre) {
+  std::string key;
+  for (const jit::Expr& e : pre) key += jit::ToText(e) + ";";
+  return key;
+}
+}  // namespace
+
+int Emitter::AddKernel(const jit::Kernel& k, std::vector<DType> ins, std::vector<DType> outs,
+                       const std::vector<jit::Expr>& pre) {
+  const std::string pre_key = PreKey(pre);
+  uint64_t h = jit::HashKernel(k) ^ std::hash<std::string>()(pre_key);
   for (const auto& [kernel, index] : kernels_[h]) {
-    if (jit::StructurallyEqual(kernel, k)) return index;
+    if (jit::StructurallyEqual(kernel, k) && PreKey(sh_.kernel_pre[index]) == pre_key) return index;
   }
   KernelDef def;
   def.name = k.name;
   def.inputs = std::move(ins);
   def.outputs = std::move(outs);
   def.payload_format = jit::kPayloadFormat;
-  def.payload = jit::SerializeKernel(k);
+  def.payload = jit::SerializeKernel(k, {}, pre);
   int index = eb_.AddKernel(std::move(def));
   kernels_[h].emplace_back(k, index);
+  sh_.kernel_pre[index] = pre;
   ++st_.kernels;
   return index;
 }
 
 int Emitter::AddShapeFunction(const jit::Kernel& k, int num_inputs,
-                              std::vector<bool> data_dependent) {
-  uint64_t h = jit::HashKernel(k);
+                              std::vector<bool> data_dependent,
+                              const std::vector<jit::Expr>& pre) {
+  const std::string pre_key = PreKey(pre);
+  uint64_t h = jit::HashKernel(k) ^ std::hash<std::string>()(pre_key);
   for (const auto& [kernel, index] : shape_funcs_[h]) {
-    if (jit::StructurallyEqual(kernel, k)) return index;
+    if (jit::StructurallyEqual(kernel, k) && PreKey(sh_.shape_func_pre[index]) == pre_key) {
+      return index;
+    }
   }
   ShapeFunctionDef def;
   def.name = k.name;
@@ -272,9 +334,10 @@ int Emitter::AddShapeFunction(const jit::Kernel& k, int num_inputs,
   def.num_outputs = static_cast<int>(k.buffers.size()) - num_inputs;
   def.data_dependent = std::move(data_dependent);
   def.payload_format = jit::kPayloadFormat;
-  def.payload = jit::SerializeKernel(k);
+  def.payload = jit::SerializeKernel(k, {}, pre);
   int index = eb_.AddShapeFunction(std::move(def));
   shape_funcs_[h].emplace_back(k, index);
+  sh_.shape_func_pre[index] = pre;
   ++st_.shape_functions;
   return index;
 }
@@ -347,8 +410,9 @@ Status Emitter::EnsureShapes(const std::vector<ValueId>& need, NodeId at) {
   std::vector<int> in_regs;
   std::vector<bool> data_dependent;
   std::map<int, int> buffer_of_reg;
-  std::map<std::string, jit::Var> vars;
+  std::map<std::string, jit::Expr> vars;
   std::vector<std::pair<jit::Var, jit::Expr>> lets;
+  std::vector<jit::Expr> pre;
   for (const std::string& name : symbols) {
     const SymbolSource& src = bound_.at(name);
     auto it = buffer_of_reg.find(src.reg);
@@ -364,6 +428,7 @@ Status Emitter::EnsureShapes(const std::vector<ValueId>& need, NodeId at) {
     vars[name] = var;
     lets.emplace_back(var, src.dim ? jit::DimOf(b, src.index)
                                    : jit::Load(b, {jit::IntImm(src.index)}));
+    if (!src.dim) pre.push_back(jit::Gt(jit::DimOf(b, 0), jit::IntImm(src.index)));
   }
   const int num_inputs = static_cast<int>(buffers.size());
   // One i64 output holding, per value, its dims then its byte size; the program reads them
@@ -401,7 +466,8 @@ Status Emitter::EnsureShapes(const std::vector<ValueId>& need, NodeId at) {
   k.body = body;
   Status valid = jit::ValidateKernel(k);
   if (!valid.ok()) return Internal("batched shape function: " + valid.message());
-  int sf = AddShapeFunction(k, num_inputs, data_dependent);
+  pre.push_back(jit::Eq(jit::DimOf(all, 0), jit::IntImm(std::max<int64_t>(slot, 1))));
+  int sf = AddShapeFunction(k, num_inputs, data_dependent, pre);
   int storage = ScratchStorage(std::max<int64_t>(8 * slot, 8));
   int all_reg = NewReg();
   fb_.AllocTensor(all_reg, storage, 0, DType::kI64, {std::max<int64_t>(slot, 1)});
@@ -777,7 +843,10 @@ Status Emitter::EmitFused(const Item& item) {
     in_dtypes.push_back(g_.value(in).dtype);
   }
   ASSIGN_OR_RETURN(std::vector<int> out_regs, AllocOutputs({fk.output}, item.node));
-  int k = AddKernel(fk.kernel, in_dtypes, {g_.value(fk.output).dtype});
+  std::vector<ValueId> values = fk.inputs;
+  values.push_back(fk.output);
+  int k = AddKernel(fk.kernel, in_dtypes, {g_.value(fk.output).dtype},
+                    Preconditions(fk.kernel, values));
   fb_.InvokeKernel(k, in_regs, out_regs);
   return Status::Ok();
 }
@@ -813,7 +882,18 @@ Status Emitter::EmitNode(NodeId n) {
     }
     fb_.KillRegister(storage);
     std::vector<bool> dd(in_regs.size(), true);
-    int sf = AddShapeFunction(*lowered->shape_function, static_cast<int>(in_regs.size()), dd);
+    std::vector<ValueId> in_values;
+    for (ValueId in : node.inputs) {
+      if (in != kNoValue) in_values.push_back(in);
+    }
+    std::vector<jit::Expr> extra;
+    const jit::Kernel& sk = *lowered->shape_function;
+    for (size_t j = 0; j < outs.size(); ++j) {
+      extra.push_back(jit::Eq(jit::DimOf(sk.buffers[in_values.size() + j], 0),
+                              jit::IntImm(static_cast<int64_t>(g_.value(outs[j]).shape->size()))));
+    }
+    int sf = AddShapeFunction(sk, static_cast<int>(in_regs.size()), dd,
+                              Preconditions(sk, in_values, std::move(extra)));
     fb_.InvokeShapeFunc(sf, in_regs, shape_regs);
     for (size_t j = 0; j < outs.size(); ++j) {
       const SymbolicShape& shape = *g_.value(outs[j]).shape;
@@ -858,7 +938,13 @@ Status Emitter::EmitNode(NodeId n) {
   }
   for (ValueId out : outs) out_dtypes.push_back(g_.value(out).dtype);
   ASSIGN_OR_RETURN(std::vector<int> out_regs, AllocOutputs(outs, n));
-  int k = AddKernel(*lowered->kernel, in_dtypes, out_dtypes);
+  std::vector<ValueId> values;
+  for (ValueId in : node.inputs) {
+    if (in != kNoValue) values.push_back(in);
+  }
+  values.insert(values.end(), outs.begin(), outs.end());
+  int k = AddKernel(*lowered->kernel, in_dtypes, out_dtypes,
+                    Preconditions(*lowered->kernel, values));
   fb_.InvokeKernel(k, in_regs, out_regs);
   return Status::Ok();
 }

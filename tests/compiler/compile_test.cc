@@ -1,0 +1,305 @@
+// The whole compiler on small models: ONNX text -> CompileOnnxBytes -> VM on the JIT (and the
+// oneDNN runtime), checked against plain references. Dynamic shapes at several values in one
+// process, data-dependent shapes, --external=onednn vs none, and bad input.
+#define BOOST_TEST_MODULE compile_test
+#include <boost/test/included/unit_test.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "compiler/compile.h"
+#include "external/onednn/runtime.h"
+#include "external/registry/registry.h"
+#include "tests/compiler/e2e_util.h"
+#include "tests/compiler/lower/op_test_util.h"
+#include "tests/compiler/test_util.h"
+
+namespace kiln::compiler {
+namespace {
+
+using testing::Compare;
+using testing::F32;
+using testing::I64;
+
+std::shared_ptr<ExternalRegistry> Vendors() {
+  static auto* r = new std::shared_ptr<ExternalRegistry>([] {
+    auto reg = std::make_shared<ExternalRegistry>();
+    Status s = onednn::RegisterOneDnn(*reg);
+    if (!s.ok()) BOOST_FAIL(s.message());
+    return reg;
+  }());
+  return *r;
+}
+
+struct Compiled {
+  CompileStats stats;
+  std::shared_ptr<const Executable> exe;
+};
+
+Compiled Compile(const std::string& text, const std::string& external = "none",
+                 std::map<std::string, int64_t> pins = {}) {
+  std::string bytes = testing::ModelBytes(text);
+  CompileOptions o;
+  o.external = external;
+  o.dim_pins = std::move(pins);
+  Compiled c;
+  auto kiln = CompileOnnxBytes(bytes.data(), bytes.size(), o, &c.stats);
+  if (!kiln.ok()) BOOST_FAIL(kiln.status().message());
+  auto exe = testing::LoadWithJit(*kiln, Vendors());
+  if (!exe.ok()) BOOST_FAIL(exe.status().message());
+  c.exe = *exe;
+  return c;
+}
+
+std::vector<TensorDataRef> Run(const Compiled& c, const std::vector<TensorDataRef>& in) {
+  auto out = testing::RunExecutable(c.exe, in);
+  if (!out.ok()) BOOST_FAIL(out.status().message());
+  return *out;
+}
+
+// A transformer-style block: symbolic batch and seq, shapes computed with Shape/Gather/Concat.
+const char* kBlock = R"(
+  <ir_version: 8, opset_import: ["" : 17]>
+  g (float[B, S, 8] x, float[8, 8] w, float[8] b) => (float[B, S, 8] y) {
+    h = MatMul(x, w)
+    hb = Add(h, b)
+    sh = Shape(x)
+    i0 = Constant <value = int64[1] {0}> ()
+    i1 = Constant <value = int64[1] {1}> ()
+    bdim = Gather(sh, i0)
+    sdim = Gather(sh, i1)
+    two = Constant <value = int64[1] {2}> ()
+    four = Constant <value = int64[1] {4}> ()
+    tshape = Concat <axis = 0> (bdim, sdim, two, four)
+    t = Reshape(hb, tshape)
+    s = Softmax <axis = -1> (t)
+    back = Reshape(s, sh)
+    y = Add(back, x)
+  }
+)";
+
+std::vector<double> BlockReference(const std::vector<double>& x, const std::vector<double>& w,
+                                   const std::vector<double>& b, int64_t rows) {
+  std::vector<double> y(rows * 8);
+  for (int64_t r = 0; r < rows; ++r) {
+    double h[8];
+    for (int j = 0; j < 8; ++j) {
+      double acc = 0;
+      for (int k = 0; k < 8; ++k) acc += x[r * 8 + k] * w[k * 8 + j];
+      h[j] = acc + b[j];
+    }
+    for (int grp = 0; grp < 2; ++grp) {
+      double m = -1e30, sum = 0;
+      for (int j = 0; j < 4; ++j) m = std::max(m, h[grp * 4 + j]);
+      for (int j = 0; j < 4; ++j) sum += std::exp(h[grp * 4 + j] - m);
+      for (int j = 0; j < 4; ++j) {
+        y[r * 8 + grp * 4 + j] = std::exp(h[grp * 4 + j] - m) / sum + x[r * 8 + grp * 4 + j];
+      }
+    }
+  }
+  return y;
+}
+
+BOOST_AUTO_TEST_CASE(symbolic_batch_and_seq_compile_once_and_run_at_any_values) {
+  for (const std::string external : {"none", "onednn"}) {
+    Compiled c = Compile(kBlock, external);
+    auto w = testing::RandomTensor(DType::kF32, {8, 8}, -1, 1, 11);
+    auto b = testing::RandomTensor(DType::kF32, {8}, -1, 1, 12);
+    for (auto [bs, seq] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {2, 5}, {3, 17}, {1, 1}}) {
+      auto x = testing::RandomTensor(DType::kF32, {bs, seq, 8}, -1, 1, bs * 100 + seq);
+      auto y = Run(c, {x, w, b});
+      auto expect = BlockReference(x->ToDoubles(), w->ToDoubles(), b->ToDoubles(), bs * seq);
+      // f32 matmul of 8 terms and a 4-way softmax: a few ulps.
+      std::string diff = Compare(*y[0], *F32({bs, seq, 8}, expect), 1e-5, 1e-6);
+      BOOST_TEST(diff.empty(), external << " " << bs << "x" << seq << ": " << diff);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(pinned_dims_make_static_shapes) {
+  Compiled c = Compile(kBlock, "none", {{"B", 2}, {"S", 3}});
+  auto w = testing::RandomTensor(DType::kF32, {8, 8}, -1, 1, 1);
+  auto b = testing::RandomTensor(DType::kF32, {8}, -1, 1, 2);
+  auto x = testing::RandomTensor(DType::kF32, {2, 3, 8}, -1, 1, 3);
+  auto y = Run(c, {x, w, b});
+  auto expect = BlockReference(x->ToDoubles(), w->ToDoubles(), b->ToDoubles(), 6);
+  std::string diff = Compare(*y[0], *F32({2, 3, 8}, expect), 1e-5, 1e-6);
+  BOOST_TEST(diff.empty(), diff);
+  // Other shapes are rejected by the signature, naming the input.
+  auto bad = testing::RunExecutable(c.exe, {testing::RandomTensor(DType::kF32, {1, 3, 8}, 0, 1, 4), w, b});
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_TEST(bad.status().message().find("'x'") != std::string::npos, bad.status().message());
+}
+
+BOOST_AUTO_TEST_CASE(data_dependent_shapes) {
+  // NonZero, Range with run-time limits, TopK with a run-time k, ConstantOfShape and Expand
+  // from tensors, Reshape from a computed shape.
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N] x, int64 k, int64 lim, int64[2] shp) => (int64[1, M] nz, int64[R] r, float[K] top, float[A, B] filled, float[C, D] ex) {
+      nz = NonZero(x)
+      zero = Constant <value = int64 {0}> ()
+      one = Constant <value = int64 {1}> ()
+      r = Range(zero, lim, one)
+      kk = Unsqueeze(k, zero)
+      top, idx = TopK(x, kk)
+      filled = ConstantOfShape <value = float[1] {2.5}> (shp)
+      row = Unsqueeze(x, zero)
+      ex0 = Expand(row, shp)
+      ex = Identity(ex0)
+    }
+  )";
+  Compiled c = Compile(text, "none");
+  struct Case {
+    std::vector<double> x;
+    int64_t k, lim;
+    std::vector<double> shp;
+  };
+  for (const Case& cs : {Case{{0, 3, 0, -1, 2}, 2, 4, {2, 5}}, Case{{1, 0, 0, 0, 7}, 4, 0, {3, 5}},
+                         Case{{0, 0, 0, 0, 0}, 1, 9, {1, 5}}}) {
+    auto out = Run(c, {F32({5}, cs.x), I64({}, {double(cs.k)}), I64({}, {double(cs.lim)}),
+                       I64({2}, cs.shp)});
+    std::vector<double> nz;
+    for (size_t i = 0; i < cs.x.size(); ++i) {
+      if (cs.x[i] != 0) nz.push_back(double(i));
+    }
+    int64_t m = static_cast<int64_t>(nz.size());
+    // NonZero of a 1-D input: [1, M]... the model declares [2, M] loosely; compare dims itself.
+    BOOST_TEST(out[0]->dims() == std::vector<int64_t>({1, m}));
+    BOOST_TEST(out[0]->ToDoubles() == nz);
+    std::vector<double> range(cs.lim);
+    std::iota(range.begin(), range.end(), 0.0);
+    BOOST_TEST(out[1]->ToDoubles() == range);
+    std::vector<double> sorted = cs.x;
+    std::stable_sort(sorted.begin(), sorted.end(), std::greater<double>());
+    sorted.resize(cs.k);
+    BOOST_TEST(out[2]->ToDoubles() == sorted);
+    int64_t a = int64_t(cs.shp[0]);
+    BOOST_TEST(out[3]->dims() == std::vector<int64_t>({a, 5}));
+    BOOST_TEST(out[3]->ToDoubles() == std::vector<double>(a * 5, 2.5));
+    std::vector<double> ex;
+    for (int64_t i = 0; i < a; ++i) ex.insert(ex.end(), cs.x.begin(), cs.x.end());
+    BOOST_TEST(out[4]->ToDoubles() == ex);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(conv_net_onednn_matches_the_jit) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 3, 12, 12] x, float[8, 3, 3, 3] w, float[8] b, float[8, 8, 1, 1] w2, float[10, 8] fc) => (float[N, 10] y) {
+      c = Conv <pads = [1, 1, 1, 1]> (x, w, b)
+      r = Relu(c)
+      p = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (r)
+      c2 = Conv(p, w2)
+      s = Add(c2, p)
+      r2 = Relu(s)
+      gp = GlobalAveragePool(r2)
+      f = Flatten(gp)
+      y = Gemm <transB = 1> (f, fc)
+    }
+  )";
+  Compiled jit = Compile(text, "none");
+  Compiled dnn = Compile(text, "onednn");
+  BOOST_TEST(dnn.stats.external_regions >= 1);
+  BOOST_TEST(jit.stats.external_regions == 0);
+  auto w = testing::RandomTensor(DType::kF32, {8, 3, 3, 3}, -0.5, 0.5, 1);
+  auto b = testing::RandomTensor(DType::kF32, {8}, -0.5, 0.5, 2);
+  auto w2 = testing::RandomTensor(DType::kF32, {8, 8, 1, 1}, -0.5, 0.5, 3);
+  auto fc = testing::RandomTensor(DType::kF32, {10, 8}, -0.5, 0.5, 4);
+  for (int64_t n : {1, 3, 2}) {
+    auto x = testing::RandomTensor(DType::kF32, {n, 3, 12, 12}, -1, 1, n);
+    auto a = Run(jit, {x, w, b, w2, fc});
+    auto d = Run(dnn, {x, w, b, w2, fc});
+    // Different summation orders over 27-term dot products: f32 rounding, not bits.
+    std::string diff = Compare(*d[0], *a[0], 1e-4, 1e-5);
+    BOOST_TEST(diff.empty(), "N=" << n << ": " << diff);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(if_runs_the_branch_the_condition_picks) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (bool c, float[N] x) => (float[N] y) {
+      one = Constant <value = float {1}> ()
+      two = Constant <value = float {2}> ()
+      y = If (c) <
+        then_branch = t () => (float[N] ty) { ty = Add(x, one) },
+        else_branch = e () => (float[N] ey) { ey = Mul(x, two) }
+      >
+    }
+  )";
+  Compiled c = Compile(text, "none");
+  for (int64_t n : {3, 6}) {
+    auto x = testing::RandomTensor(DType::kF32, {n}, -1, 1, n);
+    std::vector<double> xv = x->ToDoubles(), plus, times;
+    for (double v : xv) {
+      plus.push_back(static_cast<float>(v) + 1.0f);
+      times.push_back(static_cast<float>(v) * 2.0f);
+    }
+    auto yt = Run(c, {testing::MakeTensor(DType::kBool, {}, {1}), x});
+    auto ye = Run(c, {testing::MakeTensor(DType::kBool, {}, {0}), x});
+    BOOST_TEST(Compare(*yt[0], *F32({n}, plus), 0, 0).empty());
+    BOOST_TEST(Compare(*ye[0], *F32({n}, times), 0, 0).empty());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(loop_carries_values_until_the_trip_count_or_the_condition) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (int64 m, float x, float limit) => (float y, float[K] acc) {
+      t = Constant <value = bool {1}> ()
+      e = Constant <value = float[0] {}> ()
+      y, acc = Loop (m, t, x, e) <
+        body = b (int64 i, bool cin, float v, float[P] a) => (bool cout, float vout, float[Q] aout) {
+          one = Constant <value = float {1}> ()
+          vout = Add(v, one)
+          cout = Less(vout, limit)
+          z = Constant <value = int64[1] {0}> ()
+          vv = Unsqueeze(vout, z)
+          aout = Concat <axis = 0> (a, vv)
+        }
+      >
+    }
+  )";
+  Compiled c = Compile(text, "none");
+  struct Case {
+    int64_t m;
+    double x, limit;
+    int trips;
+  };
+  for (Case cs : {Case{5, 0, 100, 5}, Case{50, 0, 3.5, 4}, Case{0, 2, 100, 0}}) {
+    auto out = Run(c, {I64({}, {double(cs.m)}), F32({}, {cs.x}), F32({}, {cs.limit})});
+    BOOST_TEST(out[0]->ToDoubles() == std::vector<double>({cs.x + cs.trips}));
+    std::vector<double> acc;
+    for (int k = 1; k <= cs.trips; ++k) acc.push_back(cs.x + k);
+    BOOST_TEST(out[1]->ToDoubles() == acc, "m=" << cs.m);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(bad_models_fail_with_clear_errors) {
+  CompileOptions o;
+  o.external = "none";
+  std::string junk = "not a protobuf at all";
+  auto r = CompileOnnxBytes(junk.data(), junk.size(), o);
+  BOOST_TEST(!r.ok());
+  // A shape contradiction names the node.
+  std::string bytes = testing::ModelBytes(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[2, 3] x, float[4] y) => (float[2, 3] z) { z = Add(x, y) }
+  )");
+  r = CompileOnnxBytes(bytes.data(), bytes.size(), o);
+  BOOST_REQUIRE(!r.ok());
+  BOOST_TEST(r.status().message().find("Add") != std::string::npos, r.status().message());
+  o.external = "tpu";
+  bytes = testing::ModelBytes(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[3] x) => (float[3] z) { z = Relu(x) }
+  )");
+  r = CompileOnnxBytes(bytes.data(), bytes.size(), o);
+  BOOST_REQUIRE(!r.ok());
+  BOOST_TEST(r.status().message().find("tpu") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::compiler
