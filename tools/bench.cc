@@ -1,5 +1,5 @@
 // kiln bench FILE: first-call and steady-state latency of one function, with inputs generated
-// deterministically from its signature (or read from .npy files).
+// deterministically from its signature (or read from .npy / .pb files).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -26,9 +26,9 @@ constexpr char kUsage[] =
     "                  [--timeout-ms N] [--json]\n"
     "Runs a function (default: the entry) once (first call, JIT included), --warmup more times,\n"
     "then --iters timed times, and reports first-call latency, steady-state p50/p90/p99, JIT\n"
-    "compilations and peak memory. Inputs are generated deterministically from the signature;\n"
-    "each symbolic dim needs --shape SYMBOL=VALUE. --threads sets OMP_NUM_THREADS. --timeout-ms\n"
-    "bounds each call.\n";
+    "compilations and peak memory. Inputs are read from --input files (.npy or .pb) or generated\n"
+    "deterministically from the signature; each symbolic dim of a generated input needs\n"
+    "--shape SYMBOL=VALUE. --threads sets OMP_NUM_THREADS. --timeout-ms bounds each call.\n";
 
 struct BenchArgs {
   std::string file, function;

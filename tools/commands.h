@@ -5,6 +5,7 @@
 
 namespace kiln::tools {
 
+int CompileMain(int argc, char** argv);
 int InspectMain(int argc, char** argv);
 int RunMain(int argc, char** argv);
 int BenchMain(int argc, char** argv);

@@ -1,9 +1,10 @@
-// Inputs for kiln bench / profile: generated deterministically from a signature, or read from .npy.
+// Inputs for kiln bench / profile: generated deterministically from a signature, or read from
+// .npy / .pb files.
 #include "tools/inputs.h"
 
 #include <cstring>
 
-#include "tools/npy.h"
+#include "tools/tensor_file.h"
 #include "vm/context.h"
 
 namespace kiln::tools {
@@ -41,7 +42,7 @@ StatusOr<std::vector<Tensor>> MakeInputs(const FunctionSignature& sig,
     const ValueSpec& p = sig.params[i];
     auto file = files.find(p.name);
     if (file != files.end()) {
-      ASSIGN_OR_RETURN(Tensor t, ReadNpy(file->second, DefaultAllocator()));
+      ASSIGN_OR_RETURN(Tensor t, ReadTensorFile(file->second, DefaultAllocator()));
       inputs.push_back(std::move(t));
       continue;
     }

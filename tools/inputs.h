@@ -1,5 +1,5 @@
 // Inputs for kiln bench / profile: generated deterministically from a function's signature, or
-// read from .npy files.
+// read from .npy / .pb files.
 #ifndef KILN_TOOLS_INPUTS_H_
 #define KILN_TOOLS_INPUTS_H_
 
@@ -17,9 +17,10 @@ namespace kiln::tools {
 /// indices into most tables), alternating bools; f16/bf16 as zeros.
 void FillDeterministic(Tensor& t, uint64_t seed);
 
-/// One tensor per parameter of `sig`: from files[name] (.npy) if given, else allocated with each
-/// symbolic dim taken from shapes[symbol] and filled deterministically. InvalidArgument naming
-/// the input and the flag to give when a symbolic dim has no value.
+/// One tensor per parameter of `sig`: from files[name] (.npy or .pb, see ReadTensorFile) if
+/// given, else allocated with each symbolic dim taken from shapes[symbol] and filled
+/// deterministically. InvalidArgument naming the input and the flag to give when a symbolic dim
+/// has no value.
 StatusOr<std::vector<Tensor>> MakeInputs(const FunctionSignature& sig,
                                          const std::map<std::string, int64_t>& shapes,
                                          const std::map<std::string, std::string>& files);

@@ -23,7 +23,8 @@ constexpr char kUsage[] =
     "                    [--trace OUT.json]\n"
     "Runs a function once to warm up, then --iters (default 10) profiled times, and prints the\n"
     "time per instruction kind, per kernel / shape function and per external region. --trace\n"
-    "writes a Chrome trace (chrome://tracing, Perfetto) of the profiled runs.\n";
+    "writes a Chrome trace (chrome://tracing, Perfetto) of the profiled runs. Inputs as for\n"
+    "kiln bench: --input files (.npy or .pb), else generated (--shape for symbolic dims).\n";
 
 struct ProfileArgs {
   std::string file, function, trace;

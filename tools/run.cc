@@ -1,5 +1,7 @@
 // kiln run FILE [--function NAME] [--input NAME=PATH | PATH]... [--output-dir DIR]
-//               [--timeout-ms N]
+//               [--output-format npy|pb] [--timeout-ms N]
+#include <sys/stat.h>
+
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +13,7 @@
 #include "tools/commands.h"
 #include "tools/npy.h"
 #include "tools/runtime.h"
+#include "tools/tensor_file.h"
 #include "vm/context.h"
 
 namespace kiln::tools {
@@ -18,14 +21,18 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: kiln run FILE.kiln [--function NAME] [--input NAME=PATH]... [PATH]...\n"
-    "                [--output-dir DIR] [--timeout-ms N] [--plugin PATH]...\n"
-    "Runs a function (default: the model's entry) on .npy inputs, given by parameter name or\n"
-    "positionally in parameter order, prints a summary of each output and, with --output-dir,\n"
-    "writes each output as DIR/NAME.npy. --timeout-ms stops a run that takes longer.\n"
+    "                [--output-dir DIR] [--output-format npy|pb] [--timeout-ms N]\n"
+    "                [--plugin PATH]...\n"
+    "Runs a function (default: the model's entry) on inputs read from .npy (NumPy) or .pb (ONNX\n"
+    "TensorProto) files, given by parameter name or positionally in parameter order, and prints\n"
+    "a summary of each output. With --output-dir (made if missing), writes each output as\n"
+    "DIR/NAME.npy, or with --output-format pb as DIR/output_0.pb, output_1.pb, ... in result\n"
+    "order (TensorProtos named after the outputs). --timeout-ms stops a run that takes longer.\n"
     "--plugin loads a vendor runtime plugin (also: KILN_PLUGINS=PATH[:PATH...]).\n";
 
 struct RunArgs {
   std::string file, function, output_dir;
+  bool output_pb = false;  // --output-format pb
   std::vector<std::pair<std::string, std::string>> named;  // name -> path
   std::vector<std::string> positional;
   std::vector<std::string> plugins;
@@ -44,12 +51,19 @@ bool ParseArgs(int argc, char** argv, RunArgs* args) {
       return argv[++i];
     };
     if (a == "--function" || a == "--output-dir" || a == "--input" || a == "--timeout-ms" ||
-        a == "--plugin") {
+        a == "--plugin" || a == "--output-format") {
       const char* v = value(a.c_str());
       if (v == nullptr) return false;
       if (a == "--function") args->function = v;
       if (a == "--output-dir") args->output_dir = v;
       if (a == "--plugin") args->plugins.push_back(v);
+      if (a == "--output-format") {
+        if (std::strcmp(v, "npy") != 0 && std::strcmp(v, "pb") != 0) {
+          std::fprintf(stderr, "kiln run: --output-format wants npy or pb, got '%s'\n", v);
+          return false;
+        }
+        args->output_pb = std::strcmp(v, "pb") == 0;
+      }
       if (a == "--timeout-ms") {
         char* end = nullptr;
         args->timeout_ms = std::strtol(v, &end, 10);
@@ -82,6 +96,28 @@ bool ParseArgs(int argc, char** argv, RunArgs* args) {
   return true;
 }
 
+// Checks what one file holds against parameter i: dtype, rank and fixed dims. (The VM checks
+// again, and also that symbolic dims agree across inputs; this check names the file.)
+Status CheckInput(const FunctionSignature& sig, size_t i, const Tensor& t, const std::string& path) {
+  const ValueSpec& spec = sig.params[i];
+  std::string where = "input " + std::to_string(i) + " '" + spec.name + "' (" + path + ")";
+  std::string expected = "expected " + spec.ToString();
+  if (t.dtype() != spec.dtype) {
+    return InvalidArgument(where + ": dtype " + DTypeShortName(t.dtype()) + ", " + expected);
+  }
+  if (t.rank() != static_cast<int>(spec.shape.size())) {
+    return InvalidArgument(where + ": rank " + std::to_string(t.rank()) + " (" + t.TypeString() +
+                           "), " + expected);
+  }
+  for (int d = 0; d < t.rank(); ++d) {
+    if (spec.shape[d].fixed() && spec.shape[d].value != t.dim(d)) {
+      return InvalidArgument(where + ": dim " + std::to_string(d) + " is " + std::to_string(t.dim(d)) +
+                             ", " + expected);
+    }
+  }
+  return Status::Ok();
+}
+
 // Orders the input files by parameter; errors name the parameter or the file.
 StatusOr<std::vector<Tensor>> ReadInputs(const FunctionSignature& sig, const RunArgs& args) {
   std::vector<std::string> paths(sig.params.size());
@@ -101,13 +137,16 @@ StatusOr<std::vector<Tensor>> ReadInputs(const FunctionSignature& sig, const Run
     if (!paths[i].empty()) return InvalidArgument("input '" + name + "' given twice");
     paths[i] = path;
   }
-  std::vector<Tensor> inputs;
-  for (size_t i = 0; i < paths.size(); ++i) {
+  for (size_t i = 0; i < paths.size(); ++i) {  // before reading anything: a usage slip first
     if (paths[i].empty()) {
       return InvalidArgument("missing input " + std::to_string(i) + " '" + sig.params[i].name +
                              "' (" + sig.params[i].ToString() + ")");
     }
-    ASSIGN_OR_RETURN(Tensor t, ReadNpy(paths[i], DefaultAllocator()));
+  }
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    ASSIGN_OR_RETURN(Tensor t, ReadTensorFile(paths[i], DefaultAllocator()));
+    RETURN_IF_ERROR(CheckInput(sig, i, t, paths[i]));
     inputs.push_back(std::move(t));
   }
   return inputs;
@@ -146,12 +185,20 @@ Status Run(const RunArgs& args) {
   InvokeOptions options;
   options.timeout = std::chrono::milliseconds(args.timeout_ms);
   ASSIGN_OR_RETURN(std::vector<Tensor> outputs, ctx->Invoke(index, inputs, options));
+  // Made if missing (one level); if that fails, writing the first output says why.
+  if (!args.output_dir.empty()) ::mkdir(args.output_dir.c_str(), 0777);
   for (size_t i = 0; i < outputs.size(); ++i) {
     std::string name = i < sig.results.size() && !sig.results[i].name.empty()
                            ? sig.results[i].name : "output_" + std::to_string(i);
     std::printf("%s: %s %s\n", name.c_str(), outputs[i].TypeString().c_str(), Preview(outputs[i]).c_str());
-    if (!args.output_dir.empty()) {
-      RETURN_IF_ERROR(WriteNpy(args.output_dir + "/" + name + ".npy", outputs[i]));
+    if (args.output_dir.empty()) continue;
+    if (args.output_pb) {
+      std::string path = args.output_dir + "/output_" + std::to_string(i) + ".pb";
+      RETURN_IF_ERROR(WriteTensorProto(path, outputs[i], name));
+    } else {
+      std::string file = name;  // an ONNX name may hold '/', which must not make a directory
+      for (char& c : file) c = c == '/' ? '_' : c;
+      RETURN_IF_ERROR(WriteNpy(args.output_dir + "/" + file + ".npy", outputs[i]));
     }
   }
   return Status::Ok();

@@ -1,13 +1,33 @@
 // The CLI's runtime: JIT kernels and registered vendor runtimes.
 #include "tools/runtime.h"
 
+#include <algorithm>
+#include <mutex>
+
+#include "external/onednn/runtime.h"
 #include "external/registry/registry.h"
 #include "jit/engine.h"
 
 namespace kiln::tools {
+namespace {
+
+// The vendors built into the CLI, registered in the global registry once per process (every
+// MakeCliRuntime after the first finds them there).
+Status RegisterBuiltInVendors(ExternalRegistry& registry) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  std::vector<std::string> vendors = registry.vendors();
+  if (std::find(vendors.begin(), vendors.end(), onednn::kVendorName) == vendors.end()) {
+    RETURN_IF_ERROR(onednn::RegisterOneDnn(registry));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 StatusOr<CliRuntime> MakeCliRuntime(const std::vector<std::string>& plugins) {
   const std::shared_ptr<ExternalRegistry>& registry = ExternalRegistry::Global();
+  RETURN_IF_ERROR(RegisterBuiltInVendors(*registry));
   RETURN_IF_ERROR(registry->LoadPluginsFromEnvironment());
   for (const std::string& p : plugins) RETURN_IF_ERROR(registry->LoadPlugin(p));
   ASSIGN_OR_RETURN(std::unique_ptr<jit::Engine> engine, jit::Engine::Create());

@@ -16,8 +16,9 @@ struct CliRuntime {
   LoadOptions load;                                  // kernels + externals bound
 };
 
-/// Creates the JIT engine and provider, loads $KILN_PLUGINS and `plugins` into the global
-/// vendor registry. Errors name the plugin or the JIT failure.
+/// Creates the JIT engine and provider, registers the built-in vendor runtimes (oneDNN) in the
+/// global vendor registry once per process, and loads $KILN_PLUGINS and `plugins` into it.
+/// Errors name the plugin or the JIT failure.
 StatusOr<CliRuntime> MakeCliRuntime(const std::vector<std::string>& plugins);
 
 /// An executable loaded and bound by the CLI, and the function a subcommand runs.

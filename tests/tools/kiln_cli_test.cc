@@ -1,11 +1,16 @@
-// The kiln binary end to end: inspect, run (named and positional inputs, --output-dir,
-// --timeout-ms), exit codes and error messages for bad files and bad arguments.
+// The kiln binary end to end: compile (exit codes and the compiler's messages), inspect, run
+// (named and positional .npy / .pb inputs, --output-dir with .npy or .pb outputs,
+// --timeout-ms), exit codes and error messages for bad files, bad inputs and bad arguments.
 #define BOOST_TEST_MODULE kiln_cli_test
 #include <boost/test/unit_test.hpp>
 
+#include <onnx/defs/parser.h>
+#include <onnx/onnx_pb.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -143,7 +148,7 @@ BOOST_AUTO_TEST_CASE(run_rejects_inputs_that_do_not_match) {
   std::string kp = WriteNpyFile("k2.npy", Tensor::Wrap(&k, DType::kI64, Shape()));
   Result r = Kiln("run " + path + " --input x=" + xp + " --input k=" + kp);
   BOOST_TEST(r.code == 1);
-  BOOST_TEST(Contains(r.out, "input 0 'x': dim 1 is 2, expected 3"), r.out);
+  BOOST_TEST(Contains(r.out, "input 0 'x' (" + xp + "): dim 1 is 2, expected x: f32[n, 3]"), r.out);
   r = Kiln("run " + path + " --input y=" + xp);
   BOOST_TEST(r.code == 1);
   BOOST_TEST(Contains(r.out, "no input named 'y' (inputs: x, k)"), r.out);
@@ -157,6 +162,310 @@ BOOST_AUTO_TEST_CASE(run_rejects_inputs_that_do_not_match) {
   BOOST_TEST(r.code == 2);
   r = Kiln("run " + path + " --timeout-ms -5");
   BOOST_TEST(r.code == 2);
+}
+
+// A TensorProto file written with the ONNX API (independent of kiln's encoder).
+std::string WritePbFile(const std::string& name, int type, const std::vector<int64_t>& dims,
+                        const void* data, size_t bytes) {
+  onnx::TensorProto p;
+  p.set_name(name);
+  p.set_data_type(type);
+  for (int64_t d : dims) p.add_dims(d);
+  p.set_raw_data(data, bytes);
+  std::string path = TmpDir() + "/" + name;
+  std::ofstream out(path, std::ios::binary);
+  BOOST_REQUIRE(p.SerializeToOstream(&out));
+  return path;
+}
+
+onnx::TensorProto ReadPbFile(const std::string& path) {
+  onnx::TensorProto p;
+  std::ifstream in(path, std::ios::binary);
+  BOOST_REQUIRE_MESSAGE(in.good(), path);
+  BOOST_REQUIRE_MESSAGE(p.ParseFromIstream(&in), path);
+  return p;
+}
+
+BOOST_AUTO_TEST_CASE(run_reads_pb_inputs_named_and_positional) {
+  std::string path = WriteProgram();
+  float x[6] = {1, 2, 3, 4, 5, 6.5f};
+  int64_t k = -9;
+  std::string xp = WritePbFile("x.pb", onnx::TensorProto::FLOAT, {2, 3}, x, sizeof(x));
+  std::string kp = WritePbFile("k.pb", onnx::TensorProto::INT64, {}, &k, sizeof(k));
+  Result r = Kiln("run " + path + " --input x=" + xp + " --input k=" + kp);
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "k: i64[] [-9]"), r.out);
+  BOOST_TEST(Contains(r.out, "x: f32[2, 3] [1, 2, 3, 4, 5, 6.5]"), r.out);
+  // Positional, mixing formats: x from .pb, k from .npy.
+  std::string kn = WriteNpyFile("k_pos.npy", Tensor::Wrap(&k, DType::kI64, Shape()));
+  r = Kiln("run " + path + " " + xp + " " + kn);
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "x: f32[2, 3] [1, 2, 3, 4, 5, 6.5]"), r.out);
+  // Typed fields (float_data) instead of raw_data.
+  onnx::TensorProto typed;
+  typed.set_data_type(onnx::TensorProto::FLOAT);
+  typed.add_dims(1);
+  typed.add_dims(3);
+  for (float v : {7.0f, 8.0f, 9.0f}) typed.add_float_data(v);
+  std::string tp = TmpDir() + "/typed.pb";
+  {
+    std::ofstream out(tp, std::ios::binary);
+    BOOST_REQUIRE(typed.SerializeToOstream(&out));
+  }
+  r = Kiln("run " + path + " " + tp + " " + kp);
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "x: f32[1, 3] [7, 8, 9]"), r.out);
+  // bench and profile take .pb inputs too (no --shape needed then).
+  r = Kiln("bench " + path + " --input x=" + xp + " --input k=" + kp + " --iters 2 --json");
+  BOOST_TEST(r.code == 0, r.out);
+  r = Kiln("profile " + path + " --input x=" + xp + " --input k=" + kp + " --iters 1");
+  BOOST_TEST(r.code == 0, r.out);
+  r = Kiln("bench " + path + " --input x=" + TmpDir() + "/absent.pb --iters 2");
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "absent.pb: no such file"), r.out);
+}
+
+BOOST_AUTO_TEST_CASE(run_writes_pb_and_npy_outputs_that_round_trip) {
+  std::string path = WriteProgram();
+  float x[3] = {0.25f, -1, 3};
+  int64_t k = 5;
+  std::string xp = WritePbFile("rt_x.pb", onnx::TensorProto::FLOAT, {1, 3}, x, sizeof(x));
+  std::string kp = WritePbFile("rt_k.pb", onnx::TensorProto::INT64, {}, &k, sizeof(k));
+  std::string out_dir = TmpDir() + "/pb_out";
+  BOOST_REQUIRE(std::system(("rm -rf " + out_dir + " && mkdir -p " + out_dir).c_str()) == 0);
+  Result r = Kiln("run " + path + " " + xp + " " + kp + " --output-dir " + out_dir + " --output-format pb");
+  BOOST_TEST(r.code == 0, r.out);
+  // Results in order: k, x, w.
+  onnx::TensorProto k_out = ReadPbFile(out_dir + "/output_0.pb");
+  BOOST_TEST(k_out.name() == "k");
+  BOOST_TEST(k_out.data_type() == onnx::TensorProto::INT64);
+  BOOST_TEST(k_out.dims_size() == 0);
+  BOOST_TEST(k_out.raw_data() == std::string(reinterpret_cast<const char*>(&k), sizeof(k)));
+  onnx::TensorProto x_out = ReadPbFile(out_dir + "/output_1.pb");
+  BOOST_TEST(x_out.name() == "x");
+  BOOST_TEST(x_out.data_type() == onnx::TensorProto::FLOAT);
+  BOOST_TEST(x_out.dims_size() == 2);
+  BOOST_TEST(x_out.dims(0) == 1);
+  BOOST_TEST(x_out.dims(1) == 3);
+  BOOST_TEST(x_out.raw_data() == std::string(reinterpret_cast<const char*>(x), sizeof(x)));
+  onnx::TensorProto w_out = ReadPbFile(out_dir + "/output_2.pb");
+  BOOST_TEST(w_out.name() == "w");
+  float w[2] = {0.5f, -1.5f};
+  BOOST_TEST(w_out.raw_data() == std::string(reinterpret_cast<const char*>(w), sizeof(w)));
+  // The written outputs are valid inputs again: x back in through output_1.pb.
+  r = Kiln("run " + path + " " + out_dir + "/output_1.pb " + out_dir + "/output_0.pb");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "x: f32[1, 3] [0.25, -1, 3]"), r.out);
+  // .npy outputs (the default format) hold the same values.
+  r = Kiln("run " + path + " " + xp + " " + kp + " --output-dir " + out_dir + " --output-format npy");
+  BOOST_TEST(r.code == 0, r.out);
+  auto xn = ReadNpy(out_dir + "/x.npy", DefaultAllocator());
+  BOOST_REQUIRE(xn.ok());
+  BOOST_TEST(xn->TypeString() == "f32[1, 3]");
+  BOOST_TEST(xn->data_as<float>()[0] == 0.25f);
+  r = Kiln("run " + path + " " + xp + " " + kp + " --output-format json");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(Contains(r.out, "--output-format wants npy or pb"), r.out);
+}
+
+BOOST_AUTO_TEST_CASE(run_rejects_pb_inputs_that_do_not_match_naming_the_input) {
+  std::string path = WriteProgram();
+  int64_t k = 1;
+  std::string kp = WritePbFile("bad_k.pb", onnx::TensorProto::INT64, {}, &k, sizeof(k));
+  double xd[3] = {1, 2, 3};
+  std::string wrong_dtype = WritePbFile("x_f64.pb", onnx::TensorProto::DOUBLE, {1, 3}, xd, sizeof(xd));
+  Result r = Kiln("run " + path + " --input x=" + wrong_dtype + " --input k=" + kp);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "input 0 'x' (" + wrong_dtype + "): dtype f64, expected x: f32[n, 3]"), r.out);
+  float xf[3] = {1, 2, 3};
+  std::string wrong_rank = WritePbFile("x_rank1.pb", onnx::TensorProto::FLOAT, {3}, xf, sizeof(xf));
+  r = Kiln("run " + path + " --input x=" + wrong_rank + " --input k=" + kp);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "input 0 'x' (" + wrong_rank + "): rank 1 (f32[3]), expected x: f32[n, 3]"), r.out);
+  std::string wrong_dim = WritePbFile("x_dim.pb", onnx::TensorProto::FLOAT, {3, 1}, xf, sizeof(xf));
+  r = Kiln("run " + path + " --input x=" + wrong_dim + " --input k=" + kp);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "input 0 'x' (" + wrong_dim + "): dim 1 is 1, expected x: f32[n, 3]"), r.out);
+  r = Kiln("run " + path + " --input z=" + kp);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "no input named 'z' (inputs: x, k)"), r.out);
+  // A truncated file: cut inside raw_data.
+  std::string good = WritePbFile("x_full.pb", onnx::TensorProto::FLOAT, {1, 3}, xf, sizeof(xf));
+  std::string cut = TmpDir() + "/x_cut.pb";
+  BOOST_REQUIRE(std::system(("head -c -5 " + good + " > " + cut).c_str()) == 0);
+  r = Kiln("run " + path + " " + cut + " " + kp);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "INVALID_FORMAT: " + cut + ":"), r.out);
+  r = Kiln("run " + path + " " + TmpDir() + "/missing.pb " + kp);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "NOT_FOUND: " + TmpDir() + "/missing.pb: no such file"), r.out);
+  // A string tensor has no kiln dtype.
+  onnx::TensorProto s;
+  s.set_data_type(onnx::TensorProto::STRING);
+  s.add_dims(1);
+  s.add_string_data("hi");
+  std::string sp = TmpDir() + "/strings.pb";
+  {
+    std::ofstream out(sp, std::ios::binary);
+    BOOST_REQUIRE(s.SerializeToOstream(&out));
+  }
+  r = Kiln("run " + path + " " + sp + " " + kp);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "UNSUPPORTED: " + sp), r.out);
+}
+
+// A model in ONNX text syntax written as a .onnx file.
+std::string WriteModel(const std::string& name, const std::string& text) {
+  onnx::ModelProto model;
+  onnx::Status parsed = onnx::OnnxParser::Parse(model, text.c_str());
+  BOOST_REQUIRE_MESSAGE(parsed.IsOK(), parsed.ErrorMessage());
+  std::string path = TmpDir() + "/" + name;
+  std::ofstream out(path, std::ios::binary);
+  BOOST_REQUIRE(model.SerializeToOstream(&out));
+  return path;
+}
+
+BOOST_AUTO_TEST_CASE(compile_errors_print_the_compilers_message_and_exit_non_zero) {
+  std::string out = TmpDir() + "/never.kiln";
+  Result r = Kiln("compile " + TmpDir() + "/missing.onnx -o " + out);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "kiln compile: NOT_FOUND"), r.out);
+  BOOST_TEST(Contains(r.out, "missing.onnx"), r.out);
+
+  std::string junk = TmpDir() + "/junk.onnx";
+  std::ofstream(junk) << "definitely not protobuf \xff\xff";
+  r = Kiln("compile " + junk + " -o " + out);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "kiln compile: INVALID_FORMAT"), r.out);
+
+  std::string lstm = WriteModel("unsupported.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[2] x) => (float[2] y) { t = Frobnicate(x) y = Blorp(t) })");
+  r = Kiln("compile " + lstm + " -o " + out);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "kiln compile: UNSUPPORTED"), r.out);
+  BOOST_TEST(Contains(r.out, "Frobnicate"), r.out);
+  BOOST_TEST(Contains(r.out, "Blorp"), r.out);
+  BOOST_TEST(Contains(r.out, "kiln compile: importing " + lstm), r.out);  // progress on stderr
+
+  std::string relu = WriteModel("relu.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[N, 3] x) => (float[N, 3] y) { y = Relu(x) })");
+  r = Kiln("compile " + relu + " -o " + out + " --external=nosuchvendor");
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "nosuchvendor"), r.out);
+  r = Kiln("compile " + relu + " -o " + out + " --dim M=4");
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "'M'"), r.out);
+  BOOST_TEST(std::ifstream(out).good() == false);  // no output on failure
+
+  // Usage errors exit 2.
+  BOOST_TEST(Kiln("compile " + relu).code == 2);
+  BOOST_TEST(Kiln("compile -o " + out).code == 2);
+  BOOST_TEST(Kiln("compile " + relu + " -o").code == 2);
+  r = Kiln("compile " + relu + " -o " + out + " --dim N");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(Contains(r.out, "--dim: "), r.out);
+  r = Kiln("compile " + relu + " -o " + out + " --dim N=1 --dim N=2");
+  BOOST_TEST(r.code == 2);
+  r = Kiln("compile " + relu + " -o " + out + " --frobnicate");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(Contains(r.out, "unknown option '--frobnicate'"), r.out);
+  r = Kiln("compile --help");
+  BOOST_TEST(r.code == 0);
+  BOOST_TEST(Contains(r.out, "usage: kiln compile MODEL.onnx -o OUT.kiln"), r.out);
+}
+
+// compile -> run: a dynamic-shape model compiled as is and with --dim, run on .pb inputs,
+// its outputs written as .pb and checked against values computed here.
+BOOST_AUTO_TEST_CASE(compile_then_run_end_to_end) {
+  std::string model = WriteModel("add_relu.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[N, 3] x) => (float[N, 3] y) <float[3] b = {0.5, -1.0, 2.0}> {
+        t = Add(x, b) y = Relu(t) })");
+  std::string exe = TmpDir() + "/add_relu.kiln";
+  Result r = Kiln("compile " + model + " -o " + exe);
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, exe + ": 2 nodes"), r.out);
+  BOOST_TEST(Contains(r.out, " kernels ("), r.out);
+  BOOST_TEST(Contains(r.out, " external regions ("), r.out);
+  BOOST_TEST(Contains(r.out, "1 constants (12 bytes)"), r.out);
+  BOOST_TEST(Contains(r.out, "bytes written in "), r.out);
+  BOOST_TEST(Contains(r.out, "kiln compile: importing " + model), r.out);
+  r = Kiln("inspect " + exe);
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "(x: f32[N, 3]) -> (y: f32[N, 3])"), r.out);
+
+  float x[6] = {1, 2, -3, -0.25f, 0.5f, -1};
+  float want[6];
+  const float b[3] = {0.5f, -1, 2};
+  for (int i = 0; i < 6; ++i) want[i] = std::max(0.0f, x[i] + b[i % 3]);
+  std::string xp = WritePbFile("e2e_x.pb", onnx::TensorProto::FLOAT, {2, 3}, x, sizeof(x));
+  std::string out_dir = TmpDir() + "/e2e_out";  // made by kiln run
+  r = Kiln("run " + exe + " --input x=" + xp + " --output-dir " + out_dir + " --output-format pb");
+  BOOST_TEST(r.code == 0, r.out);
+  onnx::TensorProto y = ReadPbFile(out_dir + "/output_0.pb");
+  BOOST_TEST(y.name() == "y");
+  BOOST_TEST(y.dims_size() == 2);
+  BOOST_TEST(y.dims(0) == 2);
+  BOOST_REQUIRE(y.raw_data().size() == sizeof(want));
+  float got[6];
+  std::memcpy(got, y.raw_data().data(), sizeof(got));
+  for (int i = 0; i < 6; ++i) BOOST_TEST(got[i] == want[i], "element " << i);
+
+  // Pinned: N = 2 is now a fixed dim, and another batch size is an error naming the input.
+  std::string pinned = TmpDir() + "/add_relu_n2.kiln";
+  r = Kiln("compile " + model + " -o " + pinned + " --dim N=2 --quiet");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(!Contains(r.out, "importing"), r.out);
+  r = Kiln("run " + pinned + " " + xp);
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "y: f32[2, 3] [1.5, 1, 0, 0.25, 0, 1]"), r.out);
+  std::string x3 = WritePbFile("e2e_x3.pb", onnx::TensorProto::FLOAT, {1, 3}, x, 3 * sizeof(float));
+  r = Kiln("run " + pinned + " " + x3);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "input 0 'x' (" + x3 + "): dim 0 is 1, expected x: f32[2, 3]"), r.out);
+
+  // Two inputs sharing the symbol N must agree on it.
+  std::string two = WriteModel("add2.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[N, 3] x, float[N, 3] z) => (float[N, 3] y) { y = Add(x, z) })");
+  std::string two_exe = TmpDir() + "/add2.kiln";
+  r = Kiln("compile " + two + " -o " + two_exe);
+  BOOST_TEST(r.code == 0, r.out);
+  r = Kiln("run " + two_exe + " " + xp + " " + x3);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "input 1 'z': dim 0 ('N') is 1 but input 0 set 'N' = 2"), r.out);
+  r = Kiln("run " + two_exe + " " + xp + " " + xp);
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "y: f32[2, 3] [2, 4, -6, -0.5, 1, -2]"), r.out);
+}
+
+// The default external compiler (oneDNN) claims a MatMul; kiln run binds the built-in oneDNN
+// runtime. --external=none keeps it on the JIT. Both give the product computed here.
+BOOST_AUTO_TEST_CASE(compile_with_and_without_onednn_regions) {
+  std::string model = WriteModel("matmul.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[2, 3] x) => (float[2, 2] y) <float[3, 2] w = {1, 2, 3, 4, 5, 6}> {
+        y = MatMul(x, w) })");
+  float x[6] = {1, -1, 0.5f, 2, 0, -3};
+  const float w[6] = {1, 2, 3, 4, 5, 6};
+  std::string xp = WritePbFile("mm_x.pb", onnx::TensorProto::FLOAT, {2, 3}, x, sizeof(x));
+  std::string want;  // as kiln run prints it (%g)
+  for (int i = 0; i < 2; ++i) {
+    for (int j = 0; j < 2; ++j) {
+      float acc = 0;
+      for (int k = 0; k < 3; ++k) acc += x[i * 3 + k] * w[k * 2 + j];
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%g", acc);
+      want += (want.empty() ? "" : ", ") + std::string(buf);
+    }
+  }
+  for (std::string external : {"", " --external=none", " --external onednn"}) {
+    std::string exe = TmpDir() + "/matmul.kiln";
+    Result r = Kiln("compile " + model + " -o " + exe + external);
+    BOOST_TEST(r.code == 0, r.out);
+    bool on_jit = external == " --external=none";
+    BOOST_TEST(Contains(r.out, on_jit ? "0 external regions" : "1 external regions (1 nodes)"), r.out);
+    r = Kiln("run " + exe + " " + xp);
+    BOOST_TEST(r.code == 0, external + ": " + r.out);
+    BOOST_TEST(Contains(r.out, "y: f32[2, 2] [" + want + "]"), external + ": " + r.out);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(run_timeout_stops_an_infinite_loop) {
