@@ -498,11 +498,16 @@ Status LowerIdentity(LowerContext& ctx) {
 }
 
 // Dropout at inference is the identity. Training mode (opset 12's third input) needs random
-// numbers, which kiln does not generate: a constant true with a nonzero ratio is Unsupported.
+// numbers, which kiln does not generate: a constant true with a nonzero ratio is Unsupported,
+// and so is a training_mode only known at run time (taking it as false would silently give
+// wrong results when it is true).
 Status LowerDropout(LowerContext& ctx) {
   if (ctx.opset() >= 12 && ctx.has_input(2)) {
-    // A run-time training_mode is taken to be false (inference graphs pass false).
     std::optional<std::vector<int64_t>> training = ctx.InputConstInts(2);
+    if (!training) {
+      return ctx.UnsupportedError(
+          "training_mode must be a compile-time constant (kiln runs Dropout for inference only)");
+    }
     std::optional<std::vector<double>> ratio = std::vector<double>{0.5};
     if (ctx.has_input(1)) ratio = ctx.InputConstDoubles(1);
     bool zero_ratio = ratio && ratio->size() == 1 && (*ratio)[0] == 0;

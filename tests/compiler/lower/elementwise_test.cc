@@ -569,6 +569,12 @@ BOOST_AUTO_TEST_CASE(identity_and_dropout) {
       {x}, Table());
   BOOST_TEST(training.status().code() == StatusCode::kUnsupported);
   BOOST_TEST(training.status().message().find("training_mode") != std::string::npos);
+  // A training_mode only known at run time cannot be assumed false.
+  StatusOr<std::vector<TensorDataRef>> runtime = testing::RunModel(
+      Model(13, "(float[N, 4] x, bool t) => (y) <float r = {0.5}>", "y = Dropout(x, r, t)"),
+      {x, MakeTensor(DType::kBool, {}, {1})}, Table());
+  BOOST_TEST(runtime.status().code() == StatusCode::kUnsupported);
+  BOOST_TEST(runtime.status().message().find("compile-time constant") != std::string::npos);
 }
 
 // ---- Softmax family --------------------------------------------------------------------------
