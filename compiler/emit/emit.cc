@@ -1118,10 +1118,8 @@ Status Emitter::EmitLoop(NodeId n) {
   }
   const Graph& body = *body_a->graph();
   const int carried = static_cast<int>(node.inputs.size()) - 2;
-  if (carried >= 0 && static_cast<int>(body.outputs().size()) > carried + 1) {
-    return Unsupported(g_.DescribeNode(n) + ": scan outputs are not supported yet");
-  }
-  if (carried < 0 || static_cast<int>(body.outputs().size()) != carried + 1) {
+  const int scans = static_cast<int>(body.outputs().size()) - 1 - carried;
+  if (carried < 0 || scans < 0) {
     return InvalidFormat(g_.DescribeNode(n) + ": the body has " +
                          std::to_string(body.outputs().size()) + " outputs for " +
                          std::to_string(carried) + " loop-carried values");
@@ -1151,6 +1149,80 @@ Status Emitter::EmitLoop(NodeId n) {
     int r = NewReg();
     fb_.Move(r, init);
     v_regs.push_back(r);
+  }
+  // Scan outputs: each iteration's value is appended along a new leading axis. The
+  // accumulator starts as an empty [0, 0, ...] tensor; each append computes the new shape and
+  // byte size in a shape function and copies the old rows and the new one.
+  struct Scan {
+    int acc = -1, value = -1;
+    int rank = 0;  // of the per-iteration value
+    DType dtype = DType::kInvalid;
+    int shape_fn = -1, append = -1;
+  };
+  std::vector<Scan> scan_state;
+  for (int s = 0; s < scans; ++s) {
+    const Value& sv = body.value(body.outputs()[1 + carried + s]);
+    if (!sv.shape) return Internal(g_.DescribeNode(n) + ": scan output has no shape");
+    Scan sc;
+    sc.rank = static_cast<int>(sv.shape->size());
+    sc.dtype = sv.dtype;
+    if (sc.rank + 1 > jit::kMaxRank) return Unsupported(g_.DescribeNode(n) + ": scan rank too large");
+    sc.acc = NewReg();
+    sc.value = NewReg();
+    int storage = ScratchStorage(64);
+    fb_.AllocTensor(sc.acc, storage, 0, sc.dtype, std::vector<int64_t>(sc.rank + 1, 0));
+    fb_.KillRegister(storage);
+    jit::Buffer acc = jit::Buffer::Param("acc", sc.dtype, sc.rank + 1);
+    jit::Buffer val = jit::Buffer::Param("value", sc.dtype, sc.rank);
+    jit::Buffer out = jit::Buffer::Param("out", sc.dtype, sc.rank + 1);
+    jit::Buffer all = jit::Buffer::Param("shape", DType::kI64, 1);
+    // The trailing dims of a non-empty accumulator match the value (else the copy would not
+    // fit): a precondition of both kernels.
+    jit::Expr fits = jit::Eq(jit::DimOf(acc, 0), jit::IntImm(0));
+    jit::Expr same = jit::IntImm(1, DType::kBool);
+    for (int j = 0; j < sc.rank; ++j) same = jit::And(same, jit::Eq(jit::DimOf(acc, j + 1), jit::DimOf(val, j)));
+    fits = jit::Or(fits, same);
+    {
+      jit::Kernel k;
+      k.name = "scan_shape";
+      k.buffers = {acc, val, all};
+      std::vector<jit::Stmt> st;
+      jit::Expr rows = jit::Add(jit::DimOf(acc, 0), jit::IntImm(1));
+      st.push_back(jit::Store(all, {jit::IntImm(0)}, rows));
+      jit::Expr bytes = jit::Mul(rows, jit::IntImm(static_cast<int64_t>(DTypeSize(sc.dtype))));
+      for (int j = 0; j < sc.rank; ++j) {
+        st.push_back(jit::Store(all, {jit::IntImm(j + 1)}, jit::DimOf(val, j)));
+        bytes = jit::Mul(bytes, jit::DimOf(val, j));
+      }
+      st.push_back(jit::Store(all, {jit::IntImm(sc.rank + 1)}, bytes));
+      k.body = jit::Seq(st);
+      sc.shape_fn = AddShapeFunction(
+          k, 2, {false, false}, {fits, jit::Eq(jit::DimOf(all, 0), jit::IntImm(sc.rank + 2))});
+    }
+    {
+      jit::Kernel k;
+      k.name = "scan_append";
+      k.buffers = {acc, val, out};
+      std::vector<jit::Var> vars;
+      std::vector<jit::Expr> idx, tail;
+      for (int d = 0; d <= sc.rank; ++d) {
+        vars.emplace_back("s" + std::to_string(d));
+        idx.push_back(vars.back());
+        if (d > 0) tail.push_back(vars.back());
+      }
+      jit::Stmt body_st = jit::If(jit::Lt(idx[0], jit::DimOf(acc, 0)),
+                                  jit::Store(out, idx, jit::Load(acc, idx)),
+                                  jit::Store(out, idx, jit::Load(val, tail)));
+      for (int d = sc.rank; d >= 0; --d) {
+        body_st = jit::For(vars[d], jit::DimOf(out, d), jit::ForKind::kSerial, body_st);
+      }
+      k.body = body_st;
+      std::vector<jit::Expr> pre = {fits, jit::Eq(jit::DimOf(out, 0),
+                                                  jit::Add(jit::DimOf(acc, 0), jit::IntImm(1)))};
+      for (int j = 0; j < sc.rank; ++j) pre.push_back(jit::Eq(jit::DimOf(out, j + 1), jit::DimOf(val, j)));
+      sc.append = AddKernel(k, {sc.dtype, sc.dtype}, {sc.dtype}, pre);
+    }
+    scan_state.push_back(sc);
   }
   // continue = (i < M) && cond, as a kernel (the VM has no scalar arithmetic).
   jit::Buffer ib = jit::Buffer::Param("i", DType::kI64, 0);
@@ -1191,16 +1263,33 @@ Status Emitter::EmitLoop(NodeId n) {
   args.insert(args.end(), caps.begin(), caps.end());
   std::vector<int> dsts = {cond_reg};
   dsts.insert(dsts.end(), v_regs.begin(), v_regs.end());
+  for (const Scan& sc : scan_state) dsts.push_back(sc.value);
   fb_.Invoke(body_fn->function_index(), args, dsts);
+  for (const Scan& sc : scan_state) {
+    int meta = ScratchStorage(8 * (sc.rank + 2));
+    int all = NewReg(), shape = NewReg(), bytes = NewReg();
+    fb_.AllocTensor(all, meta, 0, DType::kI64, {sc.rank + 2});
+    fb_.AllocTensor(shape, meta, 0, DType::kI64, {sc.rank + 1});
+    fb_.AllocTensor(bytes, meta, 8 * (sc.rank + 1), DType::kI64, {1});
+    fb_.KillRegister(meta);
+    fb_.InvokeShapeFunc(sc.shape_fn, {sc.acc, sc.value}, {all});
+    int storage = NewReg(), grown = NewReg();
+    fb_.AllocStorage(storage, bytes, kAlign);
+    fb_.AllocTensorReg(grown, storage, 0, sc.dtype, shape);
+    fb_.KillRegister(storage);
+    fb_.InvokeKernel(sc.append, {sc.acc, sc.value}, {grown});
+    fb_.Move(sc.acc, grown);
+    fb_.KillRegister(grown);
+  }
   fb_.InvokeKernel(inc_k, {i_reg}, {next_reg});
   fb_.Move(i_reg, next_reg);
   fb_.Goto(head);
   fb_.Bind(exit_l);
   std::vector<ValueId> out_values;
-  for (int k = 0; k < carried && k < static_cast<int>(node.outputs.size()); ++k) {
+  for (int k = 0; k < carried + scans && k < static_cast<int>(node.outputs.size()); ++k) {
     ValueId v = node.outputs[k];
     if (v == kNoValue) continue;
-    vals_[v].reg = v_regs[k];
+    vals_[v].reg = k < carried ? v_regs[k] : scan_state[k - carried].acc;
     out_values.push_back(v);
   }
   BindFromResults(out_values);

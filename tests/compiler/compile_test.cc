@@ -277,6 +277,38 @@ BOOST_AUTO_TEST_CASE(loop_carries_values_until_the_trip_count_or_the_condition) 
   }
 }
 
+BOOST_AUTO_TEST_CASE(loop_scan_outputs_stack_each_iteration) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (int64 m, float[2] x) => (float[2] last, float[T, 2] rows) {
+      t = Constant <value = bool {1}> ()
+      last, rows = Loop (m, t, x) <
+        body = b (int64 i, bool cin, float[2] v) => (bool cout, float[2] vout, float[2] row) {
+          two = Constant <value = float {2}> ()
+          vout = Mul(v, two)
+          cout = Identity(cin)
+          row = Identity(vout)
+        }
+      >
+    }
+  )";
+  Compiled c = Compile(text, "none");
+  for (int64_t m : {1, 4}) {
+    auto out = Run(c, {I64({}, {double(m)}), F32({2}, {1, -3})});
+    std::vector<double> rows;
+    double a = 1, b = -3;
+    for (int64_t k = 0; k < m; ++k) {
+      a *= 2;
+      b *= 2;
+      rows.push_back(a);
+      rows.push_back(b);
+    }
+    BOOST_TEST(out[0]->ToDoubles() == std::vector<double>({a, b}));
+    BOOST_TEST(out[1]->dims() == std::vector<int64_t>({m, 2}));
+    BOOST_TEST(out[1]->ToDoubles() == rows);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_models_fail_with_clear_errors) {
   CompileOptions o;
   o.external = "none";
