@@ -504,13 +504,14 @@ Status LowerIdentity(LowerContext& ctx) {
 Status LowerDropout(LowerContext& ctx) {
   if (ctx.opset() >= 12 && ctx.has_input(2)) {
     std::optional<std::vector<int64_t>> training = ctx.InputConstInts(2);
-    if (!training) {
-      return ctx.UnsupportedError(
-          "training_mode must be a compile-time constant (kiln runs Dropout for inference only)");
-    }
     std::optional<std::vector<double>> ratio = std::vector<double>{0.5};
     if (ctx.has_input(1)) ratio = ctx.InputConstDoubles(1);
     bool zero_ratio = ratio && ratio->size() == 1 && (*ratio)[0] == 0;
+    // With a zero ratio training mode is the identity too, whatever training_mode is.
+    if (!training && !zero_ratio) {
+      return ctx.UnsupportedError(
+          "training_mode must be a compile-time constant (kiln runs Dropout for inference only)");
+    }
     if (training && !training->empty() && (*training)[0] != 0 && !zero_ratio) {
       return ctx.UnsupportedError("training_mode=true needs random dropout");
     }

@@ -1,6 +1,8 @@
 // Layout and resampling lowerings: DepthToSpace, SpaceToDepth, Resize (nearest, linear, cubic;
 // every coordinate transformation mode) and Upsample, with their run-time shape functions.
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "compiler/lower/nn_internal.h"
 #include "jit/compute.h"
@@ -108,7 +110,7 @@ Coordinate SourceCoordinate(const LowerContext& ctx, const ResizePlan& plan, int
     c.x = Select(jit::Le(out_len, f(1)), f(0), x * (in_len - f(1)) / (out_len - f(1)));
   } else if (m == "pytorch_half_pixel") {
     c.x = Select(jit::Gt(out_len, f(1)), (x + f(0.5)) / scale - f(0.5), f(0));
-  } else if (m == "tf_half_pixel_for_nearest") {
+  } else if (m == "tf_half_pixel_for_nn") {
     c.x = (x + f(0.5)) / scale;
   } else if (m == "half_pixel_symmetric") {
     Expr adjustment = out_len / (scale * in_len);
@@ -278,6 +280,13 @@ Status LowerResize(LowerContext& ctx) {
     plan.nearest = "simple";
   } else {
     ASSIGN_OR_RETURN(plan.coord, ctx.GetString("coordinate_transformation_mode", "half_pixel"));
+    static const char* kModes[] = {"half_pixel",          "half_pixel_symmetric",
+                                   "pytorch_half_pixel",  "align_corners",
+                                   "asymmetric",          "tf_half_pixel_for_nn",
+                                   "tf_crop_and_resize"};
+    if (std::find(std::begin(kModes), std::end(kModes), plan.coord) == std::end(kModes)) {
+      return ctx.Error("unknown coordinate_transformation_mode '" + plan.coord + "'");
+    }
     ASSIGN_OR_RETURN(plan.nearest, ctx.GetString("nearest_mode", "round_prefer_floor"));
     ASSIGN_OR_RETURN(float a, ctx.GetFloat("cubic_coeff_a", -0.75f));
     ASSIGN_OR_RETURN(int64_t exclude, ctx.GetInt("exclude_outside", 0));

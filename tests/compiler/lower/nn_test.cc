@@ -1201,7 +1201,7 @@ struct ResizeRef {
       x = out == 1 ? 0 : o * (in - 1.0) / (out - 1.0);
     } else if (coord == "pytorch_half_pixel") {
       x = out > 1 ? (o + 0.5) / scale - 0.5 : 0;
-    } else if (coord == "tf_half_pixel_for_nearest") {
+    } else if (coord == "tf_half_pixel_for_nn") {
       x = (o + 0.5) / scale;
     } else if (coord == "tf_crop_and_resize") {
       double s = roi[d], e = roi[d + rank];
@@ -1340,7 +1340,7 @@ BOOST_AUTO_TEST_CASE(ResizeNearest) {
   }
   r.nearest = "round_prefer_floor";
   for (const char* coord :
-       {"asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nearest"}) {
+       {"asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn"}) {
     r.coord = coord;
     CheckResize(r, {1, 2, 3, 5}, {1, 1, 2.5, 1.7});
     CheckResize(r, {1, 2, 3, 5}, {}, {1, 2, 7, 4});
