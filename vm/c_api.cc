@@ -11,6 +11,7 @@
 
 #include "external/registry/registry.h"
 #include "vm/context.h"
+#include "vm/runtime.h"
 
 struct kiln_status {
   kiln_status_code code;
@@ -28,6 +29,10 @@ struct kiln_context {
 
 struct kiln_tensor {
   kiln::Tensor tensor;
+};
+
+struct kiln_runtime {
+  std::shared_ptr<kiln::Runtime> runtime;
 };
 
 namespace {
@@ -238,6 +243,84 @@ kiln_status* kiln_context_invoke(kiln_context* c, const char* function,
   *num_outputs = c->outputs.size();
   c->outputs.clear();
   return nullptr;
+}
+
+kiln_status* kiln_runtime_create(const kiln_runtime_options* options, kiln_runtime** out) {
+  if (out == nullptr) return NullArgument("kiln_runtime_create", "out");
+  *out = nullptr;
+  kiln::RuntimeOptions o;
+  if (options != nullptr) {
+    if (options->num_plugins > 0 && options->plugins == nullptr) {
+      return NullArgument("kiln_runtime_create", "options->plugins");
+    }
+    o.num_threads = options->num_threads;
+    if (options->jit_cache_dir != nullptr) o.jit_cache_dir = options->jit_cache_dir;
+    if (options->allocator_cache_bytes > 0) {
+      o.allocator_cache_bytes = options->allocator_cache_bytes;
+    }
+    for (size_t i = 0; i < options->num_plugins; ++i) {
+      if (options->plugins[i] == nullptr) {
+        std::string which = "options->plugins[" + std::to_string(i) + "]";
+        return NullArgument("kiln_runtime_create", which.c_str());
+      }
+      o.plugins.push_back(options->plugins[i]);
+    }
+  }
+  auto rt = kiln::Runtime::Create(o);
+  if (!rt.ok()) return MakeStatus(rt.status());
+  *out = new kiln_runtime{std::move(*rt)};
+  return nullptr;
+}
+
+void kiln_runtime_free(kiln_runtime* r) { delete r; }
+
+kiln_status* kiln_runtime_load_file(const kiln_runtime* r, const char* path,
+                                    kiln_executable** out) {
+  if (r == nullptr) return NullArgument("kiln_runtime_load_file", "runtime");
+  if (path == nullptr) return NullArgument("kiln_runtime_load_file", "path");
+  if (out == nullptr) return NullArgument("kiln_runtime_load_file", "out");
+  *out = nullptr;
+  auto exe = r->runtime->LoadFile(path);
+  if (!exe.ok()) return MakeStatus(exe.status());
+  *out = new kiln_executable{std::move(*exe)};
+  return nullptr;
+}
+
+kiln_status* kiln_runtime_load_bytes(const kiln_runtime* r, const void* data, size_t size,
+                                     kiln_executable** out) {
+  if (r == nullptr) return NullArgument("kiln_runtime_load_bytes", "runtime");
+  if (data == nullptr && size > 0) return NullArgument("kiln_runtime_load_bytes", "data");
+  if (out == nullptr) return NullArgument("kiln_runtime_load_bytes", "out");
+  *out = nullptr;
+  auto exe = r->runtime->LoadBytes(static_cast<const uint8_t*>(data ? data : ""), size);
+  if (!exe.ok()) return MakeStatus(exe.status());
+  *out = new kiln_executable{std::move(*exe)};
+  return nullptr;
+}
+
+kiln_status* kiln_runtime_context_create(const kiln_runtime* r, const kiln_executable* e,
+                                         kiln_context** out) {
+  if (r == nullptr) return NullArgument("kiln_runtime_context_create", "runtime");
+  if (e == nullptr) return NullArgument("kiln_runtime_context_create", "executable");
+  if (out == nullptr) return NullArgument("kiln_runtime_context_create", "out");
+  *out = nullptr;
+  auto ctx = r->runtime->NewContext(e->exe);
+  if (!ctx.ok()) return MakeStatus(ctx.status());
+  *out = new kiln_context{std::move(*ctx), {}, {}};
+  return nullptr;
+}
+
+void kiln_runtime_get_stats(const kiln_runtime* r, kiln_runtime_stats* out) {
+  if (out == nullptr) return;
+  std::memset(out, 0, sizeof(*out));
+  if (r == nullptr) return;
+  kiln::RuntimeStats s = r->runtime->stats();
+  out->jit_compilations = s.engine.compilations;
+  out->jit_cache_hits = s.engine.cache_hits;
+  out->jit_object_cache_hits = s.engine.object_cache_hits;
+  out->jit_compile_seconds = s.engine.compile_seconds;
+  out->specialized_calls = s.dispatch.hits;
+  out->generic_calls = s.dispatch.misses;
 }
 
 }  // extern "C"

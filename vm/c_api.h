@@ -117,6 +117,48 @@ kiln_status* kiln_context_invoke(kiln_context* context, const char* function,
                                  kiln_tensor** outputs, size_t outputs_capacity,
                                  size_t* num_outputs, int64_t timeout_ms);
 
+/* ---- Runtimes (vm/runtime.h) ----
+ * A runtime holds the JIT (kernels compiled on first use, optional on-disk cache), the vendor
+ * runtimes (oneDNN, plugins) and an allocator. Executables it loads can run JIT kernels and
+ * external regions (kiln_executable_load_* bind external regions only). Thread-safe. Executables
+ * and contexts it made, and tensors they returned, stay valid after kiln_runtime_free. */
+typedef struct kiln_runtime kiln_runtime;
+
+/* Zero-initialize (or memset 0) for the defaults. */
+typedef struct kiln_runtime_options {
+  int32_t num_threads;           /* OpenMP threads for kernels and oneDNN; 0: OpenMP default */
+  const char* jit_cache_dir;     /* persistent JIT object cache; NULL or "": none */
+  size_t allocator_cache_bytes;  /* bytes the allocator keeps for reuse; 0: 1 GiB */
+  const char* const* plugins;    /* vendor plugin .so paths (plus $KILN_PLUGINS) */
+  size_t num_plugins;
+} kiln_runtime_options;
+
+/* Counters since the runtime was created. */
+typedef struct kiln_runtime_stats {
+  int64_t jit_compilations;        /* kernels compiled (including failed attempts) */
+  int64_t jit_cache_hits;          /* kernel requests served without compiling */
+  int64_t jit_object_cache_hits;   /* compilations served from jit_cache_dir */
+  double jit_compile_seconds;
+  int64_t specialized_calls;       /* kernel calls served by a shape-specialized variant */
+  int64_t generic_calls;           /* ... by the generic variant */
+} kiln_runtime_stats;
+
+/* options NULL: defaults. KILN_INVALID_ARGUMENT for a negative or huge num_threads;
+ * KILN_NOT_FOUND / KILN_INVALID_ARGUMENT naming a plugin that is missing or not loadable;
+ * KILN_INTERNAL naming jit_cache_dir if it cannot be created. */
+kiln_status* kiln_runtime_create(const kiln_runtime_options* options, kiln_runtime** out);
+void kiln_runtime_free(kiln_runtime* runtime);
+/* As kiln_executable_load_file / _load_bytes, bound to the runtime's JIT and vendors. */
+kiln_status* kiln_runtime_load_file(const kiln_runtime* runtime, const char* path,
+                                    kiln_executable** out);
+kiln_status* kiln_runtime_load_bytes(const kiln_runtime* runtime, const void* data, size_t size,
+                                     kiln_executable** out);
+/* A context allocating from the runtime's allocator. */
+kiln_status* kiln_runtime_context_create(const kiln_runtime* runtime,
+                                         const kiln_executable* executable, kiln_context** out);
+/* Zeros *out for a NULL runtime. */
+void kiln_runtime_get_stats(const kiln_runtime* runtime, kiln_runtime_stats* out);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,167 +1,255 @@
-// Quickstart: build a small executable, save it, load it back (verified), run it.
+// Quickstart: compile a real ONNX model, load it with the Runtime, run it at several shapes.
 //
-// The program computes sum_{i<n} i*i + bias with a loop in @main that calls @step. Its kernels
-// are three tiny host implementations registered through the KernelProvider interface — the
-// way an embedder adds custom operators. (Model kernels are JIT-compiled; see README.)
+//   bazel run //examples/quickstart [-- --runs=N --external=onednn|none --threads=N
+//                                       --jit_cache=DIR MODEL.onnx]
+//
+// The model (examples/quickstart/make_model.cc writes it at build time) is a tiny text
+// classifier with symbolic dims batch and seq: embedding Gather, LayerNormalization, a
+// feed-forward block with exact Gelu, a residual Add, mean over seq, Gemm and Softmax. Every
+// output is checked against a plain C++ reference (reference.h); `bazel test
+// //examples/quickstart:quickstart_test` runs this program with fewer iterations.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+#include <string_view>
+#include <vector>
 
-#include "vm/builder.h"
-#include "vm/context.h"
-#include "vm/disassembler.h"
+#include "compiler/compile.h"
+#include "examples/quickstart/model_def.h"
+#include "examples/quickstart/reference.h"
+#include "vm/runtime.h"
 
 namespace {
 
-using kiln::DType;
-using kiln::Status;
-using kiln::Tensor;
+using Clock = std::chrono::steady_clock;
 
-// ---- Host kernels for the example: i64 scalars in, one scalar out. ------------------------
+// f32 kernels against a double reference: each logit is a chain of dot products of at most 128
+// terms over O(1) values, so its f32 rounding error is ~1e-6 relative; softmax turns an
+// absolute logit error e into a relative probability error <= 2e. 1e-4 leaves room for
+// vectorized erf/exp approximations (a few ulp) without hiding a wrong kernel, whose errors
+// are O(1e-2) or more.
+constexpr double kRtol = 1e-4;
+constexpr double kAtol = 1e-6;
 
-class ScalarKernel : public kiln::TensorFunction {
- public:
-  explicit ScalarKernel(int64_t (*op)(int64_t, int64_t)) : op_(op) {}
-  Status Run(const Tensor* const* args, int, int) override {
-    for (int i = 0; i < 3; ++i) {
-      if (args[i]->NumElements() != 1) return kiln::InvalidArgument("expects scalars");
+struct Args {
+  std::string model = "examples/quickstart/quickstart.onnx";  // runfiles-relative
+  int runs = 50;
+  std::string external = "onednn";
+  int threads = 0;
+  std::string jit_cache;  // persistent JIT object cache: a second run loads instead of compiling
+};
+
+bool ParseArgs(int argc, char** argv, Args* args) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view a = argv[i];
+    auto value = [&](std::string_view flag) { return std::string(a.substr(flag.size())); };
+    if (a.rfind("--runs=", 0) == 0) {
+      args->runs = std::atoi(value("--runs=").c_str());
+    } else if (a.rfind("--external=", 0) == 0) {
+      args->external = value("--external=");
+    } else if (a.rfind("--jit_cache=", 0) == 0) {
+      args->jit_cache = value("--jit_cache=");
+    } else if (a.rfind("--threads=", 0) == 0) {
+      args->threads = std::atoi(value("--threads=").c_str());
+    } else if (a.rfind("--", 0) == 0) {
+      std::fprintf(stderr, "quickstart: unknown flag %s\n", argv[i]);
+      return false;
+    } else {
+      args->model = argv[i];
     }
-    *args[2]->data_as<int64_t>() = op_(*args[0]->data_as<int64_t>(), *args[1]->data_as<int64_t>());
-    return Status::Ok();
   }
-
- private:
-  int64_t (*op_)(int64_t, int64_t);
-};
-
-class HostKernels : public kiln::KernelProvider {
- public:
-  kiln::StatusOr<std::unique_ptr<kiln::TensorFunction>> PrepareKernel(
-      const kiln::KernelSpec& spec) override {
-    int64_t (*op)(int64_t, int64_t) = nullptr;
-    if (spec.name == "add") op = [](int64_t a, int64_t b) { return a + b; };
-    if (spec.name == "mul") op = [](int64_t a, int64_t b) { return a * b; };
-    if (spec.name == "less") op = [](int64_t a, int64_t b) -> int64_t { return a < b; };
-    if (op == nullptr) return kiln::NotFound("no host kernel '" + std::string(spec.name) + "'");
-    return std::unique_ptr<kiln::TensorFunction>(new ScalarKernel(op));
-  }
-  kiln::StatusOr<std::unique_ptr<kiln::TensorFunction>> PrepareShapeFunction(
-      const kiln::ShapeFunctionSpec& spec) override {
-    return kiln::NotFound("no shape functions in this example");
-  }
-};
-
-// dst := fresh i64 scalar (scratch registers s, s + 1).
-void AllocScalar(kiln::FunctionBuilder& f, int dst, int s) {
-  f.LoadConsti(s, 8);
-  f.AllocStorage(s + 1, s);
-  f.AllocTensor(dst, s + 1, 0, DType::kI64, {});
+  return args->runs >= 1;
 }
 
-kiln::ValueSpec I64(const char* name) { return {name, DType::kI64, {}, false}; }
-
-Status BuildExecutable(const std::string& path) {
-  kiln::ExecutableBuilder b("kiln quickstart");
-  int add = b.AddKernel({"add", {DType::kI64, DType::kI64}, {DType::kI64}});
-  int mul = b.AddKernel({"mul", {DType::kI64, DType::kI64}, {DType::kI64}});
-  int less = b.AddKernel({"less", {DType::kI64, DType::kI64}, {DType::kI64}});
-  int64_t bias = 1000;
-  int bias_const = b.AddConstant("bias", DType::kI64, {}, &bias, sizeof(bias));
-
-  // @step(acc, i) -> acc + i * i
-  kiln::FunctionBuilder& step = b.AddFunction("step");
-  step.AddParam(I64("acc"));
-  step.AddParam(I64("i"));
-  step.AddResult(I64("acc"));
-  step.SetSourceNode("square");
-  AllocScalar(step, 2, 10);
-  step.InvokeKernel(mul, {1, 1}, {2});
-  step.SetSourceNode("accumulate");
-  AllocScalar(step, 3, 10);
-  step.InvokeKernel(add, {0, 2}, {3});
-  step.Ret({3});
-
-  // @main(n) -> bias + sum_{i<n} step
-  kiln::FunctionBuilder& main = b.AddFunction("main");
-  main.AddParam(I64("n"));
-  main.AddResult(I64("result"));
-  kiln::Label loop = main.NewLabel(), body = main.NewLabel(), done = main.NewLabel();
-  main.LoadConsti(1, 0);  // acc
-  main.LoadConsti(2, 0);  // i
-  main.LoadConsti(3, 1);
-  main.Bind(loop);
-  AllocScalar(main, 4, 10);
-  main.InvokeKernel(less, {2, 0}, {4});
-  main.If(4, body, done);
-  main.Bind(body);
-  main.Invoke(step.index(), {1, 2}, {1});
-  AllocScalar(main, 5, 10);
-  main.InvokeKernel(add, {2, 3}, {5});
-  main.Move(2, 5);
-  main.Goto(loop);
-  main.Bind(done);
-  main.LoadConst(6, bias_const);
-  AllocScalar(main, 7, 10);
-  main.InvokeKernel(add, {1, 6}, {7});
-  main.Ret({7});
-
-  kiln::MetadataDef meta;
-  meta.entry = "main";
-  meta.inputs = {I64("n")};
-  meta.outputs = {I64("result")};
-  b.SetMetadata(meta);
-  return b.WriteFile(path);
-}
-
-int Fail(const char* step, const Status& s) {
+int Fail(const char* step, const kiln::Status& s) {
   std::fprintf(stderr, "quickstart: %s: %s\n", step, s.ToString().c_str());
   return 1;
+}
+
+double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+struct Shape {
+  int64_t batch, seq;
+};
+
+// Checks the outputs' signature, then returns the largest |got - want| / (atol + rtol |want|)
+// (<= 1 passes) in *ratio, keeping the larger of it and the value already there.
+kiln::Status Compare(const std::vector<kiln::Tensor>& out, const std::vector<double>& want,
+                     Shape shape, double* ratio) {
+  if (out.size() != 1 || out[0].dtype() != kiln::DType::kF32 ||
+      out[0].shape() != kiln::Shape{shape.batch, quickstart::kClasses}) {
+    return kiln::Internal("expected one f32[" + std::to_string(shape.batch) + ", 4] output, got " +
+                          (out.empty() ? std::string("none") : out[0].TypeString()));
+  }
+  for (size_t i = 0; i < want.size(); ++i) {
+    double g = out[0].data_as<float>()[i];
+    double r = std::abs(g - want[i]) / (kAtol + kRtol * std::abs(want[i]));
+    *ratio = std::max(*ratio, std::isnan(g) ? INFINITY : r);
+  }
+  if (*ratio > 1) {
+    return kiln::Internal("batch " + std::to_string(shape.batch) + " x seq " +
+                          std::to_string(shape.seq) + ": output differs from the reference by " +
+                          std::to_string(*ratio) + " x the tolerance (rtol 1e-4)");
+  }
+  return kiln::Status::Ok();
+}
+
+std::string Row(const kiln::Tensor& probs, int64_t row) {
+  std::string s = "[" + std::to_string(row) + "] = [";
+  for (int64_t c = 0; c < quickstart::kClasses; ++c) {
+    char buf[16];
+    std::snprintf(buf, sizeof(buf), "%s%.4f", c ? " " : "",
+                  probs.data_as<float>()[row * quickstart::kClasses + c]);
+    s += buf;
+  }
+  return s + "]";
+}
+
+struct ShapeReport {
+  double first_ms = 0, median_ms = 0, max_error = 0;
+  int warmup = 0;
+  kiln::RuntimeStats before, after_first, after_warmup, after;
+};
+
+// Runs one shape: the first call (JIT compile included), warm-up calls until shape-specialized
+// kernels are in, then `runs` timed calls. Every result is checked against `want`.
+kiln::Status RunShape(const kiln::Runtime& rt, kiln::Context& ctx, int function, Shape shape,
+                      const std::vector<kiln::Tensor>& inputs, const std::vector<double>& want,
+                      int runs, std::vector<kiln::Tensor>* out, ShapeReport* r) {
+  r->before = rt.stats();
+  Clock::time_point t0 = Clock::now();
+  RETURN_IF_ERROR(ctx.Invoke(function, inputs, out));
+  r->first_ms = Ms(Clock::now() - t0);
+  r->after_first = rt.stats();
+  RETURN_IF_ERROR(Compare(*out, want, shape, &r->max_error));
+
+  // A shape called specialize_after times gets specialized kernels, compiled on a background
+  // thread; wait for them so the timing measures the steady state (on 2 cores a background
+  // compile also stalls the OpenMP team of a concurrent run).
+  r->warmup = std::max(rt.options().dispatch.specialize_after, 0) + 1;
+  for (int i = 0; i < r->warmup; ++i) {
+    RETURN_IF_ERROR(ctx.Invoke(function, inputs, out));
+    RETURN_IF_ERROR(Compare(*out, want, shape, &r->max_error));
+  }
+  rt.WaitForBackgroundCompiles();
+  r->after_warmup = rt.stats();
+
+  std::vector<double> times;
+  for (int i = 0; i < runs; ++i) {
+    Clock::time_point t = Clock::now();
+    RETURN_IF_ERROR(ctx.Invoke(function, inputs, out));
+    times.push_back(Ms(Clock::now() - t));
+    RETURN_IF_ERROR(Compare(*out, want, shape, &r->max_error));
+  }
+  std::sort(times.begin(), times.end());
+  r->median_ms = times[times.size() / 2];
+  r->after = rt.stats();
+  return kiln::Status::Ok();
+}
+
+void PrintShape(int step, Shape shape, int runs, const kiln::Tensor& probs, const ShapeReport& r) {
+  std::printf(
+      "(%d) batch %lld x seq %lld: first call %.2f ms (%lld kernels JIT-compiled in %.1f "
+      "ms); %d warm-up calls (%lld variants specialized in the background); steady "
+      "median %.3f ms over %d runs\n",
+      step, static_cast<long long>(shape.batch), static_cast<long long>(shape.seq), r.first_ms,
+      static_cast<long long>(r.after_first.engine.compilations - r.before.engine.compilations),
+      1e3 * (r.after_first.engine.compile_seconds - r.before.engine.compile_seconds), r.warmup,
+      static_cast<long long>(r.after_warmup.dispatch.specializations -
+                             r.after_first.dispatch.specializations),
+      r.median_ms, runs);
+  std::string rows = Row(probs, 0);
+  if (shape.batch > 1) rows += "  " + Row(probs, shape.batch - 1);
+  std::printf("    probabilities%s\n", rows.c_str());
+  std::printf(
+      "    kernel calls at this shape: %lld generic, %lld specialized; max error %.3g of "
+      "the tolerance\n",
+      static_cast<long long>(r.after.dispatch.misses - r.before.dispatch.misses),
+      static_cast<long long>(r.after.dispatch.hits - r.before.dispatch.hits), r.max_error);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::string path = argc > 1 ? argv[1] : std::string(tmp ? tmp : "/tmp") + "/quickstart.kiln";
-
-  // (1) Build an executable with the builder and save it.
-  std::printf("(1) building %s\n", path.c_str());
-  if (Status s = BuildExecutable(path); !s.ok()) return Fail("build", s);
-
-  // (2) Load it back: mmap, then the FlatBuffers, semantic and bytecode verifiers.
-  kiln::LoadOptions options;
-  options.kernels = std::make_shared<HostKernels>();
-  auto exe = kiln::Executable::LoadFile(path, options);
-  if (!exe.ok()) return Fail("load", exe.status());
-  std::printf("(2) loaded and verified: format %d.%d, %d functions, %zu bytes\n",
-              (*exe)->version_major(), (*exe)->version_minor(), (*exe)->num_functions(),
-              (*exe)->file_size());
-
-  // (3) Look at the code.
-  std::printf("(3) disassembly:\n%s", kiln::DisassembleFunction(**exe, (*exe)->FindFunction("main")).c_str());
-
-  // (4) Create a context and run @main at a few inputs.
-  auto ctx = kiln::Context::Create(*exe);
-  if (!ctx.ok()) return Fail("context", ctx.status());
-  for (int64_t n : {0, 1, 10, 100, 1000}) {
-    auto input = Tensor::Allocate(kiln::DefaultAllocator(), DType::kI64, kiln::Shape());
-    *input->data_as<int64_t>() = n;
-    auto start = std::chrono::steady_clock::now();
-    auto out = (*ctx)->Invoke("main", {*input});
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-    if (!out.ok()) return Fail("run", out.status());
-    int64_t got = *(*out)[0].data_as<int64_t>();
-    int64_t want = 1000 + (n - 1) * n * (2 * n - 1) / 6;
-    std::printf("(4) main(%lld) = %lld  [%llu instructions, %.1f us]\n", static_cast<long long>(n),
-                static_cast<long long>(got),
-                static_cast<unsigned long long>((*ctx)->instructions_executed()), us);
-    if (got != want) {
-      std::fprintf(stderr, "quickstart: main(%lld) = %lld, expected %lld\n", static_cast<long long>(n),
-                   static_cast<long long>(got), static_cast<long long>(want));
-      return 1;
-    }
+  Args args;
+  if (!ParseArgs(argc, argv, &args)) {
+    std::fprintf(stderr,
+                 "usage: quickstart [--runs=N] [--external=onednn|none] [--threads=N] "
+                 "[--jit_cache=DIR] [MODEL.onnx]\n");
+    return 2;
   }
-  std::printf("(5) all results match the closed form sum_{i<n} i^2 + 1000\n");
+
+  // (1) Compile the ONNX model to .kiln bytes (what `kiln compile` does).
+  std::printf("(1) compiling %s (external: %s) ...\n", args.model.c_str(), args.external.c_str());
+  std::fflush(stdout);
+  kiln::compiler::CompileOptions copts;
+  copts.external = args.external;
+  copts.progress = [](std::string_view line) {
+    std::printf("    %.*s\n", static_cast<int>(line.size()), line.data());
+    std::fflush(stdout);
+  };
+  kiln::compiler::CompileStats cs;
+  auto bytes = kiln::compiler::CompileOnnxFile(args.model, copts, &cs);
+  if (!bytes.ok()) return Fail("compile", bytes.status());
+  std::printf(
+      "    %d nodes -> %d after passes; %d kernels (%d fused, absorbing %d nodes), "
+      "%d shape functions, %d external regions (%d nodes), %d constants (%.0f KiB); "
+      "%zu bytes in %.0f ms\n",
+      cs.nodes, cs.nodes_after_passes, cs.kernels, cs.fused_kernels, cs.fused_nodes,
+      cs.shape_functions, cs.external_regions, cs.external_nodes, cs.constants,
+      cs.constant_bytes / 1024.0, bytes->size(), cs.seconds * 1e3);
+
+  // (2) Create the runtime (JIT, vendor runtimes, allocator) and load the executable:
+  //     verified, kernels bound (compiled on first use), oneDNN regions initialized.
+  kiln::RuntimeOptions ropts;
+  ropts.num_threads = args.threads;
+  ropts.jit_cache_dir = args.jit_cache;
+  auto rt = kiln::Runtime::Create(ropts);
+  if (!rt.ok()) return Fail("runtime", rt.status());
+  auto exe = (*rt)->LoadBytes(bytes->data(), bytes->size());
+  if (!exe.ok()) return Fail("load", exe.status());
+  int entry = (*exe)->FindFunction((*exe)->entry_function());
+  if (entry < 0) return Fail("load", kiln::NotFound("no entry function"));
+  const kiln::FunctionSignature& sig = (*exe)->signature(entry);
+  std::printf("(2) loaded and verified: @%s(%s) -> %s; %d OpenMP threads\n", sig.name.c_str(),
+              sig.params[0].ToString().c_str(), sig.results[0].ToString().c_str(),
+              (*rt)->num_threads());
+
+  // (3) One context (per thread/request), run at several shapes; back to the first shape at
+  //     the end: its kernels are not compiled again.
+  auto ctx = (*rt)->NewContext(*exe);
+  if (!ctx.ok()) return Fail("context", ctx.status());
+  quickstart::Weights weights = quickstart::MakeWeights();
+  const Shape shapes[] = {{1, 8}, {4, 32}, {2, 128}, {1, 8}};
+  int step = 3;
+  std::vector<kiln::Tensor> out;
+  for (const Shape& shape : shapes) {
+    std::vector<int64_t> ids = quickstart::MakeInputIds(shape.batch, shape.seq, 1);
+    std::vector<kiln::Tensor> inputs = {
+        kiln::Tensor::Wrap(ids.data(), kiln::DType::kI64, {shape.batch, shape.seq})};
+    std::vector<double> want = quickstart::Reference(weights, ids, shape.batch, shape.seq);
+    ShapeReport report;
+    kiln::Status s = RunShape(**rt, **ctx, entry, shape, inputs, want, args.runs, &out, &report);
+    if (!s.ok()) return Fail("run", s);
+    PrintShape(step++, shape, args.runs, out[0], report);
+  }
+
+  // (4) Totals.
+  (*rt)->WaitForBackgroundCompiles();
+  kiln::RuntimeStats st = (*rt)->stats();
+  std::printf(
+      "(%d) all outputs match the C++ reference (rtol 1e-4). JIT: %lld compilations (%.0f ms, "
+      "%lld loaded from the object cache), %lld specializations; allocator: %llu "
+      "allocations, %.0f%% from cache, peak %.0f KiB\n",
+      step, static_cast<long long>(st.engine.compilations), st.engine.compile_seconds * 1e3,
+      static_cast<long long>(st.engine.object_cache_hits),
+      static_cast<long long>(st.dispatch.specializations),
+      static_cast<unsigned long long>(st.allocator.allocations),
+      st.allocator.allocations ? 100.0 * st.allocator.cache_hits / st.allocator.allocations : 0.0,
+      st.allocator.peak_bytes / 1024.0);
   return 0;
 }

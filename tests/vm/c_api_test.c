@@ -125,6 +125,38 @@ static void TestNullsAndBadTensors(void) {
   kiln_status_free(NULL);
 }
 
+/* The runtime API: load and run through a runtime, contexts outliving it, bad options. */
+static void TestRuntime(void) {
+  kiln_runtime* rt = NULL;
+  kiln_executable* exe = NULL;
+  kiln_context* ctx = NULL;
+  kiln_runtime_stats stats;
+  CHECK(kiln_runtime_create(NULL, &rt) == NULL);
+  CHECK(kiln_runtime_load_file(rt, FixturePath(), &exe) == NULL);
+  CHECK(kiln_runtime_context_create(rt, exe, &ctx) == NULL);
+  kiln_runtime_get_stats(rt, &stats);
+  CHECK(stats.jit_compilations == 0); /* the fixture has no kernels */
+  kiln_executable_free(exe);
+  kiln_runtime_free(rt); /* the context keeps what it needs alive */
+  if (ctx != NULL) TestInvoke(ctx);
+  kiln_context_free(ctx);
+
+  kiln_runtime_options options;
+  memset(&options, 0, sizeof(options));
+  options.num_threads = -1;
+  rt = NULL;
+  ExpectError(kiln_runtime_create(&options, &rt), KILN_INVALID_ARGUMENT, "num_threads = -1");
+  CHECK(rt == NULL);
+  const char* plugins[1] = {"/nonexistent/libvendor.so"};
+  options.num_threads = 1;
+  options.plugins = plugins;
+  options.num_plugins = 1;
+  ExpectError(kiln_runtime_create(&options, &rt), KILN_NOT_FOUND, "/nonexistent/libvendor.so");
+  ExpectError(kiln_runtime_load_file(NULL, FixturePath(), &exe), KILN_INVALID_ARGUMENT, "runtime");
+  kiln_runtime_get_stats(NULL, &stats);
+  CHECK(stats.jit_compilations == 0 && stats.generic_calls == 0);
+}
+
 int main(void) {
   kiln_executable* exe = NULL;
   kiln_context* ctx = NULL;
@@ -139,6 +171,7 @@ int main(void) {
   TestInvoke(ctx);
   kiln_context_free(ctx);
   TestNullsAndBadTensors();
+  TestRuntime();
   printf("%d checks passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

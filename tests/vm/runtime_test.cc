@@ -1,0 +1,346 @@
+// Tests for vm/runtime: loading and running JIT executables, options, counters, lifetimes.
+#define BOOST_TEST_MODULE runtime_test
+#include "vm/runtime.h"
+
+#include <omp.h>
+#include <sys/stat.h>
+
+#include <boost/test/unit_test.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "jit/compute.h"
+#include "jit/kir_serialize.h"
+#include "vm/builder.h"
+
+namespace kiln {
+namespace {
+
+using jit::Buffer;
+using jit::Expr;
+using jit::Kernel;
+
+constexpr int64_t kWidth = 4;
+
+KernelDef KirKernel(const Kernel& k, std::vector<DType> ins, std::vector<DType> outs) {
+  return KernelDef{
+      k.name, std::move(ins), std::move(outs), jit::kPayloadFormat, jit::SerializeKernel(k), {}};
+}
+
+ShapeFunctionDef KirShapeFunction(const Kernel& k) {
+  return ShapeFunctionDef{k.name, 1, 1, {}, jit::kPayloadFormat, jit::SerializeKernel(k)};
+}
+
+// out[0] := value(x) for x: f32[rows, kWidth].
+Kernel XShape(const char* name, Expr (*value)(const Buffer& x)) {
+  Buffer x = Buffer::Param("x", DType::kF32, 2), out = Buffer::Param("out", DType::kI64, 1);
+  return Kernel{name, {x, out}, {}, jit::Store(out, {jit::IntImm(0)}, value(x))};
+}
+
+void AllocI64Vector(FunctionBuilder& f, int dst, int s) {
+  f.LoadConsti(s, 8);
+  f.AllocStorage(s + 1, s);
+  f.AllocTensor(dst, s + 1, 0, DType::kI64, {1});
+}
+
+// @main(x: f32[batch, 4], b: f32[4]) -> (y = x + b, s = row sums of x): two JIT kernels and two
+// shape functions, all kernel IR payloads.
+std::vector<uint8_t> BuildAffine() {
+  ExecutableBuilder b("runtime_test");
+  Kernel add = jit::ElementwiseBinary("add_bias", {DType::kF32, 2, {}}, {DType::kF32, 1, {}},
+                                      DType::kF32, [](Expr x, Expr y) { return x + y; });
+  auto row_sum = jit::ReduceKernel("row_sum", jit::Reduction::kSum, DType::kF32, 2, {1}, false);
+  BOOST_REQUIRE(row_sum.ok());
+  int k_add = b.AddKernel(KirKernel(add, {DType::kF32, DType::kF32}, {DType::kF32}));
+  int k_sum = b.AddKernel(KirKernel(*row_sum, {DType::kF32}, {DType::kF32}));
+  int s_bytes = b.AddShapeFunction(KirShapeFunction(XShape("x_bytes", [](const Buffer& x) {
+    return jit::DimOf(x, 0) * jit::DimOf(x, 1) * jit::IntImm(sizeof(float));
+  })));
+  int s_rows = b.AddShapeFunction(
+      KirShapeFunction(XShape("rows", [](const Buffer& x) { return jit::DimOf(x, 0); })));
+
+  std::vector<DimSpec> x_shape = {DimSpec{-1, "batch"}, DimSpec{kWidth, ""}};
+  ValueSpec x{"x", DType::kF32, x_shape, false};
+  ValueSpec bias{"b", DType::kF32, {DimSpec{kWidth, ""}}, false};
+  ValueSpec y{"y", DType::kF32, x_shape, false};
+  ValueSpec s{"s", DType::kF32, {DimSpec{-1, "batch"}}, false};
+  FunctionBuilder& f = b.AddFunction("main");
+  f.AddParam(x);
+  f.AddParam(bias);
+  f.AddResult(y);
+  f.AddResult(s);
+  f.ShapeOf(2, 0);
+  AllocI64Vector(f, 3, 20);
+  f.InvokeShapeFunc(s_bytes, {0}, {3});
+  f.AllocStorage(4, 3);
+  f.AllocTensorReg(5, 4, 0, DType::kF32, 2);
+  f.InvokeKernel(k_add, {0, 1}, {5});
+  AllocI64Vector(f, 6, 20);
+  f.InvokeShapeFunc(s_rows, {0}, {6});
+  f.AllocStorage(7, 3);
+  f.AllocTensorReg(8, 7, 0, DType::kF32, 6);
+  f.InvokeKernel(k_sum, {0}, {8});
+  f.Ret({5, 8});
+  MetadataDef meta;
+  meta.entry = "main";
+  meta.inputs = {x, bias};
+  meta.outputs = {y, s};
+  b.SetMetadata(meta);
+  auto bytes = b.Finish();
+  BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().ToString());
+  return *bytes;
+}
+
+std::string TempDir() {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return t ? t : "/tmp";
+}
+
+std::string WriteTemp(const std::string& name, const std::vector<uint8_t>& bytes) {
+  std::string path = TempDir() + "/" + name;
+  FILE* f = std::fopen(path.c_str(), "wb");
+  BOOST_REQUIRE(f != nullptr);
+  BOOST_REQUIRE_EQUAL(std::fwrite(bytes.data(), 1, bytes.size(), f), bytes.size());
+  std::fclose(f);
+  return path;
+}
+
+// Runs @main on x[i][j] = i * 10 + j + seed, b[j] = j / 2 and checks both results exactly
+// (small integers and halves: f32 sums are exact). Returns "" or what is wrong; uses no
+// Boost.Test assertion, so threads may call it.
+std::string Run(const Runtime& rt, Context& ctx, int64_t batch, float seed = 0) {
+  auto x = Tensor::Allocate(rt.allocator(), DType::kF32, Shape{batch, kWidth});
+  auto b = Tensor::Allocate(rt.allocator(), DType::kF32, Shape{kWidth});
+  if (!x.ok() || !b.ok()) return "allocation failed";
+  for (int64_t i = 0; i < batch; ++i)
+    for (int64_t j = 0; j < kWidth; ++j) x->data_as<float>()[i * kWidth + j] = i * 10 + j + seed;
+  for (int64_t j = 0; j < kWidth; ++j) b->data_as<float>()[j] = j * 0.5f;
+  auto out = ctx.Invoke("main", {*x, *b});
+  if (!out.ok()) return out.status().ToString();
+  if (out->size() != 2) return "expected 2 outputs";
+  const Tensor& y = (*out)[0];
+  const Tensor& s = (*out)[1];
+  if (y.shape() != Shape{batch, kWidth} || s.shape() != Shape{batch}) {
+    return "shapes " + y.shape().ToString() + ", " + s.shape().ToString();
+  }
+  for (int64_t i = 0; i < batch; ++i) {
+    float sum = 0;
+    for (int64_t j = 0; j < kWidth; ++j) {
+      float xv = i * 10 + j + seed;
+      sum += xv;
+      if (y.data_as<float>()[i * kWidth + j] != xv + j * 0.5f) {
+        return "y[" + std::to_string(i) + "][" + std::to_string(j) + "] wrong";
+      }
+    }
+    if (s.data_as<float>()[i] != sum) return "s[" + std::to_string(i) + "] wrong";
+  }
+  return "";
+}
+
+void RunAndCheck(const Runtime& rt, Context& ctx, int64_t batch, float seed = 0) {
+  std::string error = Run(rt, ctx, batch, seed);
+  BOOST_CHECK_MESSAGE(error.empty(), "batch " << batch << ": " << error);
+}
+
+RuntimeOptions Quiet() {
+  RuntimeOptions o;
+  o.plugins_from_environment = false;  // the test must not depend on the caller's environment
+  return o;
+}
+
+BOOST_AUTO_TEST_CASE(loads_bytes_and_file_and_runs_jit_kernels) {
+  auto rt = Runtime::Create(Quiet());
+  BOOST_REQUIRE_MESSAGE(rt.ok(), rt.status().ToString());
+  std::vector<uint8_t> bytes = BuildAffine();
+
+  auto exe = (*rt)->LoadBytes(bytes.data(), bytes.size());
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().ToString());
+  auto ctx = (*rt)->NewContext(*exe);
+  BOOST_REQUIRE_MESSAGE(ctx.ok(), ctx.status().ToString());
+  for (int64_t batch : {1, 3, 17, 3}) RunAndCheck(**rt, **ctx, batch);
+
+  RuntimeStats st = (*rt)->stats();
+  // Two kernels and two shape functions, each compiled once (generic variants).
+  BOOST_CHECK_EQUAL(st.engine.compilations, 4);
+  BOOST_CHECK_EQUAL(st.engine.failures, 0);
+  BOOST_CHECK_GE(st.dispatch.compilations, 4);
+  BOOST_CHECK_GT(st.engine.compile_seconds, 0.0);
+  BOOST_CHECK_GT(st.allocator.allocations, 0u);
+
+  // The same kernels from a file: served by the engine's cache, nothing recompiled.
+  auto exe2 = (*rt)->LoadFile(WriteTemp("affine.kiln", bytes));
+  BOOST_REQUIRE_MESSAGE(exe2.ok(), exe2.status().ToString());
+  auto ctx2 = (*rt)->NewContext(*exe2);
+  BOOST_REQUIRE(ctx2.ok());
+  RunAndCheck(**rt, **ctx2, 5, 1.0f);
+  BOOST_CHECK_EQUAL((*rt)->stats().engine.compilations, 4);
+  BOOST_CHECK_GE((*rt)->stats().engine.cache_hits, 4);
+}
+
+BOOST_AUTO_TEST_CASE(thread_option_applies_to_creating_and_running_threads) {
+  RuntimeOptions o = Quiet();
+  o.num_threads = 3;  // not the machine's default, so the effect is observable
+  auto rt = Runtime::Create(o);
+  BOOST_REQUIRE_MESSAGE(rt.ok(), rt.status().ToString());
+  BOOST_CHECK_EQUAL(omp_get_max_threads(), 3);
+  BOOST_CHECK_EQUAL((*rt)->num_threads(), 3);
+  std::vector<uint8_t> bytes = BuildAffine();
+  auto exe = (*rt)->LoadBytes(bytes.data(), bytes.size());
+  BOOST_REQUIRE(exe.ok());
+
+  // A thread created afterwards starts from OpenMP's default; running a kernel applies 3.
+  int before = -1, after = -1;
+  std::string error = "no context";
+  std::thread worker([&] {
+    before = omp_get_max_threads();
+    auto ctx = (*rt)->NewContext(*exe);
+    if (ctx.ok()) error = Run(**rt, **ctx, 2);
+    after = omp_get_max_threads();
+  });
+  worker.join();
+  BOOST_TEST_MESSAGE("fresh thread default: " << before);
+  BOOST_CHECK_EQUAL(error, "");
+  BOOST_CHECK_EQUAL(after, 3);
+  omp_set_num_threads(omp_get_num_procs());  // leave this thread as other tests expect
+}
+
+BOOST_AUTO_TEST_CASE(threads_share_one_runtime_and_executable) {
+  auto rt = Runtime::Create(Quiet());
+  BOOST_REQUIRE(rt.ok());
+  std::vector<uint8_t> bytes = BuildAffine();
+  auto exe = (*rt)->LoadBytes(bytes.data(), bytes.size());
+  BOOST_REQUIRE(exe.ok());
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(3);
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&, t] {
+      auto ctx = (*rt)->NewContext(*exe);
+      if (!ctx.ok()) {
+        errors[t] = ctx.status().ToString();
+        return;
+      }
+      for (int i = 0; i < 20 && errors[t].empty(); ++i) {
+        errors[t] = Run(**rt, **ctx, 1 + (i + t) % 5, static_cast<float>(t));
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::string& e : errors) BOOST_CHECK_EQUAL(e, "");
+  // Each kernel and shape function compiled its generic variant once despite the concurrency.
+  (*rt)->WaitForBackgroundCompiles();
+  RuntimeStats st = (*rt)->stats();
+  BOOST_CHECK_EQUAL(st.engine.failures, 0);
+  BOOST_CHECK_EQUAL(st.dispatch.hits + st.dispatch.misses, 3 * 20 * 4);
+}
+
+BOOST_AUTO_TEST_CASE(jit_cache_dir_is_filled_and_reused_by_a_second_runtime) {
+  std::string dir = TempDir() + "/jit_cache";
+  std::filesystem::remove_all(dir);
+  std::vector<uint8_t> bytes = BuildAffine();
+  RuntimeOptions o = Quiet();
+  o.jit_cache_dir = dir;
+  {
+    auto rt = Runtime::Create(o);
+    BOOST_REQUIRE_MESSAGE(rt.ok(), rt.status().ToString());
+    auto exe = (*rt)->LoadBytes(bytes.data(), bytes.size());
+    BOOST_REQUIRE(exe.ok());
+    auto ctx = (*rt)->NewContext(*exe);
+    BOOST_REQUIRE(ctx.ok());
+    RunAndCheck(**rt, **ctx, 6);
+    RuntimeStats st = (*rt)->stats();
+    BOOST_CHECK_EQUAL(st.engine.object_cache_hits, 0);
+    BOOST_CHECK_EQUAL(st.engine.object_cache_misses, 4);
+  }
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    files += e.path().extension() == ".o";
+  BOOST_CHECK_EQUAL(files, 4);
+
+  auto rt2 = Runtime::Create(o);
+  BOOST_REQUIRE_MESSAGE(rt2.ok(), rt2.status().ToString());
+  auto exe = (*rt2)->LoadBytes(bytes.data(), bytes.size());
+  BOOST_REQUIRE(exe.ok());
+  auto ctx = (*rt2)->NewContext(*exe);
+  BOOST_REQUIRE(ctx.ok());
+  RunAndCheck(**rt2, **ctx, 6, 2.0f);
+  RuntimeStats st = (*rt2)->stats();
+  BOOST_CHECK_EQUAL(st.engine.object_cache_hits, 4);
+  BOOST_CHECK_EQUAL(st.engine.object_cache_misses, 0);
+}
+
+BOOST_AUTO_TEST_CASE(bad_options_are_clear_errors) {
+  RuntimeOptions o = Quiet();
+  o.num_threads = -1;
+  auto r = Runtime::Create(o);
+  BOOST_REQUIRE(!r.ok());
+  BOOST_CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  BOOST_CHECK_NE(r.status().message().find("num_threads = -1"), std::string::npos);
+
+  o = Quiet();
+  o.plugins = {"/nonexistent/libvendor.so"};
+  r = Runtime::Create(o);
+  BOOST_REQUIRE(!r.ok());
+  BOOST_CHECK(r.status().code() == StatusCode::kNotFound);
+  BOOST_CHECK_NE(r.status().message().find("/nonexistent/libvendor.so"), std::string::npos);
+
+  // A directory cannot be created below a regular file.
+  std::string file = WriteTemp("not_a_dir", {1, 2, 3});
+  o = Quiet();
+  o.jit_cache_dir = file + "/cache";
+  r = Runtime::Create(o);
+  BOOST_REQUIRE(!r.ok());
+  BOOST_CHECK_NE(r.status().message().find("jit_cache_dir"), std::string::npos);
+  BOOST_CHECK_NE(r.status().message().find(file), std::string::npos);
+
+  o = Quiet();
+  o.allocator_cache_bytes = 0;
+  r = Runtime::Create(o);
+  BOOST_REQUIRE(!r.ok());
+  BOOST_CHECK(r.status().code() == StatusCode::kInvalidArgument);
+}
+
+BOOST_AUTO_TEST_CASE(bad_calls_are_clear_errors) {
+  auto rt = Runtime::Create(Quiet());
+  BOOST_REQUIRE(rt.ok());
+  auto missing = (*rt)->LoadFile(TempDir() + "/missing.kiln");
+  BOOST_REQUIRE(!missing.ok());
+  BOOST_CHECK(missing.status().code() == StatusCode::kNotFound);
+  BOOST_CHECK((*rt)->LoadBytes(nullptr, 10).status().code() == StatusCode::kInvalidArgument);
+  std::vector<uint8_t> junk(64, 0x5a);
+  BOOST_CHECK((*rt)->LoadBytes(junk.data(), junk.size()).status().code() ==
+              StatusCode::kInvalidFormat);
+  BOOST_CHECK((*rt)->NewContext(nullptr).status().code() == StatusCode::kInvalidArgument);
+}
+
+BOOST_AUTO_TEST_CASE(outputs_and_contexts_outlive_the_runtime) {
+  std::vector<uint8_t> bytes = BuildAffine();
+  std::unique_ptr<Context> ctx;
+  std::vector<Tensor> kept;
+  {
+    auto rt = Runtime::Create(Quiet());
+    BOOST_REQUIRE(rt.ok());
+    auto exe = (*rt)->LoadBytes(bytes.data(), bytes.size());
+    BOOST_REQUIRE(exe.ok());
+    auto c = (*rt)->NewContext(*exe);
+    BOOST_REQUIRE(c.ok());
+    ctx = std::move(*c);
+  }  // the Runtime and the executable handle are gone; the context keeps their state alive
+  std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8}, b = {0, 0, 0, 1};
+  auto out = ctx->Invoke("main", {Tensor::Wrap(x.data(), DType::kF32, Shape{2, kWidth}),
+                                  Tensor::Wrap(b.data(), DType::kF32, Shape{kWidth})});
+  BOOST_REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+  kept = *out;
+  ctx.reset();  // now only the output tensors hold blocks of the runtime's allocator
+  BOOST_REQUIRE_EQUAL(kept.size(), 2u);
+  BOOST_CHECK_EQUAL(kept[0].data_as<float>()[7], 9.0f);
+  BOOST_CHECK_EQUAL(kept[1].data_as<float>()[0], 10.0f);
+  BOOST_CHECK_EQUAL(kept[1].data_as<float>()[1], 26.0f);
+  kept.clear();  // released into the (kept) allocator, which frees them: ASan checks this
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,134 @@
+// Runtime: the one object an embedding application creates — JIT, vendor runtimes, allocator.
+#ifndef KILN_VM_RUNTIME_H_
+#define KILN_VM_RUNTIME_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "external/registry/registry.h"
+#include "jit/dispatch.h"
+#include "jit/engine.h"
+#include "vm/allocator.h"
+#include "vm/context.h"
+#include "vm/executable.h"
+#include "vm/status.h"
+
+namespace kiln {
+
+struct RuntimeOptions {
+  /// OpenMP threads used by JIT kernels' parallel loops and by oneDNN regions (one OpenMP pool,
+  /// shared process-wide, so the two never oversubscribe the cores). 0: the OpenMP default
+  /// (OMP_NUM_THREADS, else all cores). A positive count is applied to the creating thread and
+  /// to every thread that runs one of this runtime's kernels or regions, at the call (OpenMP's
+  /// thread count is a per-thread setting that threads created later do not inherit). It is
+  /// process state: code on those threads outside kiln sees it too, and two runtimes with
+  /// different counts in one process each apply their own on every call. (Each thread
+  /// remembers the count it last applied; if other code changes it on that thread, that
+  /// change stands until a runtime with another count runs there.) At most kMaxThreads.
+  int num_threads = 0;
+  /// Persistent JIT object cache directory (created if missing), so a restarted process loads
+  /// compiled kernels instead of recompiling them. Empty: no cache.
+  std::string jit_cache_dir;
+  /// Bound on the bytes the runtime's allocator keeps cached for reuse (least recently released
+  /// blocks are returned to the system first).
+  size_t allocator_cache_bytes = Allocator::kDefaultCacheCap;
+  /// Vendor plugin shared libraries to load (external/registry/plugin_abi.h).
+  std::vector<std::string> plugins;
+  /// Also load the plugins listed in $KILN_PLUGINS (colon-separated).
+  bool plugins_from_environment = true;
+  /// Register the built-in oneDNN vendor runtime ("onednn"), which runs the regions the compiler
+  /// gives to oneDNN (CompileOptions::external, default "onednn").
+  bool onednn = true;
+  /// Shape keys a oneDNN region keeps primitives for (least recently used dropped beyond).
+  int onednn_cached_shapes = 32;
+  /// Shape-keyed kernel dispatch: when a shape is hot enough to get a specialized variant, how
+  /// many shapes each kernel tracks (jit/dispatch.h).
+  jit::DispatchOptions dispatch;
+  /// madvise(WILLNEED) constant pages at load so the first run does not fault them one by one.
+  bool prefetch_constants = true;
+
+  static constexpr int kMaxThreads = 1024;
+};
+
+/// Counters since the runtime was created (a snapshot; each group consistent on its own).
+struct RuntimeStats {
+  jit::EngineStats engine;      // kernels compiled, engine cache and on-disk cache hits
+  jit::DispatchStats dispatch;  // variant compilations, specialized hits, generic misses
+  AllocatorStats allocator;     // the runtime's allocator
+};
+
+/// What an embedding application creates once: the JIT engine (with its optional persistent
+/// cache), the kernel provider with shape-keyed dispatch, a registry of vendor runtimes (oneDNN
+/// and plugins) and a pooling allocator. It loads executables bound to those and makes the
+/// contexts that run them.
+///
+/// Thread safety: every method may be called from any number of threads at once. Executables
+/// it loads are immutable and shared; each Context is used by one thread at a time.
+///
+/// Ownership and lifetime: Create returns a shared_ptr; nothing requires the caller to keep
+/// it. Every executable the runtime loads and every context it makes keeps the runtime's state
+/// (engine, compiled code, vendor runtimes, allocator) alive, so they may outlive the Runtime
+/// object. Tensors returned by a context use the runtime's allocator and may outlive everything:
+/// when the last executable and context are gone, the allocator drops its cache; if tensors are
+/// still out it stays (a few hundred bytes), frees their blocks as they are released instead of
+/// caching them, and is deleted when the next runtime is created or released after they all are.
+class Runtime {
+ public:
+  /// InvalidArgument for num_threads < 0 or > kMaxThreads, onednn_cached_shapes < 1 or an
+  /// allocator cap of 0; NotFound / InvalidArgument naming the plugin for a plugin that does
+  /// not exist or cannot be loaded (also from $KILN_PLUGINS); Internal naming the directory if
+  /// jit_cache_dir cannot be created; Internal if LLVM cannot create the JIT.
+  static StatusOr<std::shared_ptr<Runtime>> Create(const RuntimeOptions& options = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  /// Maps and verifies a .kiln file and binds its kernels (JIT, compiled on first use) and
+  /// external regions (vendor Init, now). Errors are Executable::LoadFile's: NotFound /
+  /// InvalidArgument if the file cannot be opened, InvalidFormat naming where and what,
+  /// Unsupported for another format version, NotFound naming an unregistered vendor, and
+  /// kernel or region errors naming the entry.
+  StatusOr<std::shared_ptr<const Executable>> LoadFile(const std::string& path) const;
+  /// As LoadFile for bytes in memory; they are copied once (the executable never refers to
+  /// `data` after the call). InvalidArgument for null data.
+  StatusOr<std::shared_ptr<const Executable>> LoadBytes(const uint8_t* data, size_t size) const;
+
+  /// A context for `exe` (which need not come from this runtime, but must be bound) allocating
+  /// from the runtime's allocator unless `options.allocator` is set. The context keeps `exe` and
+  /// the runtime's state alive. InvalidArgument for a null or unbound executable.
+  StatusOr<std::unique_ptr<Context>> NewContext(std::shared_ptr<const Executable> exe,
+                                                const ContextOptions& options = {}) const;
+
+  RuntimeStats stats() const;
+  /// Blocks until no background (specialization) compile is queued or running; for warm-up
+  /// and tests.
+  void WaitForBackgroundCompiles() const;
+
+  /// The runtime's allocator (for input tensors); lives as long as the runtime's state.
+  Allocator& allocator() const;
+  /// The vendor registry executables are bound to: register C++ vendor runtimes here before
+  /// loading executables that need them.
+  ExternalRegistry& vendors() const;
+  /// Kernel and external providers, to load with Executable::LoadFile directly (e.g. with
+  /// bind = false for inspection). Executables loaded that way do not keep the state alive.
+  const LoadOptions& load_options() const;
+  const RuntimeOptions& options() const;
+  /// The OpenMP team size kernels run with: options().num_threads, or if 0 the OpenMP default
+  /// as the calling thread sees it.
+  int num_threads() const;
+
+ private:
+  struct State;
+  explicit Runtime(std::shared_ptr<State> state);
+  StatusOr<std::shared_ptr<const Executable>> Adopt(
+      StatusOr<std::shared_ptr<const Executable>> exe) const;
+
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace kiln
+
+#endif  // KILN_VM_RUNTIME_H_
