@@ -7,6 +7,7 @@
 #include "external/registry/registry.h"
 #include "jit/engine.h"
 #include "jit/kernel_provider.h"
+#include "vm/runtime.h"
 
 namespace kiln::serving {
 
@@ -82,24 +83,21 @@ StatusOr<ModelSource> ParseModelFlag(std::string_view flag) {
 }
 
 StatusOr<LoadOptions> MakeJitLoadOptions(const std::vector<std::string>& plugins) {
-  const std::shared_ptr<ExternalRegistry>& registry = ExternalRegistry::Global();
-  RETURN_IF_ERROR(registry->LoadPluginsFromEnvironment());
-  for (const std::string& p : plugins) RETURN_IF_ERROR(registry->LoadPlugin(p));
-  // One engine per process, never destroyed: tearing an LLJIT down during static destruction
-  // races with LLVM's own teardown, and compiled kernels are shared by every model anyway.
-  static std::shared_ptr<jit::Engine>* engine = nullptr;
+  // One kiln::Runtime per process, never destroyed: it owns the JIT (compiled kernels are
+  // shared by every model) and the vendor registry (oneDNN, which runs the regions kiln compile
+  // gives it by default, and the plugins). Later calls add their plugins to it.
   static std::mutex mu;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (engine == nullptr) {
-      ASSIGN_OR_RETURN(std::unique_ptr<jit::Engine> e, jit::Engine::Create());
-      engine = new std::shared_ptr<jit::Engine>(std::move(e));
-    }
+  static std::shared_ptr<Runtime>* runtime = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  if (runtime == nullptr) {
+    RuntimeOptions options;
+    options.plugins = plugins;
+    ASSIGN_OR_RETURN(std::shared_ptr<Runtime> r, Runtime::Create(options));
+    runtime = new std::shared_ptr<Runtime>(std::move(r));
+  } else {
+    for (const std::string& p : plugins) RETURN_IF_ERROR((*runtime)->vendors().LoadPlugin(p));
   }
-  LoadOptions options;
-  options.kernels = std::make_shared<jit::JitKernelProvider>(*engine);
-  options.externals = registry;
-  return options;
+  return (*runtime)->load_options();
 }
 
 StatusOr<std::shared_ptr<const ModelRepository>> ModelRepository::Load(

@@ -208,6 +208,10 @@ bool SupportedImpl(const Graph& g, const Node& n) {
     return !(GetInt(n, "ceil_mode", 0) && GetInt(n, "count_include_pad", 0));
   }
   if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return rank >= 3 && rank <= 5;
+  if (op == "Flatten") {
+    int64_t axis = NormalizeAxis(GetInt(n, "axis", 1), rank);
+    return axis >= 0 && axis <= rank;
+  }
   if (op == "MatMul") return IsF32(g, In(n, 1)) && rank >= 2 && RankOf(g, In(n, 1)) >= 2;
   if (op == "Gemm") {
     ValueId c = In(n, 2);
@@ -339,6 +343,110 @@ std::optional<GeluMatch> MatchGelu(const Graph& g, NodeId erf_id,
   return m;
 }
 
+// ---- Decomposed LayerNorm: (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * g + b --------
+
+struct LnMatch {
+  ValueId x = kNoValue, gamma = kNoValue, beta = kNoValue, out = kNoValue;
+  float epsilon = 0.0f;
+  std::set<NodeId> nodes;
+};
+
+// The producer of `v` when it is one of `ops`, allowed, and `v` has `users` readers, none
+// outside the pattern (escapes).
+std::optional<NodeId> Producer(const Graph& g, ValueId v, const char* op, size_t users,
+                               const std::function<bool(NodeId)>& allowed,
+                               const std::function<bool(ValueId)>& escapes) {
+  if (v == kNoValue) return std::nullopt;
+  NodeId p = g.value(v).producer;
+  if (p == compiler::kNoNode || g.node(p).op_type != op || !allowed(p) || escapes(v) ||
+      g.Users(v).size() != users || !g.node(p).domain.empty())
+    return std::nullopt;
+  return p;
+}
+
+// ReduceMean over the last axis only, keeping dims (axes as an attribute, or a constant input
+// from opset 18).
+bool MeanOfLastAxis(const Graph& g, const Node& n) {
+  if (n.inputs.empty() || !ShapeOf(g, n.inputs[0]) || GetInt(n, "keepdims", 1) != 1) return false;
+  int rank = RankOf(g, n.inputs[0]);
+  std::vector<int64_t> axes = GetInts(n, "axes");
+  if (n.inputs.size() > 1) {
+    const TensorData* d = Data(g, n.inputs[1]);
+    if (!d || !axes.empty()) return false;
+    for (double a : d->ToDoubles()) axes.push_back(static_cast<int64_t>(a));
+  }
+  return axes.size() == 1 && rank >= 1 && NormalizeAxis(axes[0], rank) == rank - 1;
+}
+
+// A constant f32 of `c` elements laid out along the last dim ([c], [1, c], ...).
+bool LastDimVector(const Graph& g, ValueId v, int64_t c) {
+  const TensorData* d = Data(g, v);
+  if (!d || d->dtype() != DType::kF32 || d->num_elements() != c || d->dims().empty() ||
+      d->dims().back() != c)
+    return false;
+  return true;
+}
+
+// Matches the decomposed LayerNorm exporters emit for torch.nn.LayerNorm at its root, the last
+// Add: Add(Mul(Div(Sub(x, ReduceMean(x)), Sqrt(Add(ReduceMean(Pow(Sub, 2)), eps))), g), b) with
+// Mul and both Adds in either operand order, reductions over the last axis, and constant g, b
+// of the last dim's size. Intermediates must have their readers inside the pattern.
+std::optional<LnMatch> MatchLayerNorm(const Graph& g, NodeId root,
+                                      const std::function<bool(NodeId)>& allowed,
+                                      const std::function<bool(ValueId)>& escapes) {
+  const Node& add = g.node(root);
+  if (add.op_type != "Add" || add.inputs.size() != 2 || !add.domain.empty()) return std::nullopt;
+  for (int order = 0; order < 2; ++order) {
+    LnMatch m;
+    m.beta = add.inputs[1 - order];
+    std::optional<NodeId> mul = Producer(g, add.inputs[order], "Mul", 1, allowed, escapes);
+    if (!mul || g.node(*mul).inputs.size() != 2) continue;
+    for (int mo = 0; mo < 2; ++mo) {
+      const Node& mn = g.node(*mul);
+      m.gamma = mn.inputs[1 - mo];
+      std::optional<NodeId> div = Producer(g, mn.inputs[mo], "Div", 1, allowed, escapes);
+      if (!div || g.node(*div).inputs.size() != 2) continue;
+      const Node& dn = g.node(*div);
+      std::optional<NodeId> sub = Producer(g, dn.inputs[0], "Sub", 2, allowed, escapes);
+      std::optional<NodeId> sqrt = Producer(g, dn.inputs[1], "Sqrt", 1, allowed, escapes);
+      if (!sub || !sqrt || g.node(*sub).inputs.size() != 2) continue;
+      const Node& sn = g.node(*sub);
+      m.x = sn.inputs[0];
+      std::optional<NodeId> mean = Producer(g, sn.inputs[1], "ReduceMean", 1, allowed, escapes);
+      if (!mean || g.node(*mean).inputs[0] != m.x || !MeanOfLastAxis(g, g.node(*mean))) continue;
+      std::optional<NodeId> eps_add =
+          Producer(g, g.node(*sqrt).inputs[0], "Add", 1, allowed, escapes);
+      if (!eps_add || g.node(*eps_add).inputs.size() != 2) continue;
+      const Node& en = g.node(*eps_add);
+      bool eps_second = Scalar(g, en.inputs[1]).has_value();
+      std::optional<float> eps = Scalar(g, en.inputs[eps_second ? 1 : 0]);
+      std::optional<NodeId> var =
+          Producer(g, en.inputs[eps_second ? 0 : 1], "ReduceMean", 1, allowed, escapes);
+      if (!eps || *eps < 0 || !var || !MeanOfLastAxis(g, g.node(*var))) continue;
+      std::optional<NodeId> pow = Producer(g, g.node(*var).inputs[0], "Pow", 1, allowed, escapes);
+      if (!pow || g.node(*pow).inputs.size() != 2 || g.node(*pow).inputs[0] != dn.inputs[0] ||
+          !Near(Scalar(g, g.node(*pow).inputs[1]), 2.0))
+        continue;
+      // The Sub's two readers are the Pow and the Div.
+      const std::vector<NodeId>& su = g.Users(dn.inputs[0]);
+      if (!((su[0] == *pow && su[1] == *div) || (su[0] == *div && su[1] == *pow))) continue;
+      if (!IsF32(g, m.x) || RankOf(g, m.x) < 1 || !IsF32(g, add.outputs[0])) continue;
+      const DimExpr& last = ShapeOf(g, m.x)->back();
+      if (!last.is_const() || last.const_value() < 1 ||
+          *ShapeOf(g, add.outputs[0]) != *ShapeOf(g, m.x))
+        continue;
+      if (!LastDimVector(g, m.gamma, last.const_value()) ||
+          !LastDimVector(g, m.beta, last.const_value()))
+        continue;
+      m.epsilon = *eps;
+      m.out = add.outputs[0];
+      m.nodes = {root, *mul, *div, *sub, *sqrt, *mean, *eps_add, *var, *pow};
+      return m;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool IsSupported(const Graph& graph, NodeId node) {
@@ -379,8 +487,15 @@ class Generator {
       region_.inputs.push_back(std::move(b));
     }
     FindGelus();
+    FindLayerNorms();
     for (NodeId n : order_) {
       if (consumed_.count(n)) continue;
+      if (auto ln = ln_root_.find(n); ln != ln_root_.end()) {
+        Status s = EmitLayerNorm(lns_[ln->second]);
+        if (!s.ok()) return s.WithContext("oneDNN codegen: " + g_.DescribeNode(n));
+        continue;
+      }
+      if (ln_member_.count(n)) continue;  // emitted with its root
       auto gelu = gelu_last_.find(n);
       if (gelu_member_.count(n) && gelu == gelu_last_.end()) continue;  // emitted with its last
       Status s = gelu != gelu_last_.end() ? EmitGelu(gelus_[gelu->second]) : EmitNode(n);
@@ -458,7 +573,8 @@ class Generator {
   std::optional<NodeId> SoleUser(ValueId v) const {
     if (outputs_.count(v) || g_.Users(v).size() != 1) return std::nullopt;
     NodeId u = g_.Users(v)[0];
-    if (!in_region_.count(u) || consumed_.count(u) || gelu_member_.count(u)) return std::nullopt;
+    if (!in_region_.count(u) || consumed_.count(u) || gelu_member_.count(u) || ln_member_.count(u))
+      return std::nullopt;
     return u;
   }
 
@@ -497,6 +613,12 @@ class Generator {
       op.axis = NormalizeAxis(GetInt(n, "axis", -1), rank);
       op.epsilon = GetFloat(n, "epsilon", 1e-5f);
       RETURN_IF_ERROR(Inputs(&op, n, 3));
+      return Emit(std::move(op), n.outputs[0]);
+    }
+    if (t == "Flatten") {  // a view: no oneDNN primitive, no copy inside the region
+      op.kind = OpKind::kFlatten;
+      op.axis = NormalizeAxis(GetInt(n, "axis", 1), rank);
+      RETURN_IF_ERROR(Inputs(&op, n, 1));
       return Emit(std::move(op), n.outputs[0]);
     }
     if (t == "Concat") {
@@ -755,6 +877,34 @@ class Generator {
     }
   }
 
+  // ---- Decomposed LayerNorm ----
+
+  void FindLayerNorms() {
+    for (NodeId n : order_) {
+      if (gelu_member_.count(n) || ln_member_.count(n)) continue;
+      std::optional<LnMatch> m = MatchLayerNorm(
+          g_, n, [&](NodeId u) { return in_region_.count(u) > 0 && !gelu_member_.count(u); },
+          [&](ValueId v) { return outputs_.count(v) > 0; });
+      if (!m) continue;
+      ln_root_[n] = static_cast<int>(lns_.size());  // the root Add comes last in order_
+      ln_member_.insert(m->nodes.begin(), m->nodes.end());
+      lns_.push_back(std::move(*m));
+    }
+  }
+
+  Status EmitLayerNorm(const LnMatch& m) {
+    Op op;
+    op.kind = OpKind::kLayerNorm;
+    op.axis = RankOf(g_, m.x) - 1;
+    op.epsilon = m.epsilon;
+    for (ValueId v : {m.x, m.gamma, m.beta}) {
+      ASSIGN_OR_RETURN(int32_t t, Use(v));
+      op.inputs.push_back(t);
+    }
+    for (NodeId u : m.nodes) consumed_.insert(u);
+    return Emit(std::move(op), m.out);
+  }
+
   size_t Position(NodeId n) const {
     return std::find(order_.begin(), order_.end(), n) - order_.begin();
   }
@@ -780,15 +930,32 @@ class Generator {
   std::vector<GeluMatch> gelus_;
   std::map<NodeId, int> gelu_last_;
   std::map<ValueId, int> gelu_by_x_;
+  std::vector<LnMatch> lns_;
+  std::map<NodeId, int> ln_root_;  // root Add -> lns_ index
+  std::set<NodeId> ln_member_;
   onednn::Region region_;
   RegionCode code_;
 };
 
 }  // namespace
 
+bool IsLayerNormRoot(const Graph& graph, NodeId node) {
+  const std::vector<ValueId>& outs = graph.outputs();
+  return MatchLayerNorm(
+             graph, node, [](NodeId) { return true; },
+             [&](ValueId v) { return std::find(outs.begin(), outs.end(), v) != outs.end(); })
+      .has_value();
+}
+
 std::vector<std::vector<NodeId>> FindComposites(const Graph& graph) {
   std::vector<std::vector<NodeId>> groups;
   const std::vector<ValueId>& outs = graph.outputs();
+  for (NodeId n = 0; n < graph.num_nodes(); ++n) {
+    std::optional<LnMatch> m = MatchLayerNorm(
+        graph, n, [](NodeId) { return true; },
+        [&](ValueId v) { return std::find(outs.begin(), outs.end(), v) != outs.end(); });
+    if (m) groups.emplace_back(m->nodes.begin(), m->nodes.end());
+  }
   for (NodeId n = 0; n < graph.num_nodes(); ++n) {
     const Node& erf = graph.node(n);
     if (erf.op_type != "Erf" || erf.inputs.size() != 1 || !erf.domain.empty()) continue;

@@ -38,18 +38,27 @@ struct RegionCode {
 /// Round, Softmax / LogSoftmax (any axis from opset 13, the last axis before), LayerNormalization
 /// (Mean / InvStdDev unused, scale and bias of the normalized shape), Add / Sub / Mul / Div /
 /// Max / Min (two inputs, one of them of the output's shape), Concat, BatchNormalization
-/// (inference: one output, training_mode 0). Erf-based Gelu subgraphs are recognised by Codegen
-/// when all their nodes are in the region (Erf alone is not supported).
+/// (inference: one output, training_mode 0), Flatten (a row-major view, so a Gemm after
+/// GlobalAveragePool stays in the pooling's region). Erf-based Gelu subgraphs are recognised by
+/// Codegen when all their nodes are in the region (Erf alone is not supported).
 bool IsSupported(const compiler::Graph& graph, compiler::NodeId node);
 
 /// Groups of nodes oneDNN runs only together, for the partitioner to keep whole (each group
-/// sorted by id): so far the erf-based Gelu, 0.5 * x * (1 + erf(x / sqrt(2))) in the forms
-/// exporters emit (Div or Mul, Erf, Add, Mul, Mul), whose intermediates are read nowhere else.
-/// IsSupported is false for the Erf on its own; Codegen turns a whole group into one gelu_erf
-/// op (or a post-op of the Conv / MatMul producing x).
+/// sorted by id): the erf-based Gelu, 0.5 * x * (1 + erf(x / sqrt(2))) in the forms
+/// exporters emit (Div or Mul, Erf, Add, Mul, Mul), and the decomposed LayerNorm (see
+/// IsLayerNormRoot), whose intermediates are read nowhere else. IsSupported is false for the
+/// Erf, ReduceMean and Pow on their own; Codegen turns a whole Gelu group into one gelu_erf op
+/// (or a post-op of the Conv / MatMul producing x) and a LayerNorm group into one layer norm.
 std::vector<std::vector<compiler::NodeId>> FindComposites(const compiler::Graph& graph);
 
-/// Serializes a region: `nodes` (any order; each must be IsSupported, or part of an erf Gelu
+/// True when `node` is the final Add of a LayerNorm decomposed the way exporters emit it
+/// (torch.nn.LayerNorm at opset < 17): Add(Mul(Div(Sub(x, ReduceMean(x)), Sqrt(Add(
+/// ReduceMean(Pow(Sub, 2)), eps))), gamma), beta), Mul and Adds in either order, both means
+/// over the last axis with keepdims, constant f32 gamma / beta of the last dim's size, and no
+/// intermediate read elsewhere. Codegen runs such a group as one oneDNN layer normalization.
+bool IsLayerNormRoot(const compiler::Graph& graph, compiler::NodeId node);
+
+/// Serializes a region: `nodes` (any order; each must be IsSupported, or part of a composite
 /// subgraph), `inputs` (values read from outside, in the order the VM passes them) and
 /// `outputs` (values produced in the region that the rest of the program reads, in order).
 /// Values read by the nodes that are neither inputs nor produced in the region must be

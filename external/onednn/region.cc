@@ -365,6 +365,13 @@ class Validator {
         RETURN_IF_ERROR(rank_is(op.inputs[0], 2, kMaxRank, "X"));
         for (int i = 1; i < 5; ++i) RETURN_IF_ERROR(rank_is(op.inputs[i], 1, 1, "statistics"));
         break;
+      case OpKind::kFlatten:
+        RETURN_IF_ERROR(count(1, 1));
+        if (op.axis < 0 || op.axis > x_rank)
+          return InvalidFormat(where + ": axis " + std::to_string(op.axis) + " for rank " +
+                               std::to_string(x_rank));
+        x_rank = 2;  // the output is always a matrix
+        break;
     }
     if (out_rank != x_rank)
       return InvalidFormat(where + ": output rank " + std::to_string(out_rank) + ", expected " +
@@ -384,8 +391,8 @@ class Validator {
 }  // namespace
 
 const char* OpKindName(OpKind k) {
-  static const char* const kNames[] = {"Conv",      "MatMul", "Pool",   "Eltwise",  "Softmax",
-                                       "LayerNorm", "Binary", "Concat", "BatchNorm"};
+  static const char* const kNames[] = {"Conv",      "MatMul", "Pool",   "Eltwise",   "Softmax",
+                                       "LayerNorm", "Binary", "Concat", "BatchNorm", "Flatten"};
   int i = static_cast<int>(k);
   return i < kNumOpKinds ? kNames[i] : "?";
 }

@@ -25,7 +25,7 @@ namespace kiln::onednn {
 
 inline constexpr uint32_t kRegionMagic = 0x524E444B;  // "KDNR" read as little-endian u32
 inline constexpr uint16_t kRegionMajor = 1;
-inline constexpr uint16_t kRegionMinor = 0;
+inline constexpr uint16_t kRegionMinor = 1;  // 1.1: kFlatten
 
 enum class OpKind : uint8_t {
   kConv = 0,       // [x, w, (bias)] ONNX Conv: w is [O, I/group, k...]
@@ -37,8 +37,9 @@ enum class OpKind : uint8_t {
   kBinary = 6,     // [a, b] numpy broadcasting (one operand has the output's shape)
   kConcat = 7,     // [x...] along `axis`
   kBatchNorm = 8,  // [x, scale, bias, mean, var] inference, channel dim 1
+  kFlatten = 9,    // [x] row-major view as [prod(dims[0, axis)), prod(dims[axis, rank))]
 };
-inline constexpr int kNumOpKinds = 9;
+inline constexpr int kNumOpKinds = 10;
 const char* OpKindName(OpKind k);
 
 enum class EltwiseAlg : uint8_t {
@@ -102,7 +103,7 @@ struct Op {
   EltwiseAlg eltwise = EltwiseAlg::kRelu;
   BinaryAlg binary = BinaryAlg::kAdd;
   float alpha = 1.0f, beta = 0.0f;        // eltwise parameters; MatMul: alpha is the output scale
-  int64_t axis = 0;                       // Softmax, LayerNorm, Concat (non-negative)
+  int64_t axis = 0;                       // Softmax, LayerNorm, Concat, Flatten (>= 0)
   float epsilon = 1e-5f;                  // LayerNorm, BatchNorm
   bool trans_a = false, trans_b = false;  // MatMul: the last two dims are swapped
   bool log_softmax = false;

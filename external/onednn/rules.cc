@@ -20,18 +20,26 @@ compiler::VendorRules Rules() {
   r.composites.push_back(
       {"gelu_erf_scaled_first",
        P::Op({"Mul"}, {P::Op({"Mul"}, {P::Any(), P::Any()}), erf_term}).Commutative()});
-  r.anchor_ops = {"Conv",
-                  "ConvTranspose",
-                  "MatMul",
-                  "Gemm",
-                  "MaxPool",
-                  "AveragePool",
-                  "GlobalAveragePool",
-                  "GlobalMaxPool",
-                  "Softmax",
-                  "LogSoftmax",
-                  "LayerNormalization",
-                  "BatchNormalization"};
+  // LayerNorm as exporters decompose it (opset < 17); IsLayerNormRoot checks the constants,
+  // axes and that the two Subs / ReduceMeans read the same x.
+  P mean = P::Op({"ReduceMean"}, {P::Any()});
+  P centered = P::Op({"Sub"}, {P::Any(), mean});
+  P var = P::Op({"ReduceMean"}, {P::Op({"Pow"}, {centered, P::Any()})});
+  P std_dev = P::Op({"Sqrt"}, {P::Op({"Add"}, {var, P::Any()}).Commutative()});
+  r.composites.push_back(
+      {"layer_norm",
+       P::Op({"Add"},
+             {P::Op({"Mul"}, {P::Op({"Div"}, {centered, std_dev}), P::Any()}).Commutative(),
+              P::Any()})
+           .Commutative()
+           .Where([](const compiler::Graph& g, compiler::NodeId n) {
+             return IsLayerNormRoot(g, n);
+           })});
+  r.anchor_ops = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool",
+                  "GlobalAveragePool", "GlobalMaxPool", "Softmax", "LogSoftmax",
+                  "LayerNormalization", "BatchNormalization",
+                  // Only ever claimed inside a decomposed LayerNorm (never alone).
+                  "ReduceMean"};
   return r;
 }
 

@@ -1,0 +1,262 @@
+// Region shapes the real models need: Flatten between pooling and Gemm kept in the region,
+// batched MatMuls with a shared weight run as one GEMM, and the decomposed LayerNorm exporters
+// emit claimed as one oneDNN layer normalization. Results against plain reference loops.
+#define BOOST_TEST_MODULE onednn_fusion_test
+#include <algorithm>
+#include <boost/test/data/monomorphic.hpp>
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <string>
+
+#include "compiler/passes/partition.h"
+#include "external/onednn/codegen.h"
+#include "external/onednn/region.h"
+#include "external/onednn/rules.h"
+#include "tests/external/onednn/test_util.h"
+
+namespace kiln::onednn::testing {
+namespace {
+
+namespace data = boost::unit_test::data;
+
+Region Decoded(const CompiledRegion& r) {
+  StatusOr<Region> region = DecodeRegion(r.code.blob.data(), r.code.blob.size());
+  BOOST_REQUIRE(region.ok());
+  return *region;
+}
+
+double DotTolerance(int64_t k) { return 1e-5 * std::max<double>(1.0, std::sqrt(k)) * 4; }
+
+// ---- Flatten -------------------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(gap_flatten_gemm_runs_in_one_region) {
+  Dims wd = {10, 8};
+  Floats w = Random(Numel(wd), 1), c = Random(10, 2);
+  compiler::Graph g = MakeGraph(R"(<ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 8, 3, 5] X) => (float Y, float F) {
+      p = GlobalAveragePool(X)
+      F = Flatten(p)
+      Y = Gemm <transB = 1> (F, W, C)
+    })",
+                                {{"W", wd, w}, {"C", {10}, c}});
+  // The partitioner claims all three nodes (Flatten no longer splits the region).
+  StatusOr<std::vector<compiler::Region>> regions = compiler::PartitionGraph(g, Rules());
+  BOOST_REQUIRE(regions.ok());
+  BOOST_REQUIRE(regions->size() == 1u);
+  BOOST_TEST((*regions)[0].nodes.size() == 3u);
+  CompiledRegion r = Compile(std::move(g));
+  Region region = Decoded(r);
+  BOOST_REQUIRE(region.ops.size() == 3u);
+  BOOST_TEST((region.ops[1].kind == OpKind::kFlatten));
+  for (int64_t n : {1, 3}) {
+    Dims xd = {n, 8, 3, 5};
+    Floats x = Random(Numel(xd), 3 + n);
+    Floats avg(n * 8);
+    for (int64_t p = 0; p < n * 8; ++p) {
+      double s = 0;
+      for (int k = 0; k < 15; ++k) s += x[p * 15 + k];
+      avg[p] = static_cast<float>(s / 15);
+    }
+    Floats want(n * 10);
+    for (int64_t i = 0; i < n; ++i)
+      for (int j = 0; j < 10; ++j) {
+        double acc = c[j];
+        for (int k = 0; k < 8; ++k) acc += static_cast<double>(avg[i * 8 + k]) * w[j * 8 + k];
+        want[i * 10 + j] = static_cast<float>(acc);
+      }
+    std::vector<Floats> got = r.Run({{xd, x}}, {{n, 10}, {n, 8}});
+    BOOST_TEST(Close(got[0], want, DotTolerance(8 * 15), 1e-4));
+    BOOST_TEST(Close(got[1], avg, 1e-5, 1e-5));  // the flattened view copied out
+  }
+}
+
+BOOST_DATA_TEST_CASE(flatten_of_a_region_input_any_axis, data::make({0, 1, 2, 3}), axis) {
+  CompiledRegion r = Compile(
+      MakeGraph("<ir_version: 8, opset_import: [\"\" : 13]>\n g (float[2, 3, 4] X) => (float Y) {\n"
+                " f = Flatten <axis = " +
+                std::to_string(axis) + "> (X)\n Y = Relu(f)\n}"));
+  Dims xd = {2, 3, 4};
+  Dims yd = {1, 1};
+  for (int i = 0; i < 3; ++i) yd[i < axis ? 0 : 1] *= xd[i];
+  Floats x = Random(Numel(xd), 7);
+  Floats want = x;
+  for (float& v : want) v = std::max(v, 0.0f);
+  BOOST_TEST(Close(r.Run({{xd, x}}, {yd})[0], want, 1e-7, 1e-7));  // exact copies
+}
+
+BOOST_AUTO_TEST_CASE(flatten_axis_out_of_range_is_rejected_by_validation) {
+  Region r;
+  r.tensors = {{DType::kF32, 3}, {DType::kF32, 2}};
+  r.inputs = {{0, {2, 3, 4}}};
+  r.outputs = {1};
+  Op op;
+  op.kind = OpKind::kFlatten;
+  op.inputs = {0};
+  op.output = 1;
+  op.axis = 4;
+  r.ops = {op};
+  BOOST_TEST(ValidateRegion(r).message() == "ops[0] (Flatten): axis 4 for rank 3");
+  r.ops[0].axis = 3;
+  BOOST_TEST(ValidateRegion(r).ok());
+  std::vector<uint8_t> blob = EncodeRegion(r);
+  StatusOr<Region> d = DecodeRegion(blob.data(), blob.size());
+  BOOST_REQUIRE(d.ok());
+  BOOST_TEST((d->ops[0].kind == OpKind::kFlatten));
+  BOOST_TEST(d->ops[0].axis == 3);
+}
+
+// ---- MatMul with a weight shared across the batch ------------------------------------------
+
+// [S, 1, K] x [K, N] (seq-first attention projections) + bias, then a residual and a
+// broadcast multiply: computed as one [S, N] GEMM; the operands view the same bytes.
+BOOST_AUTO_TEST_CASE(matmul_shared_weight_bias_residual_and_broadcast_mul) {
+  const int64_t k = 32, n = 24;
+  Floats w = Random(k * n, 11), b = Random(n, 12);
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 13]>
+    g (float[S, 1, 32] X, float[S, 1, 24] R, float[S, 1, 1] M) => (float Y) {
+      m = MatMul(X, W)
+      a = Add(m, B)
+      s = Add(a, R)
+      Y = Mul(s, M)
+    })",
+                                       {{"W", {k, n}, w}, {"B", {n}, b}}));
+  Region region = Decoded(r);
+  BOOST_REQUIRE(region.ops.size() == 1u);  // bias, sum and binary fused
+  for (int64_t s : {1, 7}) {
+    Dims xd = {s, 1, k};
+    Floats x = Random(s * k, 13 + s), res = Random(s * n, 14 + s), mul = Random(s, 15 + s);
+    Floats want = RefMatMul(x, xd, w, {k, n});
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float& v = want[i * n + j];
+        v = (v + b[j] + res[i * n + j]) * mul[i];
+      }
+    std::vector<Floats> got = r.Run({{xd, x}, {{s, 1, n}, res}, {{s, 1, 1}, mul}}, {{s, 1, n}});
+    BOOST_TEST(Close(got[0], want, DotTolerance(k) * 4, 1e-4));
+  }
+}
+
+// A post-op operand that varies over one leading dim but not the other cannot be viewed as a
+// matrix: the batched form is kept (and still correct).
+BOOST_AUTO_TEST_CASE(matmul_shared_weight_with_uncollapsible_operand) {
+  const int64_t k = 8, n = 5;
+  Floats w = Random(k * n, 21);
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 13]>
+    g (float[2, 3, 8] X, float[2, 1, 5] Z) => (float Y) {
+      m = MatMul(X, W)
+      Y = Add(m, Z)
+    })",
+                                       {{"W", {k, n}, w}}));
+  Dims xd = {2, 3, k};
+  Floats x = Random(Numel(xd), 22), z = Random(2 * n, 23);
+  Floats want = RefMatMul(x, xd, w, {k, n});
+  for (int64_t t = 0; t < 2; ++t)
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < n; ++j) want[(t * 3 + i) * n + j] += z[t * n + j];
+  BOOST_TEST(Close(r.Run({{xd, x}, {{2, 1, n}, z}}, {{2, 3, n}})[0], want, DotTolerance(k), 1e-4));
+}
+
+// The FFN of a transformer: [S, 1, K] x W1 + b1, erf Gelu, x W2. The Gelu, a post-op in the
+// blob, runs as an in-place eltwise step after the (collapsed) matmul.
+BOOST_AUTO_TEST_CASE(ffn_matmul_gelu_matmul) {
+  const int64_t k = 16, h = 40, n = 12;
+  Floats w1 = Random(k * h, 51), b1 = Random(h, 52), w2 = Random(h * n, 53);
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 13]>
+    g (float[S, 1, 16] X) => (float Y) {
+      m = MatMul(X, W1)
+      a = Add(m, B1)
+      d = Div(a, Sqrt2)
+      e = Erf(d)
+      p = Add(e, One)
+      q = Mul(a, p)
+      gl = Mul(q, Half)
+      Y = MatMul(gl, W2)
+    })",
+                                       {{"W1", {k, h}, w1},
+                                        {"B1", {h}, b1},
+                                        {"W2", {h, n}, w2},
+                                        {"Sqrt2", {}, {std::sqrt(2.0f)}},
+                                        {"One", {}, {1.0f}},
+                                        {"Half", {}, {0.5f}}}));
+  Region region = Decoded(r);
+  BOOST_REQUIRE(region.ops.size() == 2u);
+  BOOST_REQUIRE(region.ops[0].post_ops.size() == 1u);
+  BOOST_TEST((region.ops[0].post_ops[0].eltwise == EltwiseAlg::kGeluErf));
+  for (int64_t s : {1, 9}) {
+    Dims xd = {s, 1, k};
+    Floats x = Random(s * k, 54 + s);
+    Floats hid = RefMatMul(x, xd, w1, {k, h});
+    for (int64_t i = 0; i < s; ++i)
+      for (int64_t j = 0; j < h; ++j) {
+        double v = hid[i * h + j] + b1[j];
+        hid[i * h + j] = static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))));
+      }
+    Floats want = RefMatMul(hid, {s, 1, h}, w2, {h, n});
+    BOOST_TEST(Close(r.Run({{xd, x}}, {{s, 1, n}})[0], want, DotTolerance(k * h) * 4, 1e-4));
+  }
+}
+
+// ---- Decomposed LayerNorm ------------------------------------------------------------------
+
+// torch.nn.LayerNorm exported at opset 13 (the operand orders vary between exporters).
+std::string LayerNormText(const char* mean_axes, bool swapped) {
+  std::string mul = swapped ? "m = Mul(G, d)\n" : "m = Mul(d, G)\n";
+  std::string add = swapped ? "Y = Add(Bt, m)\n" : "Y = Add(m, Bt)\n";
+  std::string eps = swapped ? "e = Add(E, v)\n" : "e = Add(v, E)\n";
+  return std::string(
+             "<ir_version: 8, opset_import: [\"\" : 13]>\n"
+             "g (float[N, 5, 16] X) => (float Y) {\n"
+             "mu = ReduceMean <axes = ") +
+         mean_axes +
+         "> (X)\n"
+         "c = Sub(X, mu)\n"
+         "p = Pow(c, Two)\n"
+         "v = ReduceMean <axes = [-1]> (p)\n" +
+         eps + "s = Sqrt(e)\nd = Div(c, s)\n" + mul + add + "}";
+}
+
+BOOST_DATA_TEST_CASE(decomposed_layernorm_is_one_op, data::make({false, true}), swapped) {
+  Floats gamma = Random(16, 31, 0.5f, 1.5f), beta = Random(16, 32);
+  const float eps = 1e-5f;
+  compiler::Graph g =
+      MakeGraph(LayerNormText("[-1]", swapped),
+                {{"G", {16}, gamma}, {"Bt", {16}, beta}, {"E", {}, {eps}}, {"Two", {}, {2.0f}}});
+  std::vector<std::vector<compiler::NodeId>> groups = FindComposites(g);
+  BOOST_REQUIRE(groups.size() == 1u);
+  BOOST_TEST(groups[0].size() == 9u);
+  StatusOr<std::vector<compiler::Region>> regions = compiler::PartitionGraph(g, Rules());
+  BOOST_REQUIRE(regions.ok());
+  BOOST_REQUIRE(regions->size() == 1u);
+  CompiledRegion r = Compile(std::move(g));
+  Region region = Decoded(r);
+  BOOST_REQUIRE(region.ops.size() == 1u);
+  BOOST_TEST((region.ops[0].kind == OpKind::kLayerNorm));
+  BOOST_TEST(region.ops[0].axis == 2);
+  BOOST_TEST(region.ops[0].epsilon == eps);
+  for (int64_t n : {1, 4}) {
+    Dims xd = {n, 5, 16};
+    Floats x = Random(Numel(xd), 33 + n, -2.0f, 3.0f);
+    Floats want = RefLayerNorm(x, xd, 2, gamma, beta, eps);
+    BOOST_TEST(Close(r.Run({{xd, x}}, {xd})[0], want, 1e-5, 1e-4));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(layernorm_lookalikes_are_not_claimed) {
+  Floats gamma = Random(16, 41), beta = Random(16, 42);
+  // The mean over another axis is not a layer norm over the last one.
+  compiler::Graph g =
+      MakeGraph(LayerNormText("[1]", false),
+                {{"G", {16}, gamma}, {"Bt", {16}, beta}, {"E", {}, {1e-5f}}, {"Two", {}, {2.0f}}});
+  BOOST_TEST(FindComposites(g).empty());
+  BOOST_TEST(!IsLayerNormRoot(g, g.value(*g.FindValue("Y")).producer));
+  // gamma of the wrong size.
+  compiler::Graph g2 = MakeGraph(LayerNormText("[-1]", false), {{"G", {5, 16}, Random(80, 43)},
+                                                                {"Bt", {16}, beta},
+                                                                {"E", {}, {1e-5f}},
+                                                                {"Two", {}, {2.0f}}});
+  BOOST_TEST(FindComposites(g2).empty());
+}
+
+}  // namespace
+}  // namespace kiln::onednn::testing
