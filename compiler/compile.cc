@@ -12,6 +12,7 @@
 #include "external/onednn/codegen.h"
 #include "external/onednn/rules.h"
 #include "compiler/passes/shape_inference.h"
+#include "compiler/passes/simplify.h"
 
 namespace kiln::compiler {
 namespace {
@@ -49,6 +50,9 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   }
   RETURN_IF_ERROR(InferShapes(graph, so));
   st.folded_nodes = folded;
+  SimplifyStats simplified;
+  RETURN_IF_ERROR(Simplify(graph, &simplified));
+  st.simplified_nodes = simplified.transposes_merged + simplified.views_shortcut;
   st.nodes_after_passes = graph.num_nodes();
   EmitOptions eo;
   if (options.external == "onednn") {

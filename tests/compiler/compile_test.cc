@@ -309,6 +309,34 @@ BOOST_AUTO_TEST_CASE(loop_scan_outputs_stack_each_iteration) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(transpose_and_reshape_chains_are_simplified) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[2, 3, 4] x) => (float[4, 2, 3] y, float[6, 4] z) {
+      t1 = Transpose <perm = [1, 0, 2]> (x)
+      y = Transpose <perm = [2, 1, 0]> (t1)
+      s1 = Constant <value = int64[2] {3, 8}> ()
+      s2 = Constant <value = int64[2] {6, 4}> ()
+      r1 = Reshape(x, s1)
+      z = Reshape(r1, s2)
+    }
+  )";
+  Compiled c = Compile(text, "none");
+  BOOST_TEST(c.stats.simplified_nodes == 2);
+  BOOST_TEST(c.stats.kernels == 1);  // one transpose; the reshapes are views
+  auto x = testing::RandomTensor(DType::kF32, {2, 3, 4}, -1, 1, 9);
+  auto out = Run(c, {x});
+  std::vector<double> xv = x->ToDoubles(), y;
+  // y[k][i][j] = t1[j][i][k] = x[i][j][k]
+  for (int k = 0; k < 4; ++k) {
+    for (int i = 0; i < 2; ++i) {
+      for (int j = 0; j < 3; ++j) y.push_back(xv[(i * 3 + j) * 4 + k]);
+    }
+  }
+  BOOST_TEST(Compare(*out[0], *F32({4, 2, 3}, y), 0, 0).empty());
+  BOOST_TEST(Compare(*out[1], *F32({6, 4}, xv), 0, 0).empty());
+}
+
 BOOST_AUTO_TEST_CASE(bad_models_fail_with_clear_errors) {
   CompileOptions o;
   o.external = "none";

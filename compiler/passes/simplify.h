@@ -1,0 +1,23 @@
+// Graph simplification after shape inference: chains of Transposes become one, chains of
+// Reshape-like views read the original tensor. The nodes left without users are dropped by the
+// emitter's dead-code elimination.
+#ifndef KILN_COMPILER_PASSES_SIMPLIFY_H_
+#define KILN_COMPILER_PASSES_SIMPLIFY_H_
+
+#include "compiler/ir/graph.h"
+#include "vm/status.h"
+
+namespace kiln::compiler {
+
+struct SimplifyStats {
+  int transposes_merged = 0;  // Transpose(Transpose(x)) -> one Transpose
+  int views_shortcut = 0;     // Reshape/Flatten/Squeeze/Unsqueeze of a view -> of its source
+};
+
+/// Runs on an inferred main graph. Output shapes never change, so shape inference need not
+/// run again. Returns what it did in `stats` (may be null).
+Status Simplify(Graph& graph, SimplifyStats* stats = nullptr);
+
+}  // namespace kiln::compiler
+
+#endif  // KILN_COMPILER_PASSES_SIMPLIFY_H_
