@@ -329,6 +329,63 @@ Stmt RuntimeAxesReduce(const LowerContext& ctx, Kind kind) {
   });
 }
 
+// keepdims=0 with axes read at run time: which input dims are reduced is only known then, so
+// the kernel computes, per input dim d, reduced(d) from the axes buffer and the position of a
+// kept dim in the output (d minus the reduced dims before it), and picks the output index for
+// it with a select chain over the (compile-time) output rank.
+Stmt RuntimeAxesReduceDropDims(const LowerContext& ctx, Kind kind, bool noop) {
+  const jit::Buffer in = ctx.in(0), out = ctx.out(0), axes = ctx.in(1);
+  const int rank = ctx.input_rank(0);
+  const int out_rank = ctx.output_rank(0);
+  Expr num_axes = jit::DimOf(axes, 0);
+  // Empty axes reduce everything unless noop_with_empty_axes.
+  Expr all = noop ? jit::IntImm(0, DType::kBool) : jit::Eq(num_axes, jit::IntImm(0));
+  std::vector<Expr> reduced;  // bool per input dim
+  for (int d = 0; d < rank; ++d) {
+    Var k("a" + std::to_string(d));
+    Expr a = jit::Cast(DType::kI64, jit::Load(axes, {k}));
+    Expr hit = jit::Select(jit::Or(jit::Eq(a, jit::IntImm(d)), jit::Eq(a, jit::IntImm(d - rank))),
+                           jit::IntImm(1), jit::IntImm(0));
+    reduced.push_back(
+        jit::Or(jit::Gt(jit::Reduce(ReduceOp::kMax, {{k, num_axes}}, hit), jit::IntImm(0)), all));
+  }
+  return ParallelOver(ctx.OutputDims(0), [&](const std::vector<Expr>& o) {
+    auto pick = [&](const Expr& p) {  // o[p] for a run-time p in [0, out_rank); 0 otherwise
+      Expr v = jit::IntImm(0);
+      for (int j = out_rank - 1; j >= 0; --j) v = jit::Select(jit::Eq(p, jit::IntImm(j)), o[j], v);
+      return v;
+    };
+    auto iters = [&](const char* prefix, std::vector<Expr>* idx) {
+      std::vector<IterVar> it;
+      Expr before = jit::IntImm(0);  // reduced dims before d
+      for (int d = 0; d < rank; ++d) {
+        Var v(prefix + std::to_string(d));
+        Expr in_d = ctx.InputDim(0, d);
+        it.push_back({v, jit::Select(reduced[d], in_d, jit::IntImm(1))});
+        Expr kept_at = pick(jit::IntImm(d) - before);
+        idx->push_back(jit::Select(reduced[d], jit::IntImm(0), kept_at) + Expr(v));
+        before = before + jit::Select(reduced[d], jit::IntImm(1), jit::IntImm(0));
+      }
+      return it;
+    };
+    std::vector<Expr> idx, idx2;
+    std::vector<IterVar> it = iters("r", &idx), it2 = iters("s", &idx2);
+    Expr count = jit::IntImm(1);
+    for (const IterVar& i : it) count = count * i.extent;
+    Expr x = jit::Widen(jit::Load(in, idx));
+    if (kind != Kind::kLogSumExp) {
+      Expr acc = jit::Reduce(CombineOf(kind), it, Pre(kind, x, Expr()));
+      return Store(out, o, jit::Cast(out->dtype, Post(kind, acc, count, Expr())));
+    }
+    Var max("max", ToFloat(x).dtype()), sum("sum", ToFloat(x).dtype());
+    Expr sum_value =
+        jit::Reduce(ReduceOp::kSum, it2, Pre(kind, jit::Widen(jit::Load(in, idx2)), max));
+    return Let(
+        max, jit::ReduceMax(it, ToFloat(x)),
+        Let(sum, sum_value, Store(out, o, jit::Cast(out->dtype, Post(kind, sum, count, max)))));
+  });
+}
+
 // Where the axes come from: input 1 for ReduceSum from opset 13, the attribute otherwise
 // (mirrors compiler/ops/reduce.cc).
 bool AxesFromInput(const NodeContext& ctx) {
@@ -368,9 +425,9 @@ Status LowerReduce(LowerContext& ctx) {
   ASSIGN_OR_RETURN(int64_t keepdims, ctx.GetInt("keepdims", 1));
   ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> axes, StaticAxes(ctx));
   if (!axes) {
-    if (!keepdims)
-      return ctx.UnsupportedError("axes must be known at compile time when keepdims=0");
-    ctx.SetBody(RuntimeAxesReduce(ctx, kind));
+    ASSIGN_OR_RETURN(int64_t noop, ctx.GetInt("noop_with_empty_axes", 0));
+    ctx.SetBody(keepdims ? RuntimeAxesReduce(ctx, kind)
+                         : RuntimeAxesReduceDropDims(ctx, kind, noop != 0));
     return Status::Ok();
   }
   ASSIGN_OR_RETURN(std::optional<std::set<int>> reduced, ReducedDims(ctx, *axes));
@@ -446,10 +503,40 @@ Status ReduceShape(ShapeFuncContext& ctx) {
     ctx.SetBody(jit::Seq(stores));
     return Status::Ok();
   }
-  if (!keepdims) return ctx.UnsupportedError("axes must be known at compile time when keepdims=0");
   ASSIGN_OR_RETURN(int64_t noop, ctx.GetInt("noop_with_empty_axes", 0));
   const jit::Buffer axes_in = ctx.in(1);
   Expr num_axes = jit::DimOf(axes_in, 0);
+  if (!keepdims) {
+    // The kept dims in order. The output rank (rank - len(axes)) is fixed at compile time;
+    // repeated or out-of-range axes make the count disagree, stored as -1 (an error).
+    const int out_rank = ctx.output_rank(0);
+    std::vector<Expr> is_reduced;
+    Expr all = noop ? jit::IntImm(0) : jit::Select(jit::Eq(num_axes, jit::IntImm(0)),
+                                                   jit::IntImm(1), jit::IntImm(0));
+    for (int d = 0; d < rank; ++d) {
+      Var k("k" + std::to_string(d));
+      Expr a = jit::Cast(DType::kI64, jit::Load(axes_in, {k}));
+      Expr hit = jit::Select(jit::Or(jit::Eq(a, jit::IntImm(d)), jit::Eq(a, jit::IntImm(d - rank))),
+                             jit::IntImm(1), jit::IntImm(0));
+      is_reduced.push_back(jit::Max(jit::Reduce(ReduceOp::kMax, {{k, num_axes}}, hit), all));
+    }
+    Expr reduced_count = jit::IntImm(0);
+    for (const Expr& r : is_reduced) reduced_count = reduced_count + r;
+    Expr consistent = jit::Eq(reduced_count, jit::IntImm(rank - out_rank));
+    for (int j = 0; j < out_rank; ++j) {
+      // The j-th kept dim: scan d, counting kept dims.
+      Expr value = jit::IntImm(-1), kept_before = jit::IntImm(0);
+      for (int d = 0; d < rank; ++d) {
+        Expr kept = jit::Eq(is_reduced[d], jit::IntImm(0));
+        value = jit::Select(jit::And(kept, jit::Eq(kept_before, jit::IntImm(j))), ctx.InputDim(0, d),
+                            value);
+        kept_before = kept_before + jit::Select(kept, jit::IntImm(1), jit::IntImm(0));
+      }
+      stores.push_back(Store(shape, {jit::IntImm(j)}, jit::Select(consistent, value, jit::IntImm(-1))));
+    }
+    ctx.SetBody(jit::Seq(stores));
+    return Status::Ok();
+  }
   for (int d = 0; d < rank; ++d) {
     Var k("k" + std::to_string(d));
     Expr a = jit::Cast(DType::kI64, jit::Load(axes_in, {k}));

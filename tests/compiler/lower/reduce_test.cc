@@ -295,6 +295,18 @@ BOOST_AUTO_TEST_CASE(reduce_sum_axes_input) {
          x, 0, 0);
   Expect(*Run(Model(13, "(float[2, 3, 4] x) => (y)", "y = ReduceSum <keepdims = 0> (x)"), {x})[0],
          ReduceRef(*x, {0, 1, 2}, false, sum, DType::kF32));
+  // keepdims=0 with axes only known at run time: the axes' length fixes the output rank, their
+  // values which dims go (same model, different axes).
+  std::string drop1 = Model(13, "(float[2, 3, 4] x, int64[1] a) => (y)",
+                            "y = ReduceSum <keepdims = 0> (x, a)");
+  Expect(*Run(drop1, {x, I64({1}, {1})})[0], ReduceRef(*x, {1}, false, sum, DType::kF32));
+  Expect(*Run(drop1, {x, I64({1}, {-1})})[0], ReduceRef(*x, {2}, false, sum, DType::kF32));
+  Expect(*Run(drop1, {x, I64({1}, {0})})[0], ReduceRef(*x, {0}, false, sum, DType::kF32));
+  std::string drop2 = Model(13, "(float[2, 3, 4] x, int64[2] a) => (y)",
+                            "y = ReduceSum <keepdims = 0> (x, a)");
+  Expect(*Run(drop2, {x, I64({2}, {2, 0})})[0], ReduceRef(*x, {0, 2}, false, sum, DType::kF32));
+  // A repeated axis leaves fewer dims than the rank says: an error, not a wrong shape.
+  BOOST_TEST(!testing::RunModel(drop2, {x, I64({2}, {1, 1})}, Table()).ok());
 }
 
 // BERT's layer norm: ReduceMean over the last axis of a symbolic batch, at two sizes.
