@@ -294,20 +294,22 @@ class StaticReduce {
   std::vector<Expr> dims_;
 };
 
-// Axes known only at run time (input 1; the shape rule then requires keepdims=1): dim d is
-// reduced exactly when the output's dim differs from the input's, or both are 1. Each output
-// element reduces over extent in_d (reduced) or 1 (kept) per dim, at input position o_d + r_d.
-Stmt RuntimeAxesReduce(const LowerContext& ctx, Kind kind) {
+// Axes known only at run time. `dims(o)` gives, per input dim, the reduction extent (in_d for a
+// reduced dim, 1 for a kept one) and the input position the output element `o` starts at; the
+// element reduces over those ranges.
+using RuntimeDims = std::function<std::vector<std::pair<Expr, Expr>>(const std::vector<Expr>& o)>;
+
+Stmt RuntimeAxesReduceWith(const LowerContext& ctx, Kind kind, const RuntimeDims& dims) {
   const jit::Buffer in = ctx.in(0), out = ctx.out(0);
   int rank = ctx.input_rank(0);
   return ParallelOver(ctx.OutputDims(0), [&](const std::vector<Expr>& o) {
+    std::vector<std::pair<Expr, Expr>> per_dim = dims(o);
     auto iters = [&](const char* prefix, std::vector<Expr>* idx) {
       std::vector<IterVar> it;
       for (int d = 0; d < rank; ++d) {
         Var v(prefix + std::to_string(d));
-        Expr in_d = ctx.InputDim(0, d);
-        it.push_back({v, jit::Select(jit::Eq(jit::DimOf(out, d), in_d), jit::IntImm(1), in_d)});
-        idx->push_back(o[d] + Expr(v));
+        it.push_back({v, per_dim[d].first});
+        idx->push_back(per_dim[d].second + Expr(v));
       }
       return it;
     };
@@ -329,12 +331,27 @@ Stmt RuntimeAxesReduce(const LowerContext& ctx, Kind kind) {
   });
 }
 
-// keepdims=0 with axes read at run time: which input dims are reduced is only known then, so
-// the kernel computes, per input dim d, reduced(d) from the axes buffer and the position of a
-// kept dim in the output (d minus the reduced dims before it), and picks the output index for
-// it with a select chain over the (compile-time) output rank.
+// keepdims=1: dim d is reduced exactly when the output's dim differs from the input's, or both
+// are 1; the output element o starts at input position o.
+Stmt RuntimeAxesReduce(const LowerContext& ctx, Kind kind) {
+  const jit::Buffer out = ctx.out(0);
+  int rank = ctx.input_rank(0);
+  return RuntimeAxesReduceWith(ctx, kind, [&](const std::vector<Expr>& o) {
+    std::vector<std::pair<Expr, Expr>> dims;
+    for (int d = 0; d < rank; ++d) {
+      Expr in_d = ctx.InputDim(0, d);
+      dims.emplace_back(jit::Select(jit::Eq(jit::DimOf(out, d), in_d), jit::IntImm(1), in_d), o[d]);
+    }
+    return dims;
+  });
+}
+
+// keepdims=0: which input dims are reduced is only known at run time, so the kernel computes,
+// per input dim d, reduced(d) from the axes buffer and the position of a kept dim in the output
+// (d minus the reduced dims before it), and picks the output index for it with a select chain
+// over the (compile-time) output rank.
 Stmt RuntimeAxesReduceDropDims(const LowerContext& ctx, Kind kind, bool noop) {
-  const jit::Buffer in = ctx.in(0), out = ctx.out(0), axes = ctx.in(1);
+  const jit::Buffer axes = ctx.in(1);
   const int rank = ctx.input_rank(0);
   const int out_rank = ctx.output_rank(0);
   Expr num_axes = jit::DimOf(axes, 0);
@@ -349,40 +366,20 @@ Stmt RuntimeAxesReduceDropDims(const LowerContext& ctx, Kind kind, bool noop) {
     reduced.push_back(
         jit::Or(jit::Gt(jit::Reduce(ReduceOp::kMax, {{k, num_axes}}, hit), jit::IntImm(0)), all));
   }
-  return ParallelOver(ctx.OutputDims(0), [&](const std::vector<Expr>& o) {
+  return RuntimeAxesReduceWith(ctx, kind, [&](const std::vector<Expr>& o) {
     auto pick = [&](const Expr& p) {  // o[p] for a run-time p in [0, out_rank); 0 otherwise
       Expr v = jit::IntImm(0);
       for (int j = out_rank - 1; j >= 0; --j) v = jit::Select(jit::Eq(p, jit::IntImm(j)), o[j], v);
       return v;
     };
-    auto iters = [&](const char* prefix, std::vector<Expr>* idx) {
-      std::vector<IterVar> it;
-      Expr before = jit::IntImm(0);  // reduced dims before d
-      for (int d = 0; d < rank; ++d) {
-        Var v(prefix + std::to_string(d));
-        Expr in_d = ctx.InputDim(0, d);
-        it.push_back({v, jit::Select(reduced[d], in_d, jit::IntImm(1))});
-        Expr kept_at = pick(jit::IntImm(d) - before);
-        idx->push_back(jit::Select(reduced[d], jit::IntImm(0), kept_at) + Expr(v));
-        before = before + jit::Select(reduced[d], jit::IntImm(1), jit::IntImm(0));
-      }
-      return it;
-    };
-    std::vector<Expr> idx, idx2;
-    std::vector<IterVar> it = iters("r", &idx), it2 = iters("s", &idx2);
-    Expr count = jit::IntImm(1);
-    for (const IterVar& i : it) count = count * i.extent;
-    Expr x = jit::Widen(jit::Load(in, idx));
-    if (kind != Kind::kLogSumExp) {
-      Expr acc = jit::Reduce(CombineOf(kind), it, Pre(kind, x, Expr()));
-      return Store(out, o, jit::Cast(out->dtype, Post(kind, acc, count, Expr())));
+    std::vector<std::pair<Expr, Expr>> dims;
+    Expr before = jit::IntImm(0);  // reduced dims before d
+    for (int d = 0; d < rank; ++d) {
+      dims.emplace_back(jit::Select(reduced[d], ctx.InputDim(0, d), jit::IntImm(1)),
+                        jit::Select(reduced[d], jit::IntImm(0), pick(jit::IntImm(d) - before)));
+      before = before + jit::Select(reduced[d], jit::IntImm(1), jit::IntImm(0));
     }
-    Var max("max", ToFloat(x).dtype()), sum("sum", ToFloat(x).dtype());
-    Expr sum_value =
-        jit::Reduce(ReduceOp::kSum, it2, Pre(kind, jit::Widen(jit::Load(in, idx2)), max));
-    return Let(
-        max, jit::ReduceMax(it, ToFloat(x)),
-        Let(sum, sum_value, Store(out, o, jit::Cast(out->dtype, Post(kind, sum, count, max)))));
+    return dims;
   });
 }
 
