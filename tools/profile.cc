@@ -1,5 +1,6 @@
 // kiln profile FILE: time per instruction kind, per kernel and per external region, as a table,
 // and optionally a Chrome trace.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,7 +22,7 @@ constexpr char kUsage[] =
     "usage: kiln profile FILE.kiln [--function NAME] [--shape SYMBOL=VALUE]... [--iters N]\n"
     "                    [--input NAME=PATH]... [--plugin PATH]... [--timeout-ms N]\n"
     "                    [--trace OUT.json]\n"
-    "Runs a function once to warm up, then --iters (default 10) profiled times, and prints the\n"
+    "Runs a function to warm up (until its kernels are specialized), then --iters (default 10) profiled times, and prints the\n"
     "time per instruction kind, per kernel / shape function and per external region. --trace\n"
     "writes a Chrome trace (chrome://tracing, Perfetto) of the profiled runs. Inputs as for\n"
     "kiln bench: --input files (.npy or .pb), else generated (--shape for symbolic dims).\n";
@@ -100,11 +101,15 @@ Status RunProfile(const ProfileArgs& a) {
   std::vector<Tensor> outputs;
   InvokeOptions options;
   options.timeout = std::chrono::milliseconds(a.timeout_ms);
-  RETURN_IF_ERROR(ctx->Invoke(index, inputs, &outputs, options));  // warm-up (first-use JIT)
+  // Warm-up: first-use JIT, then enough calls for the shapes to be specialized, and those
+  // background compiles finished (they would compete with the profiled runs for the cores).
+  for (int i = 0; i < std::max(1, jit::DispatchOptions{}.specialize_after); ++i)
+    RETURN_IF_ERROR(ctx->Invoke(index, inputs, &outputs, options));
+  f.runtime.kernels->WaitForBackgroundCompiles();
   Profile profile;
   options.profile = &profile;
   for (long i = 0; i < a.iters; ++i) RETURN_IF_ERROR(ctx->Invoke(index, inputs, &outputs, options));
-  std::printf("%s @%s, %ld profiled runs after one warm-up\n\n%s", a.file.c_str(), function.c_str(),
+  std::printf("%s @%s, %ld profiled runs after warm-up\n\n%s", a.file.c_str(), function.c_str(),
               a.iters, profile.Table(*exe).c_str());
   if (!a.trace.empty()) {
     std::ofstream out(a.trace, std::ios::binary | std::ios::trunc);

@@ -3,9 +3,12 @@
 #include "external/onednn/plan.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+
+#include <omp.h>
 #include <unordered_map>
 
 namespace kiln::onednn::internal {
@@ -19,6 +22,16 @@ constexpr size_t kAlign = 64;
 constexpr size_t kMaxPooledWorkspaces = 16;
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// GEMMs below this many multiply-adds keep oneDNN's layout: timing them costs more than any
+// difference could save.
+constexpr int64_t kTuneMinMacs = int64_t{1} << 16;
+
+int64_t NextPow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
 
 std::string DimsToString(const Dims& d) {
   std::string s = "[";
@@ -446,6 +459,57 @@ class Builder {
     attr->set_post_ops(po);
     return Status::Ok();
   }
+  // The index of the faster of `layouts` for the weights of an `a_md` x W -> `out_md` GEMM:
+  // one warm-up and three timed runs of each, alternating, on scratch data (speed does not
+  // depend on values; the pattern avoids denormals); the minimum counts. `stored` (the layout
+  // the constant already has, so no copy) wins unless another is more than 5% faster.
+  int FasterLayout(const memory::desc& a_md, const memory::desc& out_md,
+                   const std::vector<memory::desc>& layouts, int stored) {
+    struct Trial {
+      dnnl::matmul prim;
+      std::unordered_map<int, memory> args;
+      double best = 1e30;
+    };
+    std::vector<std::shared_ptr<void>> buffers;
+    auto scratch = [&](const memory::desc& md) {
+      size_t bytes = AlignUp(std::max<size_t>(md.get_size(), 4));
+      void* p = std::aligned_alloc(kAlign, bytes);
+      if (p == nullptr) throw std::bad_alloc();
+      buffers.emplace_back(p, [](void* q) { std::free(q); });
+      float* f = static_cast<float*>(p);
+      for (size_t i = 0; i < bytes / sizeof(float); ++i) f[i] = 0.125f * static_cast<float>(i % 13) - 0.75f;
+      return memory(md, Engine(), p);
+    };
+    std::vector<Trial> trials;
+    for (const memory::desc& w : layouts) {
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, w, out_md), Attr(), Engine());
+      Trial t;
+      t.prim = dnnl::matmul(pd);
+      primitives_->fetch_add(1, std::memory_order_relaxed);
+      t.args = {{DNNL_ARG_SRC, scratch(pd.src_desc())},
+                {DNNL_ARG_WEIGHTS, scratch(pd.weights_desc())},
+                {DNNL_ARG_DST, scratch(pd.dst_desc())},
+                {DNNL_ARG_SCRATCHPAD, scratch(pd.scratchpad_desc())}};
+      trials.push_back(std::move(t));
+    }
+    dnnl::stream stream(Engine());
+    for (int round = 0; round < 4; ++round) {
+      for (Trial& t : trials) {
+        auto start = std::chrono::steady_clock::now();
+        t.prim.execute(stream, t.args);
+        stream.wait();
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (round > 0) t.best = std::min(t.best, s);
+      }
+    }
+    int best = stored;
+    for (size_t i = 0; i < trials.size(); ++i) {
+      if (trials[i].best < 0.95 * trials[stored].best && trials[i].best < trials[best].best)
+        best = static_cast<int>(i);
+    }
+    return best;
+  }
+
   // Sum post-ops accumulate into dst: copy the residual there first.
   void CopyResiduals(const std::vector<int32_t>& residuals, int dst) {
     for (int32_t t : residuals) AddReorder(slot_of_[t], dst);
@@ -599,7 +663,25 @@ class Builder {
     };
     dnnl::matmul::primitive_desc pd;
     memory::desc preferred;
-    if (const_b && weights_.Preferred(op_index_, &preferred)) {
+    int64_t m = out_p[0], k = bd_p[0], n = bd_p[1];
+    using WeightLayout = OneDnnOptions::WeightLayout;
+    WeightLayout how = d_.matmul_weight_layout;
+    if (const_b && rp == 2 && how != WeightLayout::kOneDnn &&
+        (how != WeightLayout::kMeasured || m * k * n >= kTuneMinMacs)) {
+      // Row-major [K, N] or transposed ([N, K] stored).
+      std::vector<memory::desc> layouts = {PlainMd(bd_p), TransposedMd(bd_p)};
+      int choice = how == WeightLayout::kRowMajor ? 0 : 1;
+      if (how == WeightLayout::kMeasured) {
+        // Measured once per M bucket; the faster layout can differ with the team size too.
+        int64_t bucket = NextPow2(m) * 1024 + std::min(omp_get_max_threads(), 1023);
+        choice = weights_.LayoutChoice(op_index_, bucket);
+        if (choice < 0) {
+          choice = FasterLayout(a_md, PlainMd(out_p), layouts, op.trans_b ? 1 : 0);
+          weights_.SetLayoutChoice(op_index_, bucket, choice);
+        }
+      }
+      pd = make(layouts[choice]);
+    } else if (const_b && weights_.Preferred(op_index_, &preferred)) {
       try {
         pd = make(preferred);
       } catch (const dnnl::error&) {
@@ -895,6 +977,23 @@ void* WeightCache::Get(int op, const memory::desc& plain, const void* data,
   primitives->fetch_add(1, std::memory_order_relaxed);
   e.layouts.push_back({want, bytes});
   return bytes.get();
+}
+
+int WeightCache::LayoutChoice(int op, int64_t bucket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [b, choice] : entries_[op].choices) {
+    if (b == bucket) return choice;
+  }
+  return -1;
+}
+
+void WeightCache::SetLayoutChoice(int op, int64_t bucket, int choice) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [b, c] : entries_[op].choices) {
+    if (b == bucket) return;  // another thread measured it first; keep one answer
+  }
+  entries_[op].choices.push_back({bucket, choice});
+  measurements_.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool WeightCache::Preferred(int op, memory::desc* md) {

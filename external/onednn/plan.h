@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "external/onednn/region.h"
+#include "external/onednn/runtime.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "vm/status.h"
 #include "vm/tensor.h"
@@ -74,6 +75,8 @@ struct RegionData {
   Region region;
   std::vector<const void*> constant_data;  // per tensor; null unless the tensor is a constant
   std::vector<Tensor> constants;           // keeps the executable's storage referenced
+  /// How constant-weight MatMuls choose the layout of their weights (OneDnnOptions).
+  OneDnnOptions::WeightLayout matmul_weight_layout = OneDnnOptions::WeightLayout::kMeasured;
 };
 
 /// Constant weights reordered into the layouts primitives asked for, shared by every plan of a
@@ -86,13 +89,21 @@ class WeightCache {
             const dnnl::memory::desc& want, std::atomic<int64_t>* primitives);
   /// The first layout reordered for `op`, if any (plans try it first so layouts are shared).
   bool Preferred(int op, dnnl::memory::desc* md);
+  /// The weight layout measured fastest for `op` at `bucket` (the builder's key of M and the
+  /// team size; the value indexes the candidates it tried), or -1 before it has been measured.
+  int LayoutChoice(int op, int64_t bucket);
+  void SetLayoutChoice(int op, int64_t bucket, int choice);
+  /// Measurements made (each SetLayoutChoice that recorded a new bucket).
+  int64_t measurements() const { return measurements_.load(std::memory_order_relaxed); }
 
  private:
   struct Entry {
     std::vector<std::pair<dnnl::memory::desc, std::shared_ptr<uint8_t>>> layouts;
+    std::vector<std::pair<int64_t, int>> choices;  // bucket -> candidate index
   };
   std::mutex mu_;
   std::vector<Entry> entries_;
+  std::atomic<int64_t> measurements_{0};
 };
 
 /// Builds the plan of `data` for input dims `inputs` (already checked against the blob's

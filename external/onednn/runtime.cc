@@ -61,6 +61,7 @@ class RegionImpl : public OneDnnRegion {
     s.primitives_created = primitives_.load();
     s.plans_evicted = plans_evicted_.load();
     s.runs = runs_.load();
+    s.layouts_measured = weights_.measurements();
     std::lock_guard<std::mutex> lock(mu_);
     s.cached_plans = static_cast<int64_t>(lru_.size());
     for (const auto& [key, plan] : lru_)
@@ -214,6 +215,7 @@ StatusOr<std::unique_ptr<TensorFunction>> OneDnnRuntime::CreateRegion(
     const ExternalRegionSpec& spec) {
   std::string where = "region '" + std::string(spec.name) + "'";
   StatusOr<RegionData> data = Bind(spec);
+  if (data.ok()) data->matmul_weight_layout = options_.matmul_weight_layout;
   if (!data.ok()) return data.status().WithContext(where);
   auto region = std::make_unique<RegionImpl>(std::move(*data), options_);
   Status s = region->Prepare();

@@ -18,6 +18,16 @@ struct OneDnnOptions {
   /// Execution plans (primitives for one set of input shapes) kept per region; the least
   /// recently used plan is dropped beyond this. Runs in flight keep theirs alive.
   int max_cached_shapes = 32;
+  /// A MatMul / Gemm with constant weights can read them row-major ([K, N]) or transposed
+  /// ([N, K] stored); which one oneDNN 2.x's GEMM runs faster depends on M, K, N, the thread
+  /// count and the CPU (up to 2x either way on AVX2). kMeasured: the first plan with M in a new
+  /// power-of-two bucket (per team size) times both on scratch data (one warm-up and three runs
+  /// each, alternating, minimum) and keeps the faster for that bucket; the layout the constant is
+  /// stored in wins ties within 5% (no copy). GEMMs under 2^16 multiply-adds, batched weights and
+  /// the other settings skip the measurement: kOneDnn lets oneDNN pick (row-major for plain f32
+  /// GEMM), kRowMajor / kTransposed force one (tests cross-check both).
+  enum class WeightLayout : uint8_t { kMeasured, kOneDnn, kRowMajor, kTransposed };
+  WeightLayout matmul_weight_layout = WeightLayout::kMeasured;
 };
 
 /// Counters of one region, for tests and profiling.
@@ -28,6 +38,7 @@ struct RegionStats {
   int64_t runs = 0;
   int64_t cached_plans = 0;
   int64_t max_workspace_bytes = 0;  // the largest per-call workspace among the cached plans
+  int64_t layouts_measured = 0;     // MatMul weight-layout measurements (OneDnnOptions)
 };
 
 /// The TensorFunction CreateRegion returns; dynamic_cast to read its counters.

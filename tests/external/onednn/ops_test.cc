@@ -293,6 +293,47 @@ BOOST_AUTO_TEST_CASE(gemm_trans_b_alpha_beta_relu) {
   BOOST_TEST(Close(r.Run({{ad, a}}, {{6, 32}})[0], want, DotTolerance(20), 1e-4));
 }
 
+// Constant weights read row-major or transposed (OneDnnOptions::matmul_weight_layout): every
+// setting computes the same products, for MatMul (stored [K, N], batched A collapsed into one
+// GEMM, bias) and Gemm (stored [N, K] by transB), at M below and above the measuring threshold.
+const OneDnnOptions::WeightLayout kLayouts[] = {
+    OneDnnOptions::WeightLayout::kMeasured, OneDnnOptions::WeightLayout::kOneDnn,
+    OneDnnOptions::WeightLayout::kRowMajor, OneDnnOptions::WeightLayout::kTransposed};
+
+BOOST_DATA_TEST_CASE(weight_layouts_compute_the_same_products,
+                     data::make({0, 1, 2, 3}) * data::make({int64_t{2}, int64_t{64}}), layout, m) {
+  OneDnnOptions options;
+  options.matmul_weight_layout = kLayouts[layout];
+  Floats w = Random(96 * 80, 120), b = Random(80, 121), g = Random(80 * 96, 122);
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[B, S, 96] X) => (float Y, float Z) {
+      m = MatMul(X, W)
+      Y = Add(m, Bias)
+      f = Flatten <axis = 2> (Y)
+      Z = Gemm <transB = 1> (f, G)
+    })",
+                                       {{"W", {96, 80}, w}, {"Bias", {80}, b}, {"G", {96, 80}, g}}),
+                             options);
+  Dims xd = {2, m / 2, 96};
+  Floats x = Random(Numel(xd), 123);
+  Floats y = RefMatMul(x, xd, w, {96, 80});
+  for (size_t i = 0; i < y.size(); ++i) y[i] += b[i % 80];
+  Floats z(static_cast<size_t>(m) * 96);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < 96; ++j) {
+      double acc = 0;
+      for (int64_t k = 0; k < 80; ++k) acc += static_cast<double>(y[i * 80 + k]) * g[j * 80 + k];
+      z[i * 96 + j] = static_cast<float>(acc);
+    }
+  std::vector<Floats> got = r.Run({{xd, x}}, {{2, m / 2, 80}, {m, 96}});
+  BOOST_TEST(Close(got[0], y, DotTolerance(96), 1e-4));
+  // Z's inputs carry Y's rounding; its error bound adds the second product's.
+  BOOST_TEST(Close(got[1], z, DotTolerance(80) * 8.0, 1e-4));
+  RegionStats s = r.region().stats();
+  bool measured = kLayouts[layout] == OneDnnOptions::WeightLayout::kMeasured && m == 64;
+  BOOST_TEST(s.layouts_measured == (measured ? 2 : 0));  // 2*48*40 MACs < 2^16 <= 64*96*80
+}
+
 // Gemm with a run-time B (no constant to fold alpha into) and trans_a: alpha as output scale.
 BOOST_AUTO_TEST_CASE(gemm_runtime_operands_trans_a_alpha) {
   CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>

@@ -62,6 +62,44 @@ BOOST_AUTO_TEST_CASE(alternating_batches_build_one_plan_per_shape) {
   BOOST_TEST(s.primitives_created > 0);
 }
 
+// Weight layouts of a constant-weight MatMul are measured once per power-of-two bucket of M
+// (and team size): batches 1, 3, 8 alternating measure 3 times (buckets 1, 4, 8), never again,
+// and every round is correct whichever layout won.
+BOOST_AUTO_TEST_CASE(weight_layouts_are_measured_once_per_bucket) {
+  Floats w = Random(256 * 256, 130);
+  auto graph = [&] {
+    return MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 256] X) => (float Y) {
+      Y = MatMul(X, W)
+    })",
+                     {{"W", {256, 256}, w}});
+  };
+  CompiledRegion r = Compile(graph());
+  int64_t after_first = -1;
+  for (int round = 0; round < 3; ++round) {
+    for (int64_t n : {1, 3, 8}) {
+      Floats x = Random(n * 256, static_cast<uint32_t>(131 + round * 10 + n));
+      std::vector<Floats> y = r.Run({{{n, 256}, x}}, {{n, 256}});
+      BOOST_TEST(Close(y[0], RefMatMul(x, {n, 256}, w, {256, 256}), 2e-4, 1e-4));
+    }
+    if (round == 0) after_first = r.region().stats().primitives_created;
+  }
+  RegionStats s = r.region().stats();
+  BOOST_TEST(s.layouts_measured == 3);
+  BOOST_TEST(s.primitives_created == after_first);
+  // Batch 2 falls in bucket 2: one more measurement.
+  Floats x = Random(2 * 256, 140);
+  BOOST_TEST(Close(r.Run({{{2, 256}, x}}, {{2, 256}})[0], RefMatMul(x, {2, 256}, w, {256, 256}),
+                   2e-4, 1e-4));
+  BOOST_TEST(r.region().stats().layouts_measured == 4);
+
+  OneDnnOptions fixed;
+  fixed.matmul_weight_layout = OneDnnOptions::WeightLayout::kOneDnn;
+  CompiledRegion f = Compile(graph(), fixed);
+  f.Run({{{8, 256}, Random(8 * 256, 141)}}, {{8, 256}});
+  BOOST_TEST(f.region().stats().layouts_measured == 0);
+}
+
 BOOST_AUTO_TEST_CASE(plan_cache_is_bounded) {
   Block block;
   CompiledRegion r = Compile(block.Graph(), OneDnnOptions{2});
