@@ -2,7 +2,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "external/registry/registry.h"
 #include "tools/commands.h"
+#include "tools/runtime.h"
 #include "vm/disassembler.h"
 #include "vm/executable.h"
 
@@ -13,7 +15,8 @@ int InspectMain(int argc, char** argv) {
     std::fprintf(argc == 2 ? stdout : stderr,
                  "usage: kiln inspect FILE.kiln\n"
                  "Verifies FILE and prints its header, every function's disassembly, the kernel,\n"
-                 "shape-function, external-region and constant tables, and section sizes.\n");
+                 "shape-function, external-region (with each region's ops) and constant tables, and section\n"
+                 "sizes.\n");
     return argc == 2 ? 0 : 2;
   }
   LoadOptions options;
@@ -24,7 +27,19 @@ int InspectMain(int argc, char** argv) {
     std::fprintf(stderr, "kiln inspect: %s\n", exe.status().ToString().c_str());
     return 1;
   }
-  std::fputs(InspectExecutable(**exe).c_str(), stdout);
+  // The CLI's vendors (oneDNN built in, plugins from KILN_PLUGINS) describe their regions' ops.
+  StatusOr<CliRuntime> runtime = MakeCliRuntime({});
+  RegionDescriber describe;
+  if (runtime.ok()) {
+    std::shared_ptr<ExternalRegistry> registry = ExternalRegistry::Global();
+    describe = [registry](const std::string& vendor, const uint8_t* blob, size_t size) {
+      return registry->Describe(vendor, blob, size);
+    };
+  } else {
+    std::fprintf(stderr, "kiln inspect: regions are not described: %s\n",
+                 runtime.status().ToString().c_str());
+  }
+  std::fputs(InspectExecutable(**exe, describe).c_str(), stdout);
   return 0;
 }
 

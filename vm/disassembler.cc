@@ -124,7 +124,7 @@ std::string DisassembleFunction(const Executable& exe, int function) {
   return s;
 }
 
-std::string InspectExecutable(const Executable& exe) {
+std::string InspectExecutable(const Executable& exe, const RegionDescriber& describe) {
   const fb::Executable& r = exe.root();
   std::string s = "kiln executable, format " + Str(exe.version_major()) + "." +
                   Str(exe.version_minor()) + ", producer '" + std::string(exe.producer()) + "'\n";
@@ -154,6 +154,18 @@ std::string InspectExecutable(const Executable& exe) {
     s += "  [" + Str(i) + "] " + x->name()->str() + " vendor=" + x->vendor()->str() + " inputs=" +
          Str(x->num_inputs()) + " outputs=" + Str(x->num_outputs()) + " constants=" +
          Str(Len(x->constants())) + "  blob " + Bytes(Len(x->blob())) + "\n";
+    if (describe) {
+      StatusOr<std::string> text = describe(x->vendor()->str(), x->blob() ? x->blob()->data() : nullptr,
+                                            Len(x->blob()));
+      std::string lines = text.ok() ? *text : "(" + text.status().ToString() + ")\n";
+      size_t start = 0;
+      while (start < lines.size()) {
+        size_t end = lines.find('\n', start);
+        if (end == std::string::npos) end = lines.size();
+        s += "      " + lines.substr(start, end - start) + "\n";
+        start = end + 1;
+      }
+    }
   }
   s += "== constants (" + Str(exe.num_constants()) + ")\n";
   uint64_t const_bytes = 0;

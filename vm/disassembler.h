@@ -2,9 +2,13 @@
 #ifndef KILN_VM_DISASSEMBLER_H_
 #define KILN_VM_DISASSEMBLER_H_
 
+#include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "vm/executable.h"
+#include "vm/status.h"
 
 namespace kiln {
 
@@ -15,9 +19,15 @@ std::string DisassembleInstruction(const Executable& exe, int function, int pc);
 /// instruction: pc, instruction, "; node" when the debug table names one.
 std::string DisassembleFunction(const Executable& exe, int function);
 
+/// What a vendor's region blob holds, as newline-terminated lines (ExternalRegistry::Describe
+/// fits). An error is printed in place of the lines.
+using RegionDescriber =
+    std::function<StatusOr<std::string>(const std::string& vendor, const uint8_t* blob, size_t size)>;
+
 /// Everything `kiln inspect` prints: header, metadata, functions with disassembly, the kernel,
 /// shape-function, external-region and constant tables, and the byte size of each section.
-std::string InspectExecutable(const Executable& exe);
+/// With `describe`, each external region is followed by its description (its ops), indented.
+std::string InspectExecutable(const Executable& exe, const RegionDescriber& describe = nullptr);
 
 }  // namespace kiln
 

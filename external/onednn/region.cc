@@ -2,6 +2,7 @@
 #include "external/onednn/region.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <type_traits>
 
@@ -446,5 +447,146 @@ StatusOr<Region> DecodeRegion(const uint8_t* data, size_t size) {
 }
 
 Status ValidateRegion(const Region& region) { return Validator(region).Run(); }
+
+namespace {
+
+std::string Ints(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + (v[i] < 0 ? std::string("?") : std::to_string(v[i]));
+  return s + "]";
+}
+
+std::string Float(float f) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", static_cast<double>(f));
+  return buf;
+}
+
+const char* BinaryAlgName(BinaryAlg a) {
+  static const char* const kNames[] = {"add", "sub", "mul", "div", "max", "min"};
+  int i = static_cast<int>(a);
+  return i < kNumBinaryAlgs ? kNames[i] : "?";
+}
+
+// "alpha=.. beta=.." for the eltwise algorithms whose parameters mean something.
+std::string EltwiseParams(EltwiseAlg a, float alpha, float beta) {
+  switch (a) {
+    case EltwiseAlg::kRelu:
+      return alpha != 0.0f ? " slope=" + Float(alpha) : "";
+    case EltwiseAlg::kClip:
+      return " min=" + Float(alpha) + " max=" + Float(beta);
+    case EltwiseAlg::kElu:
+    case EltwiseAlg::kSwish:
+      return " alpha=" + Float(alpha);
+    case EltwiseAlg::kLinear:
+      return " alpha=" + Float(alpha) + " beta=" + Float(beta);
+    default:
+      return "";
+  }
+}
+
+}  // namespace
+
+StatusOr<std::string> DescribeRegion(const uint8_t* data, size_t size) {
+  ASSIGN_OR_RETURN(Region r, DecodeRegion(data, size));
+  std::vector<std::string> name(r.tensors.size());
+  for (size_t i = 0; i < name.size(); ++i) name[i] = "t" + std::to_string(i);
+  for (size_t i = 0; i < r.inputs.size(); ++i) name[r.inputs[i].tensor] = "in" + std::to_string(i);
+  for (size_t i = 0; i < r.constants.size(); ++i)
+    name[r.constants[i].tensor] = "const" + std::to_string(i);
+  for (size_t i = 0; i < r.outputs.size(); ++i) name[r.outputs[i]] = "out" + std::to_string(i);
+  auto list = [&](const std::vector<BoundTensor>& ts) {
+    std::string s;
+    for (const BoundTensor& b : ts) s += (s.empty() ? "" : ", ") + name[b.tensor] + " " + Ints(b.dims);
+    return s.empty() ? std::string("none") : s;
+  };
+  std::string out = "inputs: " + list(r.inputs) + "\n";
+  if (!r.constants.empty()) out += "constants: " + list(r.constants) + "\n";
+  for (size_t i = 0; i < r.ops.size(); ++i) {
+    const Op& op = r.ops[i];
+    std::string line = "[" + std::to_string(i) + "] " + OpKindName(op.kind);
+    if (op.kind == OpKind::kEltwise) line += std::string(" ") + EltwiseAlgName(op.eltwise);
+    if (op.kind == OpKind::kBinary) line += std::string(" ") + BinaryAlgName(op.binary);
+    line += " (";
+    for (size_t j = 0; j < op.inputs.size(); ++j) line += (j ? ", " : "") + name[op.inputs[j]];
+    line += ") -> " + name[op.output];
+    std::vector<std::string> attrs;
+    auto window = [&] {
+      if (!op.kernel.empty()) attrs.push_back("kernel=" + Ints(op.kernel));
+      if (!op.strides.empty()) attrs.push_back("strides=" + Ints(op.strides));
+      if (!op.pads.empty()) attrs.push_back("pads=" + Ints(op.pads));
+      if (!op.dilations.empty()) attrs.push_back("dilations=" + Ints(op.dilations));
+      static const char* const kAutoPad[] = {"", "SAME_UPPER", "SAME_LOWER", "VALID"};
+      if (op.auto_pad != AutoPad::kNotSet)
+        attrs.push_back(std::string("auto_pad=") + kAutoPad[static_cast<int>(op.auto_pad)]);
+    };
+    switch (op.kind) {
+      case OpKind::kConv:
+        if (op.kernel.empty()) {  // taken from W's dims at run time; shown when W is constant
+          for (const BoundTensor& c : r.constants) {
+            if (c.tensor == op.inputs[1] && c.dims.size() > 2)
+              attrs.push_back("kernel=" + Ints(std::vector<int64_t>(c.dims.begin() + 2, c.dims.end())));
+          }
+        }
+        window();
+        if (op.group != 1) attrs.push_back("group=" + std::to_string(op.group));
+        break;
+      case OpKind::kMatMul:
+        if (op.trans_a) attrs.push_back("trans_a");
+        if (op.trans_b) attrs.push_back("trans_b");
+        if (op.alpha != 1.0f) attrs.push_back("alpha=" + Float(op.alpha));
+        break;
+      case OpKind::kPool: {
+        static const char* const kPool[] = {"max", "avg (pads counted)", "avg"};
+        attrs.push_back(std::string(op.global ? "global " : "") + kPool[static_cast<int>(op.pool)]);
+        if (!op.global) window();
+        if (op.ceil_mode) attrs.push_back("ceil_mode");
+        break;
+      }
+      case OpKind::kEltwise: {
+        std::string p = EltwiseParams(op.eltwise, op.alpha, op.beta);
+        if (!p.empty()) attrs.push_back(p.substr(1));
+        break;
+      }
+      case OpKind::kSoftmax:
+        attrs.push_back("axis=" + std::to_string(op.axis));
+        if (op.log_softmax) attrs.push_back("log");
+        break;
+      case OpKind::kLayerNorm:
+        attrs.push_back("axis=" + std::to_string(op.axis));
+        attrs.push_back("epsilon=" + Float(op.epsilon));
+        break;
+      case OpKind::kBatchNorm:
+        attrs.push_back("epsilon=" + Float(op.epsilon));
+        break;
+      case OpKind::kConcat:
+      case OpKind::kFlatten:
+        attrs.push_back("axis=" + std::to_string(op.axis));
+        break;
+      case OpKind::kBinary:
+        break;
+    }
+    std::string posts;
+    for (const PostOp& p : op.post_ops) {
+      posts += posts.empty() ? "" : ", ";
+      switch (p.kind) {
+        case PostOpKind::kEltwise:
+          posts += std::string(EltwiseAlgName(p.eltwise)) + EltwiseParams(p.eltwise, p.alpha, p.beta);
+          break;
+        case PostOpKind::kSum:
+          posts += "sum(" + name[p.tensor] + ")";
+          break;
+        case PostOpKind::kBinary:
+          posts += std::string(BinaryAlgName(p.binary)) + "(" + name[p.tensor] + ")";
+          break;
+      }
+    }
+    if (!posts.empty()) attrs.push_back("post-ops: " + posts);
+    for (size_t j = 0; j < attrs.size(); ++j) line += (j ? "; " : "  ") + attrs[j];
+    out += line + "\n";
+  }
+  return out;
+}
 
 }  // namespace kiln::onednn

@@ -145,6 +145,13 @@ StatusOr<Region> DecodeRegion(const uint8_t* data, size_t size);
 /// InvalidFormat naming the op ("ops[3] (Conv): ...").
 Status ValidateRegion(const Region& region);
 
+/// A decoded blob as text for `kiln inspect`, one newline-terminated line each: the inputs and
+/// constants with their dims ("in0 [?, 256]", "const1 [256, 768]"), then every op with its
+/// operands, result and attributes, post-ops included:
+///   "[1] MatMul (t3, const2, const3) -> t4  trans_b; post-ops: gelu_erf"
+/// Region outputs are named out0, out1, ...; other op results t<id>. DecodeRegion's errors.
+StatusOr<std::string> DescribeRegion(const uint8_t* data, size_t size);
+
 }  // namespace kiln::onednn
 
 #endif  // KILN_EXTERNAL_ONEDNN_REGION_H_

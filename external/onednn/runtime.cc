@@ -223,6 +223,10 @@ StatusOr<std::unique_ptr<TensorFunction>> OneDnnRuntime::CreateRegion(
   return std::unique_ptr<TensorFunction>(std::move(region));
 }
 
+StatusOr<std::string> OneDnnRuntime::Describe(const uint8_t* blob, size_t size) const {
+  return DescribeRegion(blob, size);
+}
+
 Status RegisterOneDnn(ExternalRegistry& registry, OneDnnOptions options) {
   return registry.Register(kVendorName, std::make_shared<OneDnnRuntime>(options));
 }

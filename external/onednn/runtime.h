@@ -64,6 +64,8 @@ class OneDnnRuntime : public VendorRuntime {
  public:
   explicit OneDnnRuntime(OneDnnOptions options = {}) : options_(options) {}
   StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(const ExternalRegionSpec& spec) override;
+  /// DescribeRegion (external/onednn/region.h): the region's ops, one per line.
+  StatusOr<std::string> Describe(const uint8_t* blob, size_t size) const override;
 
  private:
   OneDnnOptions options_;

@@ -178,6 +178,22 @@ StatusOr<std::unique_ptr<TensorFunction>> ExternalRegistry::CreateRegion(const E
   return runtime->CreateRegion(spec);
 }
 
+StatusOr<std::string> VendorRuntime::Describe(const uint8_t*, size_t) const {
+  return Unsupported("this vendor runtime does not describe its regions");
+}
+
+StatusOr<std::string> ExternalRegistry::Describe(const std::string& vendor, const uint8_t* blob,
+                                                 size_t size) const {
+  std::shared_ptr<VendorRuntime> runtime;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = vendors_.find(vendor);
+    if (it != vendors_.end()) runtime = it->second;
+  }
+  if (runtime == nullptr) return NotFound("no runtime is registered for vendor '" + vendor + "'");
+  return runtime->Describe(blob, size);
+}
+
 std::vector<std::string> ExternalRegistry::vendors() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> out;

@@ -19,6 +19,10 @@ class VendorRuntime {
  public:
   virtual ~VendorRuntime() = default;
   virtual StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(const ExternalRegionSpec& spec) = 0;
+  /// What a region's blob holds, for `kiln inspect`: one line per op, newline-terminated (the
+  /// caller indents). Never crashes on any bytes; an error for a blob the vendor rejects.
+  /// Vendors that cannot describe their blobs keep the default (Unsupported).
+  virtual StatusOr<std::string> Describe(const uint8_t* blob, size_t size) const;
 };
 
 /// Maps vendor names to runtimes; pass it as LoadOptions::externals. Thread-safe. Vendors are
@@ -43,6 +47,10 @@ class ExternalRegistry : public ExternalProvider {
   /// ExternalProvider: the runtime of `spec.vendor` creates the region. NotFound naming the
   /// vendor and the registered ones if no runtime is registered for it.
   StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(const ExternalRegionSpec& spec) override;
+
+  /// The registered runtime of `vendor` describes `blob` (VendorRuntime::Describe). NotFound if
+  /// no runtime is registered for it.
+  StatusOr<std::string> Describe(const std::string& vendor, const uint8_t* blob, size_t size) const;
 
   std::vector<std::string> vendors() const;
 

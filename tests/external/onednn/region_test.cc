@@ -48,6 +48,22 @@ BOOST_AUTO_TEST_CASE(round_trip_preserves_everything) {
   BOOST_TEST(d->outputs == (std::vector<int32_t>{4, 3}));
 }
 
+// What kiln inspect prints under a region: names for inputs, constants, intermediates and
+// outputs; attributes; post-ops with their tensors. A bad blob is the decoder's error.
+BOOST_AUTO_TEST_CASE(describe_lists_inputs_constants_and_ops) {
+  std::vector<uint8_t> blob = EncodeRegion(Sample());
+  StatusOr<std::string> text = DescribeRegion(blob.data(), blob.size());
+  BOOST_REQUIRE(text.ok());
+  BOOST_TEST(*text ==
+             "inputs: in0 [?, 8, 16, 16]\n"
+             "constants: const0 [8, 8, 3, 3], const1 [8]\n"
+             "[0] Conv (in0, const0, const1) -> out1  kernel=[3, 3]; strides=[1, 1]; pads=[1, 1, 1, 1]; "
+             "dilations=[1, 1]; post-ops: sum(in0), clip min=0 max=6\n"
+             "[1] Softmax (out1) -> out0  axis=1\n");
+  StatusOr<std::string> bad = DescribeRegion(blob.data(), blob.size() - 1);
+  BOOST_TEST(bad.status().code() == StatusCode::kInvalidFormat);
+}
+
 BOOST_AUTO_TEST_CASE(every_truncation_is_invalid_format) {
   std::vector<uint8_t> blob = EncodeRegion(Sample());
   for (size_t n = 0; n < blob.size(); ++n) {
@@ -139,6 +155,7 @@ BOOST_AUTO_TEST_CASE(corrupted_blobs_never_crash) {
       ++accepted;
       BOOST_TEST_REQUIRE(ValidateRegion(*d).ok());
       BOOST_TEST_REQUIRE(EncodeRegion(*d) == m);  // what decodes re-encodes to the same bytes
+      BOOST_TEST_REQUIRE(DescribeRegion(m.data(), m.size()).ok());
     }
   }
   for (int i = 0; i < 5000; ++i) {
