@@ -3,11 +3,14 @@
 
 #include <chrono>
 #include <memory>
+#include <set>
 
 #include "compiler/emit/emit.h"
+#include "compiler/lower/gemm.h"
 #include "compiler/lower/lower.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/passes/fold_constants.h"
+#include "compiler/passes/pack_weights.h"
 #include "compiler/passes/partition.h"
 #include "external/onednn/codegen.h"
 #include "external/onednn/rules.h"
@@ -82,6 +85,17 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
     st.external_nodes = claimed;
     Progress(options, "oneDNN claimed " + std::to_string(claimed) + " nodes in " +
                           std::to_string(eo.regions.size()) + " regions");
+  }
+  if (options.pack_weights) {
+    std::set<NodeId> claimed;
+    for (const ExternalRegionToEmit& r : eo.regions) claimed.insert(r.nodes.begin(), r.nodes.end());
+    PackWeightsStats packed;
+    RETURN_IF_ERROR(PackMatMulWeights(graph, GemmPanelCols(), claimed, &packed));
+    st.packed_matmuls = packed.matmuls + packed.gemms;
+    if (st.packed_matmuls > 0)
+      Progress(options, "prepacked the weights of " + std::to_string(st.packed_matmuls) +
+                            " MatMul / Gemm nodes (" + std::to_string(packed.packed_bytes) +
+                            " bytes)");
   }
   Progress(options, "lowering and emitting");
   eo.table = &LoweringTable::Global();

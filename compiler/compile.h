@@ -23,6 +23,9 @@ struct CompileOptions {
   std::string external = "onednn";
   /// Evaluate nodes whose inputs are all constants at compile time (through the same kernels).
   bool fold_constants = true;
+  /// Store the constant B of JIT MatMul / Gemm nodes prepacked for the GEMM's tiles
+  /// (compiler/passes/pack_weights.h).
+  bool pack_weights = true;
   /// Receives one human-readable progress line per stage ("lowering 120/400 nodes"); may be
   /// empty. Called on the compiling thread.
   std::function<void(std::string_view)> progress;
@@ -38,6 +41,7 @@ struct CompileStats {
   int fused_nodes = 0;      // nodes that disappeared into them
   int external_regions = 0; // regions a vendor claimed
   int external_nodes = 0;   // nodes in those regions
+  int packed_matmuls = 0;   // JIT MatMul / Gemm nodes whose weights were prepacked
   int shape_functions = 0;
   int constants = 0;
   int64_t constant_bytes = 0;

@@ -119,6 +119,9 @@ class Attribute {
   Storage value_;
 };
 
+/// The domain of kiln's own ops, which compiler passes create (PackedMatMul); opset 1.
+inline constexpr const char* kKilnDomain = "kiln";
+
 /// Where a value comes from.
 enum class ValueKind : uint8_t {
   kGraphInput,  // supplied by the caller; `data`, if set, is an overridable default

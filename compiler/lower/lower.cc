@@ -289,11 +289,14 @@ std::vector<std::string> LoweringTable::OpTypes() const {
 StatusOr<LoweredNode> LowerNode(const Graph& graph, NodeId node, bool need_shape_function,
                                 const LoweringTable& table) {
   const Node& n = graph.node(node);
-  if (!n.domain.empty() && n.domain != "ai.onnx") {
+  // kiln's own ops (domain "kiln", made by compiler passes) share the table: their names are
+  // not ONNX op types, and shape inference only accepts them in their domain.
+  const bool kiln_op = n.domain == kKilnDomain;
+  if (!n.domain.empty() && n.domain != "ai.onnx" && !kiln_op) {
     return Unsupported(graph.DescribeNode(node) + ": domain '" + n.domain +
                        "' has no lowering");
   }
-  const int64_t opset = graph.OpsetFor("");
+  const int64_t opset = graph.OpsetFor(kiln_op ? kKilnDomain : "");
   const Lowering* l = table.Find(n.op_type, opset);
   if (l == nullptr) {
     return Unsupported(graph.DescribeNode(node) + ": no lowering for " + n.op_type +

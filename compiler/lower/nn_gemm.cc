@@ -4,10 +4,31 @@
 #include <map>
 #include <set>
 
+#include "compiler/lower/gemm.h"
 #include "compiler/lower/nn_internal.h"
 #include "jit/compute.h"
 
-namespace kiln::compiler::nn {
+namespace kiln::compiler {
+namespace {
+
+// f32 lanes of the compiling host's widest vector registers.
+int64_t HostF32Lanes() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const int64_t lanes = __builtin_cpu_supports("avx512f") ? 16 : 8;
+  return lanes;
+#else
+  return 4;
+#endif
+}
+
+}  // namespace
+
+int64_t GemmPanelCols() {
+  int64_t lanes = HostF32Lanes();
+  return (lanes >= 16 ? 4 : 2) * lanes;
+}
+
+namespace nn {
 
 using jit::Cast;
 using jit::FloorDiv;
@@ -27,8 +48,9 @@ constexpr int64_t kPackBytes = 128 * 1024;
 }  // namespace
 
 void ChooseTile(GemmSpec& spec, std::optional<int64_t> m, std::optional<int64_t> n) {
-  int64_t lanes = DTypeSize(spec.acc) >= 8 ? 8 : 16;  // one AVX-512 vector
-  spec.cols = 4 * lanes;
+  int64_t f32_lanes = HostF32Lanes();
+  int64_t lanes = DTypeSize(spec.acc) >= 8 ? f32_lanes / 2 : f32_lanes;
+  spec.cols = (f32_lanes >= 16 ? 4 : 2) * lanes;
   spec.rows = 6;
   if (n && *n < spec.cols) spec.cols = std::max<int64_t>(lanes, (*n + lanes - 1) / lanes * lanes);
   if (m && *m < spec.rows) spec.rows = std::max<int64_t>(1, *m);
@@ -77,7 +99,8 @@ Stmt GemmLoops(const GemmSpec& s) {
                                   Store(acc, {ii2, jj2}, Load(part, {tt * I(rows) + ii2, jj2}))));
   Var ii3("ii"), jj3("jj");
   Expr a_value = Cast(s.acc, s.a(b, Min(i0 + ii3, s.m - I(1)), k0 + kk));
-  Expr fma = jit::MulAdd(a_ik, Load(pack, {kk, jj3}), Load(acc, {ii3, jj3}));
+  Expr b_kj = s.packed_b ? s.packed_b(FloorDiv(j0, I(cols)), k0 + kk, jj3) : Load(pack, {kk, jj3});
+  Expr fma = jit::MulAdd(a_ik, b_kj, Load(acc, {ii3, jj3}));
   Stmt accumulate = jit::For(
       kk, klen, ForKind::kSerial,
       jit::For(ii3, I(rows), row_kind,
@@ -90,17 +113,19 @@ Stmt GemmLoops(const GemmSpec& s) {
   Stmt tile = Let(
       i0, r0 + tt * I(rows),
       jit::Allocate(acc, jit::Seq({jit::If(jit::Eq(c, I(0)), zero, reload), accumulate, save})));
-  Stmt chunk = Let(k0, c * I(kc),
-                   Let(klen, Min(I(kc), s.k - k0),
-                       jit::Seq({s.pack(PackArgs{b, k0, klen, j0, pack, cols}),
-                                 jit::For(tt, tiles, ForKind::kSerial, tile)})));
+  Stmt tiles_loop = jit::For(tt, tiles, ForKind::kSerial, tile);
+  Stmt chunk = Let(
+      k0, c * I(kc),
+      Let(klen, Min(I(kc), s.k - k0),
+          s.packed_b ? tiles_loop
+                     : jit::Seq({s.pack(PackArgs{b, k0, klen, j0, pack, cols}), tiles_loop})));
   Expr chunks = jit::Max(CeilDivE(s.k, I(kc)), I(1));  // K = 0 still zeroes the output
   Var ii5("ii"), jj5("jj");
   Stmt write = jit::For(ii5, rows_g, ForKind::kSerial,
                         jit::For(jj5, ncols, ForKind::kVectorized,
                                  s.store(b, r0 + ii5, j0 + jj5, Load(part, {ii5, jj5}))));
-  Stmt task = jit::Allocate(
-      part, jit::Allocate(pack, jit::Seq({jit::For(c, chunks, ForKind::kSerial, chunk), write})));
+  Stmt body = jit::Seq({jit::For(c, chunks, ForKind::kSerial, chunk), write});
+  Stmt task = jit::Allocate(part, s.packed_b ? body : jit::Allocate(pack, body));
   // Row groups vary fastest, so a thread's contiguous run of tasks shares one column panel.
   task = Let(rows_g, Min(I(group), s.m - r0),
              Let(ncols, Min(I(cols), s.n - j0), Let(tiles, CeilDivE(rows_g, I(rows)), task)));
@@ -128,6 +153,25 @@ std::vector<Expr> Flat(int rank, std::vector<Expr> tail) {
   std::vector<Expr> index(rank - tail.size(), I(0));
   index.insert(index.end(), tail.begin(), tail.end());
   return index;
+}
+
+// Gemm's epilogue: Y[i, j] = alpha * acc + beta * C (C, when `has_c`, broadcast to Y's last
+// two dims; Y of rank `rank`, its rows flattened).
+std::function<Stmt(const Expr&, const Expr&, const Expr&, const Expr&)> StoreWithC(
+    LowerContext& ctx, DType acc, float alpha, bool has_c, float beta, int rank) {
+  Buffer Y = ctx.out(0), C = has_c ? ctx.in(2) : Buffer();
+  DType out_type = ctx.output_dtype(0);
+  std::vector<jit::BroadcastDim> hints =
+      has_c ? BroadcastHints(ctx.input_shape(2), ctx.output_shape(0))
+            : std::vector<jit::BroadcastDim>();
+  return [=](const Expr&, const Expr& i, const Expr& j, const Expr& v) {
+    Expr value = alpha == 1.0f ? v : jit::Mul(v, jit::Const(acc, alpha));
+    if (has_c) {
+      Expr c = Cast(acc, jit::BroadcastLoad(C, {i, j}, hints));
+      value = jit::Add(value, beta == 1.0f ? c : jit::Mul(c, jit::Const(acc, beta)));
+    }
+    return Store(Y, Flat(rank, {i, j}), Cast(out_type, value));
+  };
 }
 
 }  // namespace
@@ -234,7 +278,7 @@ Status LowerGemm(LowerContext& ctx) {
   ASSIGN_OR_RETURN(int64_t trans_b, ctx.GetInt("transB", 0));
   ASSIGN_OR_RETURN(float alpha, ctx.GetFloat("alpha", 1.0f));
   ASSIGN_OR_RETURN(float beta, ctx.GetFloat("beta", 1.0f));
-  Buffer A = ctx.in(0), B = ctx.in(1), Y = ctx.out(0);
+  Buffer A = ctx.in(0), B = ctx.in(1);
   DType out_type = ctx.output_dtype(0);
   GemmSpec s;
   s.acc = AccType(out_type);
@@ -250,21 +294,39 @@ Status LowerGemm(LowerContext& ctx) {
         return trans_b ? Load(B, {j, kk}) : Load(B, {kk, j});
       },
       s.n, trans_b != 0, s.acc);
-  bool has_c = ctx.has_input(2) && beta != 0;
-  Buffer C = has_c ? ctx.in(2) : Buffer();
-  std::vector<jit::BroadcastDim> hints =
-      has_c ? BroadcastHints(ctx.input_shape(2), ctx.output_shape(0))
-            : std::vector<jit::BroadcastDim>();
-  DType acc = s.acc;
-  s.store = [=](const Expr&, const Expr& i, const Expr& j, const Expr& v) {
-    Expr value = alpha == 1.0f ? v : jit::Mul(v, jit::Const(acc, alpha));
-    if (has_c) {
-      Expr c = Cast(acc, jit::BroadcastLoad(C, {i, j}, hints));
-      value = jit::Add(value, beta == 1.0f ? c : jit::Mul(c, jit::Const(acc, beta)));
-    }
-    return Store(Y, {i, j}, Cast(out_type, value));
-  };
+  s.store = StoreWithC(ctx, s.acc, alpha, ctx.has_input(2) && beta != 0, beta, 2);
   ChooseTile(s, ConstOf(s.m), ConstOf(s.n));
+  ctx.SetBody(GemmLoops(s));
+  return Status::Ok();
+}
+
+// kiln::PackedMatMul(A [..., K], Bp [P, K, cols], C?) with attribute n: Y[..., j] =
+// sum_k A[..., k] * Bp[j / cols, k, j % cols] (+ C broadcast to Y, 2-D A only). The weights were
+// packed at compile time (compiler/passes/pack_weights) in the panels this GEMM's tiles read,
+// so a call streams each panel contiguously and packs nothing.
+Status LowerPackedMatMul(LowerContext& ctx) {
+  const int ra = ctx.input_rank(0), ro = ctx.output_rank(0);
+  if (ra < 2 || ctx.input_rank(1) != 3)
+    return InvalidArgument("PackedMatMul needs A of rank >= 2 and packed B of rank 3");
+  std::optional<int64_t> cols = ConstOf(ctx.InputDim(1, 2));
+  if (!cols) return InvalidArgument("PackedMatMul: the panel width must be static");
+  Buffer A = ctx.in(0), Bp = ctx.in(1);
+  DType out_type = ctx.output_dtype(0);
+  GemmSpec s;
+  s.acc = AccType(out_type);
+  s.batch = I(1);
+  s.m = ctx.InputDim(0, ra - 2);
+  for (int d = 0; d + 2 < ra; ++d) s.m = s.m * ctx.InputDim(0, d);
+  s.k = ctx.InputDim(0, ra - 1);
+  s.n = ctx.OutputDim(0, ro - 1);
+  s.a = [A, ra](const Expr&, const Expr& i, const Expr& kk) { return Load(A, Flat(ra, {i, kk})); };
+  s.packed_b = [Bp](const Expr& panel, const Expr& kk, const Expr& jj) {
+    return Load(Bp, {panel, kk, jj});
+  };
+  if (ctx.has_input(2) && ra != 2) return InvalidArgument("PackedMatMul: C needs a 2-D A");
+  s.store = StoreWithC(ctx, s.acc, 1.0f, ctx.has_input(2), 1.0f, ro);
+  ChooseTile(s, ConstOf(s.m), std::nullopt);
+  s.cols = *cols;
   ctx.SetBody(GemmLoops(s));
   return Status::Ok();
 }
@@ -504,4 +566,5 @@ Status LowerEinsum(LowerContext& ctx) {
   return Status::Ok();
 }
 
-}  // namespace kiln::compiler::nn
+}  // namespace nn
+}  // namespace kiln::compiler

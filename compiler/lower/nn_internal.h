@@ -86,6 +86,9 @@ struct GemmSpec {
   /// A(b, i, k), i in [0, m) and k in [0, k).
   std::function<Expr(const Expr& b, const Expr& i, const Expr& k)> a;
   std::function<Stmt(const PackArgs&)> pack;
+  /// Instead of `pack`: B already packed (PackedMatMul's weights), element jj of column panel
+  /// `panel` at row k, with panels exactly `cols` wide. The tiles read it in place.
+  std::function<Expr(const Expr& panel, const Expr& k, const Expr& jj)> packed_b;
   /// Stores the accumulated value (acc dtype) for (b, i, j).
   std::function<Stmt(const Expr& b, const Expr& i, const Expr& j, const Expr& value)> store;
   /// Optional: wraps each task's body once its batch index `b` is bound (Lets of per-batch
@@ -98,7 +101,10 @@ Stmt GemmLoops(const GemmSpec& spec);
 std::function<Stmt(const PackArgs&)> PackFrom(
     std::function<Expr(const Expr& b, const Expr& k, const Expr& j)> element, Expr n,
     bool k_contiguous, DType acc);
-/// Tile shape for an accumulator dtype and (when constant) m and n.
+/// Tile shape for an accumulator dtype and (when constant) m and n: 6 rows by two vectors of
+/// the compiling host's width (16 f32 columns with AVX2, 12 accumulator registers of 16) or four
+/// with AVX-512 (64 columns, 24 of 32). A kernel runs correctly on any host, fastest on one
+/// like the compiler's.
 void ChooseTile(GemmSpec& spec, std::optional<int64_t> m, std::optional<int64_t> n);
 
 /// The constant value of a dim expression, if any.
@@ -107,6 +113,7 @@ std::optional<int64_t> ConstOf(const Expr& e);
 // ---- Lowerings (one function per op; registered in nn.cc) ----------------------------------
 Status LowerMatMul(LowerContext& ctx);
 Status LowerGemm(LowerContext& ctx);
+Status LowerPackedMatMul(LowerContext& ctx);
 Status LowerEinsum(LowerContext& ctx);
 Status LowerConv(LowerContext& ctx);
 Status LowerConvTranspose(LowerContext& ctx);

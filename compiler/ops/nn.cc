@@ -288,6 +288,36 @@ Status MatMulRule(InferenceContext& ctx) {
   return Status::Ok();
 }
 
+// kiln::PackedMatMul (compiler/passes/pack_weights): A [..., K] times B packed into column
+// panels Bp [ceil(n / cols), K, cols], attribute n; optional C broadcast into a 2-D result.
+Status PackedMatMulRule(InferenceContext& ctx) {
+  RETURN_IF_ERROR(CheckSameDType(ctx, 0, 1));
+  RETURN_IF_ERROR(CheckRank(ctx, 1, 3, "packed B"));
+  const SymbolicShape& a = ctx.input_shape(0);
+  const SymbolicShape& bp = ctx.input_shape(1);
+  if (a.size() < 2) return ctx.Error("A must have rank >= 2");
+  ASSIGN_OR_RETURN(int64_t n, ctx.GetInt("n", -1));
+  if (n < 1) return ctx.Error("attribute n must be >= 1");
+  RETURN_IF_ERROR(MergeDim(ctx, a.back(), bp[1],
+                           "inner dims of A " + ShapeToString(a) + " and packed B " +
+                               ShapeToString(bp))
+                      .status());
+  if (!bp[2].is_const() || !bp[0].is_const() ||
+      bp[0].const_value() * bp[2].const_value() < n ||
+      (bp[0].const_value() - 1) * bp[2].const_value() >= n)
+    return ctx.Error("packed B " + ShapeToString(bp) + " does not hold n = " + std::to_string(n) +
+                     " columns in its panels");
+  SymbolicShape out(a.begin(), a.end() - 1);
+  out.push_back(DimExpr(n));
+  if (ctx.has_input(2)) {
+    if (a.size() != 2) return ctx.Error("C needs a 2-D A");
+    RETURN_IF_ERROR(CheckSameDType(ctx, 0, 2));
+    RETURN_IF_ERROR(CheckUnidirectional(ctx, out, ctx.input_shape(2), "C"));
+  }
+  ctx.SetOutput(0, ctx.input_dtype(0), std::move(out));
+  return Status::Ok();
+}
+
 // Einsum: "ij,jk->ik", "...ii->...i", implicit output (labels used once, sorted).
 Status EinsumRule(InferenceContext& ctx) {
   ASSIGN_OR_RETURN(std::string eq, ctx.GetString("equation", ""));
@@ -486,6 +516,9 @@ void RegisterNnOps(OpRegistry& r) {
   add(MakeDef("Gemm", 7, kLatestOpset, GemmRule, 2, 3), kNumericTypes);
   add(MakeDef("MatMul", 1, kLatestOpset, MatMulRule, 2, 2), kNumericTypes);
   add(MakeDef("Einsum", 12, kLatestOpset, EinsumRule, 1, kVariadic), kNumericTypes);
+  OpDef packed = MakeDef("PackedMatMul", 1, kLatestOpset, PackedMatMulRule, 2, 3);
+  packed.domain = kKilnDomain;
+  add(std::move(packed), DTypeBit(DType::kF32));
   add(MakeDef("DepthToSpace", 1, kLatestOpset, DepthToSpaceRule), kAllTypes);
   add(MakeDef("SpaceToDepth", 1, kLatestOpset, SpaceToDepthRule), kAllTypes);
   add(MakeDef("Resize", 10, 10, ResizeRule, 2, 2), kAllTypes);

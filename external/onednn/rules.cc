@@ -4,11 +4,25 @@
 
 namespace kiln::onednn {
 
-compiler::VendorRules Rules() {
+namespace {
+
+// MatMul / Gemm whose B is known at compile time (an initializer or a folded value).
+bool IsConstantWeightGemm(const compiler::Graph& g, compiler::NodeId id) {
+  const compiler::Node& n = g.node(id);
+  if ((n.op_type != "MatMul" && n.op_type != "Gemm") || n.inputs.size() < 2) return false;
+  return n.inputs[1] != compiler::kNoValue && g.value(n.inputs[1]).data != nullptr;
+}
+
+}  // namespace
+
+compiler::VendorRules Rules(RulesOptions options) {
   using P = compiler::Pattern;
   compiler::VendorRules r;
   r.vendor = "onednn";
-  r.supported = [](const compiler::Graph& g, compiler::NodeId n) { return IsSupported(g, n); };
+  r.supported = [options](const compiler::Graph& g, compiler::NodeId n) {
+    if (!options.constant_weight_gemms && IsConstantWeightGemm(g, n)) return false;
+    return IsSupported(g, n);
+  };
   P erf_term =
       P::Op({"Add"}, {P::Op({"Erf"}, {P::Op({"Div", "Mul"}, {P::Any(), P::Any()})}), P::Any()})
           .Commutative();

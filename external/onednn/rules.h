@@ -11,7 +11,14 @@ namespace kiln::onednn {
 /// (0.5 * x * (1 + erf(x / sqrt 2)) in the two operand orders exporters write), whose Erf
 /// and Div oneDNN does not run alone; anchors: Conv, ConvTranspose, MatMul, Gemm, pools,
 /// Softmax, LogSoftmax, LayerNormalization, BatchNormalization.
-compiler::VendorRules Rules();
+struct RulesOptions {
+  /// Claim MatMul / Gemm whose B is a matrix known at compile time. Off by default: kiln's JIT
+  /// runs them on weights prepacked at compile time (compiler/passes/pack_weights.h), which on
+  /// AVX2 beats oneDNN 2.6's GEMM (it repacks B on every call) by up to 1.5x at small M and
+  /// matches it at large M. MatMuls of two run-time tensors (attention) stay oneDNN's.
+  bool constant_weight_gemms = false;
+};
+compiler::VendorRules Rules(RulesOptions options = {});
 
 }  // namespace kiln::onednn
 

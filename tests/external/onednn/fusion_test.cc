@@ -40,11 +40,17 @@ BOOST_AUTO_TEST_CASE(gap_flatten_gemm_runs_in_one_region) {
       Y = Gemm <transB = 1> (F, W, C)
     })",
                                 {{"W", wd, w}, {"C", {10}, c}});
-  // The partitioner claims all three nodes (Flatten no longer splits the region).
-  StatusOr<std::vector<compiler::Region>> regions = compiler::PartitionGraph(g, Rules());
+  // With constant-weight GEMMs claimed, the partitioner takes all three nodes (Flatten no
+  // longer splits the region). By default the Gemm stays on the JIT (prepacked weights).
+  StatusOr<std::vector<compiler::Region>> regions =
+      compiler::PartitionGraph(g, Rules({/*constant_weight_gemms=*/true}));
   BOOST_REQUIRE(regions.ok());
   BOOST_REQUIRE(regions->size() == 1u);
   BOOST_TEST((*regions)[0].nodes.size() == 3u);
+  StatusOr<std::vector<compiler::Region>> by_default = compiler::PartitionGraph(g, Rules());
+  BOOST_REQUIRE(by_default.ok());
+  BOOST_REQUIRE(by_default->size() == 1u);
+  BOOST_TEST((*by_default)[0].nodes.size() == 2u);  // GlobalAveragePool, Flatten
   CompiledRegion r = Compile(std::move(g));
   Region region = Decoded(r);
   BOOST_REQUIRE(region.ops.size() == 3u);
