@@ -681,9 +681,9 @@ Status Emitter::Prepare() {
   return Unsupported(msg);
 }
 
-// Fusion decisions. An elementwise node whose only output is read by exactly one elementwise
-// node of the same output shape (and is not returned) is absorbed into that consumer; the
-// consumer roots a group. A group's input produced by a single-output kernel (matmul, conv,
+// Fusion decisions. An elementwise node whose output (not returned) is read only by elementwise
+// nodes of the same output shape that all belong to one group is absorbed into that group; a
+// node nothing absorbs roots a group. A group's input produced by a single-output kernel (matmul, conv,
 // reduction, ...) that nothing else reads becomes that kernel's epilogue.
 void Emitter::Fuse(bool enable) {
   std::set<ValueId> graph_outputs(g_.outputs().begin(), g_.outputs().end());
@@ -701,24 +701,39 @@ void Emitter::Fuse(bool enable) {
   for (const Unit& u : units_) {
     if (u.region < 0) live_nodes.insert(u.node);
   }
-  // consumer_of[n]: the node n is absorbed into.
+  // consumer_of[n]: a node of the group n is absorbed into (root_of follows the chain). Decided
+  // consumers first (reverse unit order), so a value read by several nodes of one group (the x
+  // of x * erf(x / sqrt 2)) joins that group.
   std::map<NodeId, NodeId> consumer_of;
-  if (enable) {
-    for (const Unit& u : units_) {
-      if (u.region >= 0 || !elementwise(u.node) || !single_output(u.node)) continue;
-      ValueId o = g_.node(u.node).outputs[0];
-      if (graph_outputs.count(o) || g_.Users(o).size() != 1) continue;
-      NodeId c = g_.Users(o)[0];
-      if (!live_nodes.count(c) || !elementwise(c)) continue;
-      if (*g_.value(g_.node(c).outputs[0]).shape != *g_.value(o).shape) continue;
-      consumer_of[u.node] = c;
-    }
-  }
-  std::map<NodeId, std::vector<NodeId>> members_of;  // root -> members in unit order
   auto root_of = [&](NodeId n) {
     while (consumer_of.count(n)) n = consumer_of[n];
     return n;
   };
+  if (enable) {
+    for (auto u = units_.rbegin(); u != units_.rend(); ++u) {
+      if (u->region >= 0 || !elementwise(u->node) || !single_output(u->node)) continue;
+      ValueId o = g_.node(u->node).outputs[0];
+      const std::vector<NodeId>& users = g_.Users(o);
+      if (graph_outputs.count(o) || users.empty()) continue;
+      std::optional<NodeId> root;
+      bool joins = true;
+      for (NodeId c : users) {
+        if (!live_nodes.count(c) || !elementwise(c) ||
+            *g_.value(g_.node(c).outputs[0]).shape != *g_.value(o).shape) {
+          joins = false;
+          break;
+        }
+        NodeId r = root_of(c);
+        if (root && *root != r) {
+          joins = false;
+          break;
+        }
+        root = r;
+      }
+      if (joins) consumer_of[u->node] = users[0];
+    }
+  }
+  std::map<NodeId, std::vector<NodeId>> members_of;  // root -> members in unit order
   for (const Unit& u : units_) {
     if (u.region < 0 && consumer_of.count(u.node)) members_of[root_of(u.node)].push_back(u.node);
   }
