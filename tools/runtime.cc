@@ -35,6 +35,7 @@ StatusOr<CliRuntime> MakeCliRuntime(const std::vector<std::string>& plugins) {
   runtime.kernels = std::make_shared<jit::JitKernelProvider>(std::shared_ptr<jit::Engine>(std::move(engine)));
   runtime.load.kernels = runtime.kernels;
   runtime.load.externals = registry;
+  runtime.load.huge_page_constants = true;  // as kiln::Runtime does by default
   return runtime;
 }
 

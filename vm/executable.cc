@@ -25,6 +25,18 @@ struct Mapping {
   }
 };
 
+// A whole file read into anonymous memory, 2 MiB aligned and advised to use huge pages.
+struct HugePageCopy {
+  void* base = nullptr;  // the mapping (with room to align)
+  size_t length = 0;
+  void* addr = nullptr;  // the file's first byte, 2 MiB aligned
+  ~HugePageCopy() {
+    if (base != nullptr && base != MAP_FAILED) munmap(base, length);
+  }
+};
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
 struct AlignedCopy {
   void* data = nullptr;
   ~AlignedCopy() { std::free(data); }
@@ -99,8 +111,44 @@ StatusOr<std::shared_ptr<const Executable>> Executable::LoadFile(const std::stri
     ::close(fd);
     return InvalidArgument(path + ": not a regular file");
   }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (options.huge_page_constants && size > 0) {
+    auto copy = std::make_shared<HugePageCopy>();
+    size_t rounded = (size + kHugePage - 1) / kHugePage * kHugePage;
+    copy->length = rounded + kHugePage;
+    copy->base = mmap(nullptr, copy->length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                      -1, 0);
+    if (copy->base == MAP_FAILED) {
+      ::close(fd);
+      return ResourceExhausted(path + ": cannot allocate " + std::to_string(copy->length) +
+                               " bytes for its huge-page copy: " + ErrnoText());
+    }
+    auto aligned = (reinterpret_cast<uintptr_t>(copy->base) + kHugePage - 1) & ~(kHugePage - 1);
+    copy->addr = reinterpret_cast<void*>(aligned);
+    madvise(copy->addr, rounded, MADV_HUGEPAGE);  // best effort: THP may be off
+    size_t done = 0;
+    while (done < size) {
+      ssize_t n = ::pread(fd, static_cast<char*>(copy->addr) + done, size - done,
+                          static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        std::string why = n < 0 ? ErrnoText() : "the file shrank while it was read";
+        ::close(fd);
+        return InvalidArgument(path + ": read failed at byte " + std::to_string(done) + ": " + why);
+      }
+      done += static_cast<size_t>(n);
+    }
+    ::close(fd);
+    mprotect(copy->addr, rounded, PROT_READ);  // constants are read-only, as in the mapping
+    LoadOptions rest = options;
+    rest.prefetch_constants = false;  // already resident
+    StatusOr<std::shared_ptr<const Executable>> exe =
+        LoadBytes(static_cast<const uint8_t*>(copy->addr), size, rest, copy);
+    if (!exe.ok()) return exe.status().WithContext(path);
+    return exe;
+  }
   auto mapping = std::make_shared<Mapping>();
-  mapping->size = static_cast<size_t>(st.st_size);
+  mapping->size = size;
   if (mapping->size > 0) {
     mapping->addr = mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, fd, 0);
   }

@@ -201,6 +201,7 @@ StatusOr<std::shared_ptr<Runtime>> Runtime::Create(const RuntimeOptions& options
   state->load.kernels = std::make_shared<ScopedKernels>(state->jit, options.num_threads);
   state->load.externals = std::make_shared<ScopedExternals>(state->registry, options.num_threads);
   state->load.prefetch_constants = options.prefetch_constants;
+  state->load.huge_page_constants = options.huge_page_constants;
   ApplyThreads(options.num_threads);
   return std::shared_ptr<Runtime>(new Runtime(std::move(state)));
 }

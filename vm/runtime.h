@@ -49,6 +49,10 @@ struct RuntimeOptions {
   jit::DispatchOptions dispatch;
   /// madvise(WILLNEED) constant pages at load so the first run does not fault them one by one.
   bool prefetch_constants = true;
+  /// LoadFile reads executables into huge-page-backed memory instead of mapping them
+  /// (LoadOptions::huge_page_constants): faster weight-streaming kernels for one private copy
+  /// of each file.
+  bool huge_page_constants = true;
 
   static constexpr int kMaxThreads = 1024;
 };

@@ -281,6 +281,41 @@ BOOST_AUTO_TEST_CASE(load_file_maps_the_file_and_uses_constants_in_place) {
   BOOST_TEST((*exe)->constant(1).data_as<float>()[0] == 0.5f);
 }
 
+// huge_page_constants: the file is read into an anonymous, 2 MiB-aligned copy (not the file's
+// mapping) whose constants are the file's bytes; bad files fail as with the mapping.
+BOOST_AUTO_TEST_CASE(load_file_into_huge_pages_copies_the_file_once) {
+  std::string path = TempPath("huge.kiln");
+  std::vector<uint8_t> bytes = BuildEverything();
+  WriteBytes(path, bytes);
+  LoadOptions options = TestLoadOptions();
+  options.huge_page_constants = true;
+  auto exe = Executable::LoadFile(path, options);
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().ToString());
+  BOOST_TEST((*exe)->file_size() == bytes.size());
+  BOOST_TEST(std::memcmp((*exe)->bytes(), bytes.data(), bytes.size()) == 0);
+  BOOST_TEST(!MappedFromFile((*exe)->bytes(), path));
+  BOOST_TEST(reinterpret_cast<uintptr_t>((*exe)->bytes()) % (2 << 20) == 0);
+  for (int i = 0; i < 3; ++i) {
+    const Tensor& c = (*exe)->constant(i);
+    auto* p = static_cast<const uint8_t*>(c.data());
+    BOOST_TEST((p >= (*exe)->bytes() && p + c.NumBytes() <= (*exe)->bytes() + (*exe)->file_size()));
+  }
+  BOOST_TEST((*exe)->constant(0).data_as<float>()[5] == 6.0f);
+  WriteBytes(path, {});  // the copy does not depend on the file any more
+  BOOST_TEST((*exe)->constant(1).data_as<float>()[0] == 0.5f);
+  auto empty = Executable::LoadFile(path, options);
+  BOOST_TEST(empty.status().code() == StatusCode::kInvalidFormat);
+  BOOST_TEST(empty.status().message() ==
+             path + ": file is 0 bytes; too small to be a .kiln executable");
+  bytes[8] = 'X';
+  WriteBytes(path, bytes);
+  auto corrupt = Executable::LoadFile(path, options);
+  BOOST_TEST(corrupt.status().code() == StatusCode::kInvalidFormat);
+  BOOST_TEST(corrupt.status().message().rfind(path + ": ", 0) == 0);
+  ::unlink(path.c_str());
+  BOOST_TEST(Executable::LoadFile(path, options).status().code() == StatusCode::kNotFound);
+}
+
 BOOST_AUTO_TEST_CASE(load_bytes_copies_unaligned_or_unowned_buffers) {
   std::vector<uint8_t> bytes = BuildEverything();
   // Unaligned and owned: copied once into an aligned buffer.
