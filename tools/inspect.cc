@@ -2,7 +2,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "external/registry/registry.h"
 #include "tools/commands.h"
 #include "tools/runtime.h"
 #include "vm/disassembler.h"
@@ -28,16 +27,15 @@ int InspectMain(int argc, char** argv) {
     return 1;
   }
   // The CLI's vendors (oneDNN built in, plugins from KILN_PLUGINS) describe their regions' ops.
-  StatusOr<CliRuntime> runtime = MakeCliRuntime({});
+  StatusOr<std::shared_ptr<ExternalRegistry>> vendors = CliVendors({});
   RegionDescriber describe;
-  if (runtime.ok()) {
-    std::shared_ptr<ExternalRegistry> registry = ExternalRegistry::Global();
-    describe = [registry](const std::string& vendor, const uint8_t* blob, size_t size) {
+  if (vendors.ok()) {
+    describe = [registry = *vendors](const std::string& vendor, const uint8_t* blob, size_t size) {
       return registry->Describe(vendor, blob, size);
     };
   } else {
     std::fprintf(stderr, "kiln inspect: regions are not described: %s\n",
-                 runtime.status().ToString().c_str());
+                 vendors.status().ToString().c_str());
   }
   std::fputs(InspectExecutable(**exe, describe).c_str(), stdout);
   return 0;

@@ -25,11 +25,16 @@ Status RegisterBuiltInVendors(ExternalRegistry& registry) {
 
 }  // namespace
 
-StatusOr<CliRuntime> MakeCliRuntime(const std::vector<std::string>& plugins) {
+StatusOr<std::shared_ptr<ExternalRegistry>> CliVendors(const std::vector<std::string>& plugins) {
   const std::shared_ptr<ExternalRegistry>& registry = ExternalRegistry::Global();
   RETURN_IF_ERROR(RegisterBuiltInVendors(*registry));
   RETURN_IF_ERROR(registry->LoadPluginsFromEnvironment());
   for (const std::string& p : plugins) RETURN_IF_ERROR(registry->LoadPlugin(p));
+  return registry;
+}
+
+StatusOr<CliRuntime> MakeCliRuntime(const std::vector<std::string>& plugins) {
+  ASSIGN_OR_RETURN(std::shared_ptr<ExternalRegistry> registry, CliVendors(plugins));
   ASSIGN_OR_RETURN(std::unique_ptr<jit::Engine> engine, jit::Engine::Create());
   CliRuntime runtime;
   runtime.kernels = std::make_shared<jit::JitKernelProvider>(std::shared_ptr<jit::Engine>(std::move(engine)));

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "external/registry/registry.h"
 #include "jit/kernel_provider.h"
 #include "vm/executable.h"
 
@@ -16,9 +17,11 @@ struct CliRuntime {
   LoadOptions load;                                  // kernels + externals bound
 };
 
-/// Creates the JIT engine and provider, registers the built-in vendor runtimes (oneDNN) in the
-/// global vendor registry once per process, and loads $KILN_PLUGINS and `plugins` into it.
-/// Errors name the plugin or the JIT failure.
+/// The global vendor registry with the built-in vendor runtimes (oneDNN, registered once per
+/// process), $KILN_PLUGINS and `plugins` loaded. Errors name the plugin.
+StatusOr<std::shared_ptr<ExternalRegistry>> CliVendors(const std::vector<std::string>& plugins);
+
+/// CliVendors, then the JIT engine and provider. Errors name the plugin or the JIT failure.
 StatusOr<CliRuntime> MakeCliRuntime(const std::vector<std::string>& plugins);
 
 /// An executable loaded and bound by the CLI, and the function a subcommand runs.

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/lower/loops.h"
 #include "compiler/lower/lower.h"
 #include "jit/compute.h"
 
@@ -30,39 +31,6 @@ constexpr double kLn2 = 0.69314718055994530942;
 
 // Formulas bind every value they reuse (the kernel IR has no common-subexpression elimination).
 using Lets = ElementLets;
-
-// Calls body(index) in a loop nest over `dims`. With `vectorize_inner` the innermost loop is
-// vectorized and the others are flattened into one parallel loop (an elementwise body); without
-// it every dim is flattened into the parallel loop (a body that loops itself, e.g. a reduction),
-// so a leading dim of 1 never serializes the kernel.
-Stmt LoopNest(const std::vector<Expr>& dims, bool vectorize_inner,
-              const std::function<Stmt(const std::vector<Expr>&)>& body) {
-  int rank = static_cast<int>(dims.size());
-  if (rank == 0) return body({});
-  std::vector<Var> vars;
-  std::vector<Expr> index;
-  for (int d = 0; d < rank; ++d) {
-    vars.emplace_back("i" + std::to_string(d));
-    index.push_back(vars.back());
-  }
-  if (rank == 1) return For(vars[0], dims[0], ForKind::kParallel, body(index));
-  int flat = vectorize_inner ? rank - 1 : rank;  // dims [0, flat) are flattened
-  Stmt inner = body(index);
-  if (vectorize_inner) inner = For(vars[rank - 1], dims[rank - 1], ForKind::kVectorized, inner);
-  if (flat == 1) return For(vars[0], dims[0], ForKind::kParallel, inner);
-  Var outer("outer");
-  Expr rest = outer;
-  Expr count = dims[0];
-  for (int d = 1; d < flat; ++d) count = count * dims[d];
-  std::vector<std::pair<Var, Expr>> lets;
-  for (int d = flat - 1; d >= 1; --d) {
-    lets.emplace_back(vars[d], jit::FloorMod(rest, dims[d]));
-    rest = jit::FloorDiv(rest, dims[d]);
-  }
-  lets.emplace_back(vars[0], rest);
-  for (auto& [v, e] : lets) inner = Let(v, e, inner);
-  return For(outer, count, ForKind::kParallel, inner);
-}
 
 // What shape inference proved about each dim of input `slot` against output 0 (numpy alignment).
 std::vector<BroadcastDim> Hints(const LowerContext& ctx, int slot) {
@@ -99,7 +67,7 @@ Stmt BroadcastCompute(const LowerContext& ctx, const std::vector<int>& slots, co
   std::vector<Expr> dims = ctx.OutputDims(0);
   std::function<Stmt(size_t)> version = [&](size_t level) -> Stmt {
     if (level == versioned.size()) {
-      return LoopNest(dims, true, [&](const std::vector<Expr>& index) {
+      return ParallelNest(dims, [&](const std::vector<Expr>& index) {
         Lets lets;
         std::vector<Expr> values;
         for (size_t k = 0; k < slots.size(); ++k) {
@@ -521,7 +489,7 @@ Status LowerDropout(LowerContext& ctx) {
     return Status::Ok();
   }
   jit::Buffer out = ctx.out(0), mask = ctx.out(1);
-  ctx.SetBody(LoopNest(ctx.OutputDims(0), true, [&](const std::vector<Expr>& index) {
+  ctx.SetBody(ParallelNest(ctx.OutputDims(0), [&](const std::vector<Expr>& index) {
     return jit::Seq({Store(out, index, jit::Load(ctx.in(0), index)),
                      Store(mask, index, jit::Const(mask->dtype, 1))});
   }));
@@ -544,7 +512,7 @@ Stmt SoftmaxTiled(const LowerContext& ctx, int axis, bool log) {
   }
   loop_dims.push_back(jit::FloorDiv(n + (kTile - 1), jit::IntImm(kTile)));
   DType t = jit::Widen(jit::Load(in, std::vector<Expr>(rank, jit::IntImm(0)))).dtype();
-  return LoopNest(loop_dims, false, [&](const std::vector<Expr>& o) {
+  return ParallelFlat(loop_dims, [&](const std::vector<Expr>& o) {
     Var base("base"), len("len");
     auto index = [&](const Expr& k, const Expr& l) {
       std::vector<Expr> idx;
@@ -618,7 +586,7 @@ Status LowerSoftmax(LowerContext& ctx) {
   for (int d = 0; d < rank; ++d) {
     if (d < axis || d >= end) kept_dims.push_back(dims[d]);
   }
-  ctx.SetBody(LoopNest(kept_dims, false, [&](const std::vector<Expr>& kept) {
+  ctx.SetBody(ParallelFlat(kept_dims, [&](const std::vector<Expr>& kept) {
     // Index of x with the reduced dims taken from `vars`.
     auto index = [&](const std::vector<Var>& vars) {
       std::vector<Expr> idx;

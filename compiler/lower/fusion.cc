@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "compiler/lower/loops.h"
 #include "jit/compute.h"
 #include "jit/kernel_ir_rewrite.h"
 
@@ -13,31 +14,6 @@ namespace {
 using jit::BroadcastDim;
 using jit::Expr;
 using jit::Stmt;
-
-// Row-major loop nest: leading dims flattened into one parallel loop, the innermost vectorized.
-Stmt LoopNest(const std::vector<Expr>& dims, const std::function<Stmt(const std::vector<Expr>&)>& body) {
-  int rank = static_cast<int>(dims.size());
-  if (rank == 0) return body({});
-  std::vector<jit::Var> vars;
-  std::vector<Expr> index;
-  for (int d = 0; d < rank; ++d) {
-    vars.emplace_back("f" + std::to_string(d));
-    index.push_back(vars.back());
-  }
-  if (rank == 1) return jit::For(vars[0], dims[0], jit::ForKind::kParallel, body(index));
-  Stmt inner = jit::For(vars[rank - 1], dims[rank - 1], jit::ForKind::kVectorized, body(index));
-  if (rank == 2) return jit::For(vars[0], dims[0], jit::ForKind::kParallel, inner);
-  jit::Var outer("fouter");
-  Expr rest = outer;
-  Expr count = dims[0];
-  for (int d = 1; d < rank - 1; ++d) count = count * dims[d];
-  for (int d = rank - 2; d >= 1; --d) {
-    inner = jit::Let(vars[d], jit::FloorMod(rest, dims[d]), inner);
-    rest = jit::FloorDiv(rest, dims[d]);
-  }
-  inner = jit::Let(vars[0], rest, inner);
-  return jit::For(outer, count, jit::ForKind::kParallel, inner);
-}
 
 std::vector<BroadcastDim> HintsAgainst(const SymbolicShape& in, const SymbolicShape& out) {
   std::vector<BroadcastDim> hints;
@@ -129,7 +105,7 @@ StatusOr<FusedKernel> FuseElementwise(const Graph& g, const std::vector<Elementw
   }
   std::function<Stmt(size_t)> version = [&](size_t level) -> Stmt {
     if (level == versioned.size()) {
-      return LoopNest(dims, [&](const std::vector<Expr>& index) {
+      return ParallelNest(dims, [&](const std::vector<Expr>& index) {
         ElementLets lets;
         std::map<ValueId, Expr> values;
         for (size_t k = 0; k < in.size(); ++k) {

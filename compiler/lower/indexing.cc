@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/lower/loops.h"
 #include "compiler/lower/lower.h"
 #include "jit/compute.h"
 #include "jit/kernel_ir.h"
@@ -57,35 +58,6 @@ Expr InRange(const Expr& i, const Expr& n) {
 Expr Normalize(Expr raw, const Expr& n) {
   Expr i = jit::Cast(DType::kI64, std::move(raw));
   return jit::Select(jit::Lt(i, IntImm(0)), i + n, i);
-}
-
-// A loop nest over `extents`: all but the innermost flattened into one parallel loop, the
-// innermost vectorized; the flat index is decomposed once per row.
-Stmt Nest(const std::vector<Expr>& extents,
-          const std::function<Stmt(const std::vector<Expr>&)>& body) {
-  int rank = static_cast<int>(extents.size());
-  if (rank == 0) return body({});
-  std::vector<Var> vars;
-  std::vector<Expr> index;
-  for (int d = 0; d < rank; ++d) {
-    vars.emplace_back("i" + std::to_string(d));
-    index.push_back(vars.back());
-  }
-  if (rank == 1) return jit::For(vars[0], extents[0], ForKind::kParallel, body(index));
-  Stmt inner = jit::For(vars[rank - 1], extents[rank - 1], ForKind::kVectorized, body(index));
-  if (rank == 2) return jit::For(vars[0], extents[0], ForKind::kParallel, inner);
-  Var outer("outer");
-  Expr count = extents[0];
-  for (int d = 1; d <= rank - 2; ++d) count = count * extents[d];
-  Expr rest = outer;
-  std::vector<std::pair<Var, Expr>> lets;
-  for (int d = rank - 2; d >= 1; --d) {
-    lets.push_back({vars[d], jit::FloorMod(rest, extents[d])});
-    rest = jit::FloorDiv(rest, extents[d]);
-  }
-  lets.push_back({vars[0], rest});
-  for (auto& [v, e] : lets) inner = jit::Let(v, e, inner);
-  return jit::For(outer, count, ForKind::kParallel, inner);
 }
 
 // A serial loop nest over `extents` in row-major order (for order-dependent updates). Loops
@@ -273,7 +245,7 @@ Status LowerScatterND(LowerContext& ctx) {
       target.emplace_back("t" + std::to_string(k));
       valid = jit::And(valid, InRange(target.back(), ctx.InputDim(0, k)));
     }
-    Stmt copy = Nest(slab, [&](const std::vector<Expr>& r) {
+    Stmt copy = ParallelNest(slab, [&](const std::vector<Expr>& r) {
       std::vector<Expr> dst(target.begin(), target.end());
       dst.insert(dst.end(), r.begin(), r.end());
       std::vector<Expr> src = t;
@@ -416,7 +388,7 @@ Status LowerCompress(LowerContext& ctx) {
     Var i("i"), c("c");
     std::vector<Expr> slab_dims = ctx.InputDims(0);
     slab_dims.erase(slab_dims.begin() + *axis);
-    Stmt copy = Nest(slab_dims, [&](const std::vector<Expr>& r) {
+    Stmt copy = ParallelNest(slab_dims, [&](const std::vector<Expr>& r) {
       std::vector<Expr> dst = r, src = r;
       dst.insert(dst.begin() + *axis, c);
       src.insert(src.begin() + *axis, i);
@@ -466,7 +438,7 @@ Status LowerTopK(LowerContext& ctx) {
   Expr n = ctx.InputDim(0, axis), k = ctx.OutputDim(0, axis);
   std::vector<Expr> rows = ctx.InputDims(0);
   rows.erase(rows.begin() + axis);
-  Stmt body = Nest(rows, [&](const std::vector<Expr>& r) {
+  Stmt body = ParallelNest(rows, [&](const std::vector<Expr>& r) {
     auto at = [&](Expr pos) {
       std::vector<Expr> index = r;
       index.insert(index.begin() + axis, std::move(pos));

@@ -7,10 +7,8 @@
 
 namespace kiln::compiler {
 namespace nn {
-namespace {
 
-Stmt NestImpl(const std::vector<Expr>& extents, const IndexBody& body, ForKind inner,
-              bool parallel) {
+Stmt SerialNest(const std::vector<Expr>& extents, const IndexBody& body, ForKind inner) {
   int rank = static_cast<int>(extents.size());
   if (rank == 0) return body({});
   std::vector<Var> vars;
@@ -19,37 +17,9 @@ Stmt NestImpl(const std::vector<Expr>& extents, const IndexBody& body, ForKind i
     vars.emplace_back("i" + std::to_string(d));
     index.push_back(vars.back());
   }
-  ForKind outer = parallel ? ForKind::kParallel : ForKind::kSerial;
-  if (rank == 1) return jit::For(vars[0], extents[0], parallel ? outer : inner, body(index));
   Stmt s = jit::For(vars[rank - 1], extents[rank - 1], inner, body(index));
-  if (!parallel) {
-    for (int d = rank - 2; d >= 0; --d) s = jit::For(vars[d], extents[d], ForKind::kSerial, s);
-    return s;
-  }
-  if (rank == 2) return jit::For(vars[0], extents[0], outer, s);
-  // One flat parallel loop over the outer dims, so a leading dim of 1 does not serialize.
-  Var flat("outer");
-  Expr count = extents[0];
-  for (int d = 1; d <= rank - 2; ++d) count = count * extents[d];
-  Expr rest = flat;
-  std::vector<std::pair<Var, Expr>> lets;
-  for (int d = rank - 2; d >= 1; --d) {
-    lets.push_back({vars[d], jit::FloorMod(rest, extents[d])});
-    rest = jit::FloorDiv(rest, extents[d]);
-  }
-  lets.push_back({vars[0], rest});
-  for (auto& [v, e] : lets) s = jit::Let(v, e, s);
-  return jit::For(flat, count, outer, s);
-}
-
-}  // namespace
-
-Stmt Nest(const std::vector<Expr>& extents, const IndexBody& body, ForKind inner) {
-  return NestImpl(extents, body, inner, true);
-}
-
-Stmt SerialNest(const std::vector<Expr>& extents, const IndexBody& body, ForKind inner) {
-  return NestImpl(extents, body, inner, false);
+  for (int d = rank - 2; d >= 0; --d) s = jit::For(vars[d], extents[d], ForKind::kSerial, s);
+  return s;
 }
 
 DType AccType(DType t) { return t == DType::kF16 || t == DType::kBF16 ? DType::kF32 : t; }

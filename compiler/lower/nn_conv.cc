@@ -61,7 +61,7 @@ Stmt DirectWindowLoops(const DirectWindow& p, const std::vector<Expr>& out_dims,
   std::vector<Expr> extents = {DimOf(p.y, 0), DimOf(p.y, 1)};
   for (int d = 0; d + 1 < s; ++d) extents.push_back(out_dims[d]);
   extents.push_back(CeilDivE(last, I(kRowTile)));
-  return Nest(
+  return ParallelNest(
       extents,
       [&](const std::vector<Expr>& idx) {
         Expr n = idx[0], co = idx[1];
@@ -143,7 +143,7 @@ Stmt RowWindowLoops(const RowWindow& r, const std::vector<Expr>& out_dims,
   auto position = [&](int d, const Expr& o, const Expr& k) {
     return o * I(win.strides[d]) - win.pad_begin[d] + k * I(win.dilations[d]);
   };
-  return Nest(
+  return ParallelNest(
       extents,
       [&](const std::vector<Expr>& idx) {
         Expr n = idx[0], c = idx[1];
@@ -461,7 +461,7 @@ Status LowerPool(LowerContext& ctx, PoolKind kind) {
     ctx.SetBody(RowWindowLoops(r, out_dims, in_dims));
     return Status::Ok();
   }
-  ctx.SetBody(Nest(ctx.OutputDims(0), [&](const std::vector<Expr>& idx) {
+  ctx.SetBody(ParallelNest(ctx.OutputDims(0), [&](const std::vector<Expr>& idx) {
     std::vector<jit::IterVar> window;
     std::vector<Expr> src = {idx[0], idx[1]}, pos;
     Expr inside = jit::IntImm(1, DType::kBool), counted = inside;
@@ -535,7 +535,7 @@ Status LowerGlobalPool(LowerContext& ctx) {
   double p = static_cast<double>(p_int);
   Buffer X = ctx.in(0), Y = ctx.out(0);
   DType dtype = ctx.input_dtype(0), acc = AccType(dtype);
-  ctx.SetBody(Nest(
+  ctx.SetBody(ParallelNest(
       {ctx.InputDim(0, 0), ctx.InputDim(0, 1)},
       [&](const std::vector<Expr>& idx) {
         std::vector<jit::IterVar> axes;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/lower/loops.h"
 #include "compiler/lower/lower.h"
 #include "jit/compute.h"
 #include "jit/kernel_ir.h"
@@ -22,13 +23,8 @@ using jit::ForKind;
 using jit::Stmt;
 using jit::Var;
 
-using IndexBody = std::function<Stmt(const std::vector<Expr>& index)>;
-
-/// A loop nest over `extents`: all dims but the last flattened into one parallel loop, the last
-/// `inner` (vectorized by default). Rank 0 runs `body({})` once; rank 1 is one parallel loop.
-Stmt Nest(const std::vector<Expr>& extents, const IndexBody& body,
-          ForKind inner = ForKind::kVectorized);
-/// Serial nest (innermost `inner`), for loops inside a parallel one.
+/// Serial nest (innermost `inner`), for loops inside a parallel one (ParallelNest, loops.h, for
+/// the parallel nests).
 Stmt SerialNest(const std::vector<Expr>& extents, const IndexBody& body,
                 ForKind inner = ForKind::kVectorized);
 

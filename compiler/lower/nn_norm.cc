@@ -43,7 +43,7 @@ Stmt NormalizeSlices(const LowerContext& ctx, const std::set<int>& reduced, DTyp
       kept_extents.push_back(ctx.InputDim(0, d));
     }
   }
-  return Nest(
+  return ParallelNest(
       kept_extents,
       [&](const std::vector<Expr>& kidx) {
         SliceStats st;

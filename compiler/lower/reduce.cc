@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/lower/loops.h"
 #include "compiler/lower/lower.h"
 #include "jit/compute.h"
 
@@ -92,31 +93,6 @@ Expr Post(Kind k, const Expr& acc, const Expr& count, const Expr& max) {
   }
 }
 
-// Calls body(index) in one parallel loop over the product of `dims` (every index decomposed
-// from the flat position), or once for rank 0.
-Stmt ParallelOver(const std::vector<Expr>& dims,
-                  const std::function<Stmt(const std::vector<Expr>&)>& body) {
-  int rank = static_cast<int>(dims.size());
-  if (rank == 0) return body({});
-  std::vector<Var> vars;
-  std::vector<Expr> index;
-  for (int d = 0; d < rank; ++d) {
-    vars.emplace_back("o" + std::to_string(d));
-    index.push_back(vars.back());
-  }
-  Stmt inner = body(index);
-  if (rank == 1) return For(vars[0], dims[0], ForKind::kParallel, inner);
-  Var flat("flat");
-  Expr rest = flat;
-  Expr count = dims[0];
-  for (int d = 1; d < rank; ++d) count = count * dims[d];
-  for (int d = rank - 1; d >= 1; --d) {
-    inner = Let(vars[d], jit::FloorMod(rest, dims[d]), inner);
-    rest = jit::FloorDiv(rest, dims[d]);
-  }
-  return For(flat, count, ForKind::kParallel, Let(vars[0], rest, inner));
-}
-
 // The reduction of one op over compile-time axes, lowered as one kernel over ctx's buffers.
 class StaticReduce {
  public:
@@ -133,7 +109,7 @@ class StaticReduce {
   Stmt Build() const {
     if (reduced_.empty()) {
       // Nothing reduced (a rank-0 input): the result of the one element.
-      return ParallelOver(ctx_.OutputDims(0), [&](const std::vector<Expr>& o) {
+      return ParallelFlat(ctx_.OutputDims(0), [&](const std::vector<Expr>& o) {
         Expr x = Element(o, {});
         Expr acc = Pre(kind_, x, kind_ == Kind::kLogSumExp ? ToFloat(x) : Expr());
         return Store(out_, o, jit::Cast(out_->dtype, Post(kind_, acc, jit::IntImm(1), ToFloat(x))));
@@ -181,7 +157,7 @@ class StaticReduce {
   // The last dim is reduced: each output element reduces rows that are contiguous in memory, so
   // the reduction's inner loop streams (and vectorizes); output elements run in parallel.
   Stmt PerOutput() const {
-    return ParallelOver(ctx_.OutputDims(0), [&](const std::vector<Expr>& o) {
+    return ParallelFlat(ctx_.OutputDims(0), [&](const std::vector<Expr>& o) {
       std::vector<Expr> r;
       std::vector<IterVar> iters = Iters("r", &r);
       Expr x = Element(o, r);
@@ -209,7 +185,7 @@ class StaticReduce {
     Expr tiles = jit::FloorDiv(n + (kTile - 1), jit::IntImm(kTile));
     std::vector<Expr> loop_dims(out_dims.begin(), out_dims.end() - 1);
     loop_dims.push_back(tiles);
-    return ParallelOver(loop_dims, [&](const std::vector<Expr>& o) {
+    return ParallelFlat(loop_dims, [&](const std::vector<Expr>& o) {
       Var base("base"), len("len");
       Stmt tile = Tile(o, base, len);
       return Let(base, o.back() * kTile, Let(len, jit::Min(jit::IntImm(kTile), n - base), tile));
@@ -302,7 +278,7 @@ using RuntimeDims = std::function<std::vector<std::pair<Expr, Expr>>(const std::
 Stmt RuntimeAxesReduceWith(const LowerContext& ctx, Kind kind, const RuntimeDims& dims) {
   const jit::Buffer in = ctx.in(0), out = ctx.out(0);
   int rank = ctx.input_rank(0);
-  return ParallelOver(ctx.OutputDims(0), [&](const std::vector<Expr>& o) {
+  return ParallelFlat(ctx.OutputDims(0), [&](const std::vector<Expr>& o) {
     std::vector<std::pair<Expr, Expr>> per_dim = dims(o);
     auto iters = [&](const char* prefix, std::vector<Expr>* idx) {
       std::vector<IterVar> it;
@@ -450,7 +426,7 @@ Status LowerArg(LowerContext& ctx) {
   ASSIGN_OR_RETURN(int64_t last, ctx.GetInt("select_last_index", 0));
   const jit::Buffer in = ctx.in(0), out = ctx.out(0);
   Expr n = ctx.InputDim(0, axis);
-  ctx.SetBody(ParallelOver(ctx.OutputDims(0), [&](const std::vector<Expr>& o) {
+  ctx.SetBody(ParallelFlat(ctx.OutputDims(0), [&](const std::vector<Expr>& o) {
     auto x = [&](const Var& r) {
       std::vector<Expr> idx;
       size_t k = 0;

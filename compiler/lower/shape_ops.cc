@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/lower/loops.h"
 #include "compiler/lower/lower.h"
 #include "jit/compute.h"
 #include "jit/kernel_ir.h"
@@ -50,36 +51,6 @@ class Hoisted {
 };
 
 Expr Clamp(Expr v, Expr lo, Expr hi) { return jit::Max(jit::Min(std::move(v), std::move(hi)), lo); }
-
-// Calls `body(index)` in a loop nest over `extents`: all dims but the innermost flattened into
-// one parallel loop (a leading dim of 1 must not serialize the copy), the innermost vectorized.
-// The flat outer index is decomposed once per row, never per element.
-Stmt Nest(const std::vector<Expr>& extents,
-          const std::function<Stmt(const std::vector<Expr>&)>& body) {
-  int rank = static_cast<int>(extents.size());
-  if (rank == 0) return body({});
-  std::vector<Var> vars;
-  std::vector<Expr> index;
-  for (int d = 0; d < rank; ++d) {
-    vars.emplace_back("i" + std::to_string(d));
-    index.push_back(vars.back());
-  }
-  if (rank == 1) return jit::For(vars[0], extents[0], ForKind::kParallel, body(index));
-  Stmt inner = jit::For(vars[rank - 1], extents[rank - 1], ForKind::kVectorized, body(index));
-  if (rank == 2) return jit::For(vars[0], extents[0], ForKind::kParallel, inner);
-  Var outer("outer");
-  Expr count = extents[0];
-  for (int d = 1; d <= rank - 2; ++d) count = count * extents[d];
-  Expr rest = outer;
-  std::vector<std::pair<Var, Expr>> lets;
-  for (int d = rank - 2; d >= 1; --d) {
-    lets.push_back({vars[d], jit::FloorMod(rest, extents[d])});
-    rest = jit::FloorDiv(rest, extents[d]);
-  }
-  lets.push_back({vars[0], rest});
-  for (auto& [v, e] : lets) inner = jit::Let(v, e, inner);
-  return jit::For(outer, count, ForKind::kParallel, inner);
-}
 
 // Element k of the rank-0/1 integer (or integral float) input i as i64: a constant when shape
 // inference knows it, else loaded inside the kernel.
@@ -384,7 +355,7 @@ Status LowerConcat(LowerContext& ctx) {
   for (int k = 0; k < ctx.num_inputs(); ++k) {
     if (!ctx.has_input(k)) continue;
     Expr shift = offset;
-    copies.push_back(Nest(ctx.InputDims(k), [&](const std::vector<Expr>& index) {
+    copies.push_back(ParallelNest(ctx.InputDims(k), [&](const std::vector<Expr>& index) {
       std::vector<Expr> dst = index;
       dst[axis] = dst[axis] + shift;
       return jit::Store(ctx.out(0), dst, jit::Load(ctx.in(k), index));
@@ -410,7 +381,7 @@ Status LowerSplit(LowerContext& ctx) {
     if (!ctx.has_output(k))
       return ctx.UnsupportedError("an omitted Split output leaves the offsets unknown");
     Expr shift = offset;
-    copies.push_back(Nest(ctx.OutputDims(k), [&](const std::vector<Expr>& index) {
+    copies.push_back(ParallelNest(ctx.OutputDims(k), [&](const std::vector<Expr>& index) {
       std::vector<Expr> src = index;
       src[axis] = src[axis] + shift;
       return jit::Store(ctx.out(k), index, jit::Load(ctx.in(0), src));
