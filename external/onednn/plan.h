@@ -60,6 +60,7 @@ struct Plan {
   std::vector<Step> steps;
   size_t work_bytes = 0;
   std::vector<Dims> output_dims;
+  int residual_copies = 0;  // sum post-op residuals copied into dst (RegionStats)
 
   std::unique_ptr<Workspace> Acquire();  // a pooled workspace or a new one (may throw)
   void Release(std::unique_ptr<Workspace> ws);

@@ -64,8 +64,10 @@ class RegionImpl : public OneDnnRegion {
     s.layouts_measured = weights_.measurements();
     std::lock_guard<std::mutex> lock(mu_);
     s.cached_plans = static_cast<int64_t>(lru_.size());
-    for (const auto& [key, plan] : lru_)
+    for (const auto& [key, plan] : lru_) {
       s.max_workspace_bytes = std::max<int64_t>(s.max_workspace_bytes, plan->work_bytes);
+      s.residual_copies += plan->residual_copies;
+    }
     return s;
   }
 

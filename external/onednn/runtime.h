@@ -39,6 +39,10 @@ struct RegionStats {
   int64_t cached_plans = 0;
   int64_t max_workspace_bytes = 0;  // the largest per-call workspace among the cached plans
   int64_t layouts_measured = 0;     // MatMul weight-layout measurements (OneDnnOptions)
+  // Residuals of sum post-ops copied into the primitive's dst before it runs, over the cached
+  // plans. A residual held in the workspace in dst's layout and read by nothing later is
+  // accumulated into in place, without a copy.
+  int64_t residual_copies = 0;
 };
 
 /// The TensorFunction CreateRegion returns; dynamic_cast to read its counters.

@@ -1,12 +1,15 @@
 // Region shapes the real models need: Flatten between pooling and Gemm kept in the region,
-// batched MatMuls with a shared weight run as one GEMM, and the decomposed LayerNorm exporters
-// emit claimed as one oneDNN layer normalization. Results against plain reference loops.
+// batched MatMuls with a shared weight run as one GEMM, sum post-ops (residual adds) accumulating
+// into a dead residual in place, and the decomposed LayerNorm exporters emit claimed as one
+// oneDNN layer normalization. Results against plain reference loops.
 #define BOOST_TEST_MODULE onednn_fusion_test
 #include <algorithm>
 #include <boost/test/data/monomorphic.hpp>
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstring>
+#include <ostream>
 #include <string>
 
 #include "compiler/passes/partition.h"
@@ -201,6 +204,202 @@ BOOST_AUTO_TEST_CASE(ffn_matmul_gelu_matmul) {
     Floats want = RefMatMul(hid, {s, 1, h}, w2, {h, n});
     BOOST_TEST(Close(r.Run({{xd, x}}, {{s, 1, n}})[0], want, DotTolerance(k * h) * 4, 1e-4));
   }
+}
+
+// ---- Sum post-ops accumulate in place ------------------------------------------------------
+
+// A ResNet bottleneck's tail: the residual R (a 1x1 projection of X, computed in the region) is
+// added to conv(relu(conv(X))) as a sum post-op + relu. Who else reads R after the sum decides
+// whether the conv may accumulate into R's buffer or must copy R into its own dst first.
+enum class ResidualUse { kDead, kRegionOutput, kLaterOp };
+
+std::ostream& operator<<(std::ostream& os, ResidualUse u) {
+  const char* names[] = {"dead", "region_output", "later_op"};
+  return os << names[static_cast<int>(u)];
+}
+
+struct ResidualBlock {
+  Dims wd = {16, 16, 3, 3}, pd = {16, 16, 1, 1};
+  Floats wa = Random(Numel(wd), 61), ba = Random(16, 62), wb = Random(Numel(wd), 63),
+         bb = Random(16, 64), wp = Random(Numel(pd), 65);
+
+  CompiledRegion Build(ResidualUse use) const {
+    std::string outputs = use == ResidualUse::kDead           ? "float Y"
+                          : use == ResidualUse::kRegionOutput ? "float Y, float R"
+                                                              : "float Y, float Z";
+    std::string later = use == ResidualUse::kLaterOp
+                            ? "Z = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (R)"
+                            : "";
+    return Compile(MakeGraph(
+        R"(<ir_version: 8, opset_import: ["" : 17]>
+      g (float[N, 16, 10, 10] X) => ()" +
+            outputs + R"() {
+        R = Conv(X, Wp)
+        a = Conv <pads = [1, 1, 1, 1]> (X, Wa, Ba)
+        h = Relu(a)
+        b = Conv <pads = [1, 1, 1, 1]> (h, Wb, Bb)
+        s = Add(b, R)
+        Y = Relu(s)
+        )" + later +
+            "\n}",
+        {{"Wa", wd, wa}, {"Ba", {16}, ba}, {"Wb", wd, wb}, {"Bb", {16}, bb}, {"Wp", pd, wp}}));
+  }
+
+  // Y, and the projection R through *r.
+  Floats Reference(const Floats& x, const Dims& xd, Floats* r) const {
+    Dims yd;
+    *r = RefConv2d(x, xd, wp, pd, nullptr, {}, &yd);
+    Floats h = RefConv2d(x, xd, wa, wd, &ba, {1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &yd);
+    for (float& v : h) v = std::max(v, 0.0f);
+    Floats y = RefConv2d(h, yd, wb, wd, &bb, {1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &yd);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = std::max(y[i] + (*r)[i], 0.0f);
+    return y;
+  }
+};
+
+// A dead residual is accumulated into in place (no copy step); one that is read after the sum
+// (a region output copied out at the end, or a later op's operand) is copied into dst first
+// and survives the sum unchanged. All three give the reference's numbers, and Y is
+// bit-identical whether the sum ran in place or on a copy.
+BOOST_DATA_TEST_CASE(conv_sum_runs_in_place_only_over_a_dead_residual,
+                     data::make({ResidualUse::kDead, ResidualUse::kRegionOutput,
+                                 ResidualUse::kLaterOp}),
+                     use) {
+  ResidualBlock block;
+  CompiledRegion r = block.Build(use);
+  CompiledRegion copied = block.Build(ResidualUse::kRegionOutput);
+  Region region = Decoded(r);
+  BOOST_REQUIRE(region.ops.size() == (use == ResidualUse::kLaterOp ? 4u : 3u));
+  const Op& sum_op = region.ops[2];
+  BOOST_REQUIRE(sum_op.post_ops.size() == 2u);
+  BOOST_REQUIRE((sum_op.post_ops[0].kind == PostOpKind::kSum));
+  BOOST_REQUIRE(sum_op.post_ops[0].tensor == region.ops[0].output);  // R, the projection
+  if (use == ResidualUse::kLaterOp) BOOST_REQUIRE(region.ops[3].inputs[0] == region.ops[0].output);
+  const int copies_per_plan = use == ResidualUse::kDead ? 0 : 1;
+  BOOST_TEST(r.region().stats().residual_copies == copies_per_plan);  // the batch-1 plan
+  for (int64_t n : {1, 2}) {
+    Dims xd = {n, 16, 10, 10};
+    Floats x = Random(Numel(xd), 66 + n), proj;
+    Floats want = block.Reference(x, xd, &proj);
+    std::vector<Dims> shapes = {xd};
+    if (use == ResidualUse::kRegionOutput) shapes.push_back(xd);
+    if (use == ResidualUse::kLaterOp) shapes.push_back({n, 16, 5, 5});
+    std::vector<Floats> got = r.Run({{xd, x}}, shapes);
+    // Y's error: two chained 144-term dots (the first one's error scaled by the second's weights).
+    BOOST_TEST(Close(got[0], want, DotTolerance(144) * 4, 1e-4));
+    if (use == ResidualUse::kRegionOutput) BOOST_TEST(Close(got[1], proj, DotTolerance(16), 1e-4));
+    if (use == ResidualUse::kLaterOp) {
+      Dims zd;
+      Floats z = RefPool2d(proj, xd, true, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, &zd);
+      BOOST_TEST(Close(got[1], z, DotTolerance(16), 1e-4));
+    }
+    Floats y_copied = copied.Run({{xd, x}}, {xd, xd})[0];
+    BOOST_TEST(std::memcmp(got[0].data(), y_copied.data(), got[0].size() * sizeof(float)) == 0);
+  }
+  RegionStats s = r.region().stats();
+  BOOST_TEST(s.cached_plans == 2);
+  BOOST_TEST(s.residual_copies == 2 * copies_per_plan);
+}
+
+// The residual is the caller's input: the conv accumulates into a copy, never into the caller's
+// tensor (run on the caller's own buffers, not copies of them).
+BOOST_AUTO_TEST_CASE(conv_sum_never_overwrites_a_region_input) {
+  ResidualBlock block;
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 16, 10, 10] X, float[1, 16, 10, 10] R) => (float Y) {
+      a = Conv <pads = [1, 1, 1, 1]> (X, Wa, Ba)
+      h = Relu(a)
+      b = Conv <pads = [1, 1, 1, 1]> (h, Wb, Bb)
+      s = Add(b, R)
+      Y = Relu(s)
+    })",
+                                       {{"Wa", block.wd, block.wa},
+                                        {"Ba", {16}, block.ba},
+                                        {"Wb", block.wd, block.wb},
+                                        {"Bb", {16}, block.bb}}));
+  BOOST_REQUIRE(Decoded(r).ops.size() == 2u);
+  BOOST_REQUIRE((Decoded(r).ops[1].post_ops[0].kind == PostOpKind::kSum));
+  Dims xd = {1, 16, 10, 10};
+  Floats x = Random(Numel(xd), 71), res = Random(Numel(xd), 72), y(Numel(xd), NAN);
+  const Floats x0 = x, res0 = res;
+  Shape shape{1, 16, 10, 10};
+  Tensor tx = Tensor::Wrap(x.data(), DType::kF32, shape),
+         tr = Tensor::Wrap(res.data(), DType::kF32, shape),
+         ty = Tensor::Wrap(y.data(), DType::kF32, shape);
+  const Tensor* args[] = {&tx, &tr, &ty};
+  for (int run = 0; run < 2; ++run) {
+    BOOST_REQUIRE(r.fn->Run(args, 2, 1).ok());
+    BOOST_TEST(std::memcmp(res.data(), res0.data(), res.size() * sizeof(float)) == 0);
+    BOOST_TEST(std::memcmp(x.data(), x0.data(), x.size() * sizeof(float)) == 0);
+  }
+  Dims yd;
+  Floats h =
+      RefConv2d(x0, xd, block.wa, block.wd, &block.ba, {1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &yd);
+  for (float& v : h) v = std::max(v, 0.0f);
+  Floats want =
+      RefConv2d(h, yd, block.wb, block.wd, &block.bb, {1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &yd);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(want[i] + res0[i], 0.0f);
+  BOOST_TEST(Close(y, want, DotTolerance(144) * 4, 1e-4));
+  BOOST_TEST(r.region().stats().residual_copies == 1);
+}
+
+// MatMul shares the path. H = relu(X W2 + P) with P = X W1 fused as a sum post-op; H feeds a
+// softmax. A dead P is accumulated into in place. P read by a later op is copied first, and so
+// is P when H is a region output: a row-major H is computed straight into the caller's tensor.
+struct MatMulSumCase {
+  const char* name;
+  char second_output;  // 'Z' (sigmoid(P)), 'H' or none
+  int copies_per_plan;
+};
+
+std::ostream& operator<<(std::ostream& os, const MatMulSumCase& c) { return os << c.name; }
+
+const MatMulSumCase kMatMulSumCases[] = {
+    {"dead", 0, 0},
+    {"read_later", 'Z', 1},
+    {"into_caller", 'H', 1},
+};
+
+BOOST_DATA_TEST_CASE(matmul_sum_runs_in_place_only_over_a_dead_residual,
+                     data::make(kMatMulSumCases), c) {
+  const int64_t k = 32, n = 24;
+  Floats w1 = Random(k * n, 81), w2 = Random(k * n, 82);
+  bool z = c.second_output == 'Z', h_out = c.second_output == 'H';
+  std::string outputs =
+      "float Y" + (c.second_output ? std::string(", float ") + c.second_output : "");
+  CompiledRegion r = Compile(MakeGraph(std::string(R"(<ir_version: 8, opset_import: ["" : 13]>
+    g (float[S, 32] X) => ()") + outputs +
+                                           R"() {
+      P = MatMul(X, W1)
+      m = MatMul(X, W2)
+      s = Add(m, P)
+      H = Relu(s)
+      Y = Softmax <axis = 1> (H)
+      )" + (z ? "Z = Sigmoid(P)" : "") + "\n}",
+                                       {{"W1", {k, n}, w1}, {"W2", {k, n}, w2}}));
+  Region region = Decoded(r);
+  BOOST_REQUIRE(region.ops.size() == (z ? 4u : 3u));
+  BOOST_REQUIRE(region.ops[1].post_ops.size() == 2u);
+  BOOST_REQUIRE((region.ops[1].post_ops[0].kind == PostOpKind::kSum));
+  BOOST_REQUIRE(region.ops[1].post_ops[0].tensor == region.ops[0].output);
+  for (int64_t s : {1, 5}) {
+    Dims xd = {s, k};
+    Floats x = Random(s * k, 83 + s);
+    Floats p = RefMatMul(x, xd, w1, {k, n}), h = RefMatMul(x, xd, w2, {k, n});
+    for (size_t i = 0; i < h.size(); ++i) h[i] = std::max(h[i] + p[i], 0.0f);
+    std::vector<Dims> shapes(c.second_output ? 2 : 1, Dims{s, n});
+    std::vector<Floats> got = r.Run({{xd, x}}, shapes);
+    BOOST_TEST(Close(got[0], RefSoftmax(h, {s, n}, 1, false), 1e-6, 1e-4));
+    if (z) {
+      for (float& v : p) v = static_cast<float>(1 / (1 + std::exp(-static_cast<double>(v))));
+      BOOST_TEST(Close(got[1], p, DotTolerance(k), 1e-4));
+    } else if (h_out) {
+      BOOST_TEST(Close(got[1], h, DotTolerance(k) * 2, 1e-4));
+    }
+  }
+  RegionStats st = r.region().stats();
+  BOOST_TEST(st.cached_plans == 2);
+  BOOST_TEST(st.residual_copies == 2 * c.copies_per_plan);
 }
 
 // ---- Decomposed LayerNorm ------------------------------------------------------------------
