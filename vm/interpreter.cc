@@ -217,7 +217,10 @@ Status Context::RunLoop(int entry, std::vector<Tensor>* outputs, Profile* profil
         }
         called_out = true;
         Status s = exe_->kernel(k)->Run(args_.data(), nin, n - nin);
-        if (!s.ok()) FAIL(s.WithContext("kernel '" + exe.kernels()->Get(k)->name()->str() + "'"));
+        if (!s.ok()) {
+          std::string kernel = "kernel '" + exe.kernels()->Get(k)->name()->str() + "'";
+          FAIL(s.message().find(kernel) == std::string::npos ? s.WithContext(kernel) : s);
+        }
         NEXT();
       }
       CASE(InvokeShapeFunc) {
@@ -236,6 +239,22 @@ Status Context::RunLoop(int entry, std::vector<Tensor>* outputs, Profile* profil
         called_out = true;
         Status s = exe_->shape_function(in.a())->Run(args_.data(), sf->num_inputs(), sf->num_outputs());
         if (!s.ok()) FAIL(s.WithContext("shape function '" + sf->name()->str() + "'"));
+        // A negative dim is how shape functions report inputs whose shapes do not fit together
+        // (a broadcast of 2 with 3); name them rather than fail later on the allocation.
+        for (int j = static_cast<int>(sf->num_inputs()); j < n; ++j) {
+          const int64_t* dims = static_cast<const int64_t*>(args_[j]->data());
+          for (int64_t d = 0; d < args_[j]->dim(0); ++d) {
+            if (dims[d] >= 0) continue;
+            std::string ins;
+            for (uint32_t i = 0; i < sf->num_inputs(); ++i)
+              ins += (i ? ", " : "") + args_[i]->TypeString();
+            FAIL(InvalidArgument("the shapes of the inputs (" + ins + ") do not fit together: "
+                                 "shape function '" + sf->name()->str() + "' computed dim " +
+                                 std::to_string(d) + " of output " +
+                                 std::to_string(j - static_cast<int>(sf->num_inputs())) +
+                                 " as " + std::to_string(dims[d])));
+          }
+        }
         NEXT();
       }
       CASE(InvokeExternal) {

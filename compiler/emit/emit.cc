@@ -136,9 +136,11 @@ class Emitter {
   bool SymbolsBound(const SymbolicShape& s) const;
   jit::Expr ToExpr(const DimExpr& d, const std::map<std::string, jit::Expr>& vars) const;
   /// Preconditions of a kernel whose buffers hold `values` (in order): every dim equals its
-  /// symbolic value, symbols bound at their first bare occurrence. `extra` are appended.
+  /// symbolic value, symbols bound at their first bare occurrence; then the DimFacts of the
+  /// nodes `computes` (those over symbols the buffers carry); then `extra`.
   std::vector<jit::Expr> Preconditions(const jit::Kernel& k, const std::vector<ValueId>& values,
-                                       std::vector<jit::Expr> extra = {}) const;
+                                       std::vector<jit::Expr> extra = {},
+                                       const std::vector<NodeId>& computes = {}) const;
   int AddKernel(const jit::Kernel& k, std::vector<DType> ins, std::vector<DType> outs,
                 const std::vector<jit::Expr>& pre = {});
   int AddShapeFunction(const jit::Kernel& k, int num_inputs, std::vector<bool> data_dependent,
@@ -194,6 +196,7 @@ class Emitter {
   std::map<NodeId, LoweredNode> lowered_;
   std::vector<bool> need_sf_;
   std::vector<FusedKernel> fused_;
+  std::vector<std::vector<NodeId>> fused_nodes_;  // the nodes each fused_ kernel computes
   std::vector<Unit> units_;        // live units in emission order
   std::vector<int> unit_of_node_;  // index into all_units_
   std::vector<Unit> all_units_;
@@ -252,7 +255,8 @@ jit::Expr Emitter::ToExpr(const DimExpr& d, const std::map<std::string, jit::Exp
 
 std::vector<jit::Expr> Emitter::Preconditions(const jit::Kernel& k,
                                               const std::vector<ValueId>& values,
-                                              std::vector<jit::Expr> extra) const {
+                                              std::vector<jit::Expr> extra,
+                                              const std::vector<NodeId>& computes) const {
   std::vector<jit::Expr> out;
   std::map<std::string, jit::Expr> sym;
   for (size_t i = 0; i < values.size() && i < k.buffers.size(); ++i) {
@@ -284,6 +288,25 @@ std::vector<jit::Expr> Emitter::Preconditions(const jit::Kernel& k,
       // A dim over a symbol no buffer carries bare cannot be checked here (kept conservative:
       // lowerings of such nodes read it with DimOf).
       if (known) out.push_back(jit::Eq(jit::DimOf(k.buffers[i], static_cast<int>(a)), ToExpr(d, sym)));
+    }
+  }
+  // A fact over a symbol no buffer carries (a fused intermediate's fresh dim) is not checkable
+  // here; the facts over the kernel's own inputs and output, which bound its indexing, are.
+  auto checkable = [&](const DimExpr& d) {
+    std::set<std::string> names;
+    d.CollectSymbols(&names);
+    for (const std::string& n : names) {
+      if (!sym.count(n)) return false;
+    }
+    return true;
+  };
+  for (NodeId n : computes) {
+    for (const DimFact& f : g_.node(n).dim_facts) {
+      if (!checkable(f.a) || !checkable(f.b)) continue;
+      jit::Expr a = ToExpr(f.a, sym), b = ToExpr(f.b, sym);
+      out.push_back(f.kind == DimFact::Kind::kEqual
+                        ? jit::Eq(a, b)
+                        : jit::Or(jit::Eq(a, jit::IntImm(1)), jit::Eq(a, b)));
     }
   }
   for (jit::Expr& e : extra) out.push_back(std::move(e));
@@ -747,6 +770,7 @@ void Emitter::Fuse(bool enable) {
     if (!fk.ok()) continue;  // emit unfused
     fused_at[root] = static_cast<int>(fused_.size());
     fused_.push_back(std::move(*fk));
+    fused_nodes_.push_back(members);
     for (NodeId m : members) {
       if (m != root) absorbed.insert(m);
     }
@@ -783,11 +807,15 @@ void Emitter::Fuse(bool enable) {
           std::optional<FusedKernel> fk =
               FuseEpilogue(g_, *it->second.kernel, anchor_inputs, v, group);
           if (!fk) continue;
+          std::vector<NodeId> computes = members;
+          computes.push_back(a);
           if (fused_at.count(root)) {
             fused_[fused_at[root]] = std::move(*fk);
+            fused_nodes_[fused_at[root]] = computes;
           } else {
             fused_at[root] = static_cast<int>(fused_.size());
             fused_.push_back(std::move(*fk));
+            fused_nodes_.push_back(computes);
           }
           for (NodeId mm : members) {
             if (mm != root) absorbed.insert(mm);
@@ -861,7 +889,7 @@ Status Emitter::EmitFused(const Item& item) {
   std::vector<ValueId> values = fk.inputs;
   values.push_back(fk.output);
   int k = AddKernel(fk.kernel, in_dtypes, {g_.value(fk.output).dtype},
-                    Preconditions(fk.kernel, values));
+                    Preconditions(fk.kernel, values, {}, fused_nodes_[item.fused]));
   fb_.InvokeKernel(k, in_regs, out_regs);
   return Status::Ok();
 }
@@ -959,7 +987,7 @@ Status Emitter::EmitNode(NodeId n) {
   }
   values.insert(values.end(), outs.begin(), outs.end());
   int k = AddKernel(*lowered->kernel, in_dtypes, out_dtypes,
-                    Preconditions(*lowered->kernel, values));
+                    Preconditions(*lowered->kernel, values, {}, {n}));
   fb_.InvokeKernel(k, in_regs, out_regs);
   return Status::Ok();
 }

@@ -153,6 +153,19 @@ struct Value {
 };
 
 /// An operator application. Outputs are owned values (their producer is this node).
+/// A relation between two dims that a shape rule relies on but cannot prove at compile time:
+/// MatMul's inner dims are equal, a dim broadcast against another is 1 or equal to it. The
+/// kernels emitted for the node check it before every call (a kernel would otherwise index
+/// past a buffer), so a model run with contradictory shapes gets an error instead.
+struct DimFact {
+  enum class Kind : uint8_t {
+    kEqual,       // a == b
+    kBroadcasts,  // a == 1 or a == b (numpy broadcasting of a to b)
+  };
+  Kind kind = Kind::kEqual;
+  DimExpr a, b;
+};
+
 struct Node {
   std::string name;  // unique in its graph, non-empty
   std::string op_type;
@@ -166,6 +179,8 @@ struct Node {
   /// Set by shape inference: an output shape depends on run-time values (NonZero, Reshape from
   /// a computed tensor, ...), so a run-time shape function must read input data.
   bool data_dependent_shape = false;
+  /// Set by shape inference: what its rule assumed about dims it could not compare.
+  std::vector<DimFact> dim_facts;
 
   const Attribute* FindAttribute(std::string_view attr_name) const;
 };

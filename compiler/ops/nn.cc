@@ -190,7 +190,7 @@ Status GlobalPoolRule(InferenceContext& ctx) {
 // ---- Normalisation -------------------------------------------------------------------------
 
 // Inputs [from, to) are per-channel vectors of length C = X's dim 1.
-Status CheckChannelVectors(const InferenceContext& ctx, int from, int to) {
+Status CheckChannelVectors(InferenceContext& ctx, int from, int to) {
   const DimExpr& c = ctx.input_shape(0)[1];
   for (int i = from; i < to; ++i) {
     if (!ctx.has_input(i)) continue;

@@ -26,18 +26,21 @@ void MustRegister(OpRegistry& registry, OpDef def);
 
 /// Numpy (multidirectional) broadcast of two shapes. Per dim: equal -> that dim; a constant 1
 /// -> the other; two different constants -> Error "cannot broadcast [..] with [..]"; a symbol
-/// against a constant k != 1 -> k (the run time checks the symbol is 1 or k); two different
-/// symbolic dims -> a fresh dim (computed from the input shapes at run time).
+/// against a constant k != 1 -> k; s against min(s, c) with a constant c >= 1 -> s; two other
+/// symbolic dims -> a fresh dim (computed from the input shapes at run time). What it cannot
+/// compare it records with ctx.Assume (each input dim broadcasts to the result).
 StatusOr<SymbolicShape> Broadcast(InferenceContext& ctx, const SymbolicShape& a,
                                   const SymbolicShape& b);
 /// Broadcast of every present input in [first, num_inputs).
 StatusOr<SymbolicShape> BroadcastInputs(InferenceContext& ctx, int first = 0);
 /// Unidirectional broadcast: `from` must broadcast to `to` (Error naming `what` otherwise).
-Status CheckUnidirectional(const InferenceContext& ctx, const SymbolicShape& to,
+/// Symbolic pairs are recorded with ctx.Assume.
+Status CheckUnidirectional(InferenceContext& ctx, const SymbolicShape& to,
                            const SymbolicShape& from, std::string_view what);
 /// Two dims that must be equal: the constant one if only one is constant, Error if both are
-/// different constants ("<what>: 3 vs 4"), else `a`.
-StatusOr<DimExpr> MergeDim(const InferenceContext& ctx, const DimExpr& a, const DimExpr& b,
+/// different constants ("<what>: 3 vs 4"), else `a`; a pair it cannot compare is recorded with
+/// ctx.Assume (kEqual).
+StatusOr<DimExpr> MergeDim(InferenceContext& ctx, const DimExpr& a, const DimExpr& b,
                            std::string_view what);
 /// Product of dims [begin, end).
 DimExpr Product(const SymbolicShape& shape, int begin, int end);

@@ -208,6 +208,12 @@ void InferenceContext::SetOutputData(int i, TensorDataRef data) {
   if (has_output(i)) results_[i].data = std::move(data);
 }
 
+void InferenceContext::Assume(DimFact::Kind kind, const DimExpr& a, const DimExpr& b) {
+  if (a == b) return;
+  if (kind == DimFact::Kind::kBroadcasts && a.is_const() && a.const_value() == 1) return;
+  facts_.push_back({kind, a, b});
+}
+
 Status InferenceContext::Error(std::string_view message) const {
   return InvalidFormat(graph_.DescribeNode(node_) + ": " + std::string(message));
 }
@@ -253,6 +259,19 @@ void MustRegister(OpRegistry& registry, OpDef def) {
   (void)s;
 }
 
+namespace {
+
+// m is min(s, c) for a constant c >= 1. Broadcasting m with s then gives s whenever it is
+// valid: m == s, or m < s, which needs m == 1 (s == 1 would make m == s).
+bool IsClampOf(const DimExpr& m, const DimExpr& s) {
+  if (m.kind() != DimExpr::Kind::kMin) return false;
+  const DimExpr &p = m.operands()[0], &q = m.operands()[1];
+  return (p == s && q.is_const() && q.const_value() >= 1) ||
+         (q == s && p.is_const() && p.const_value() >= 1);
+}
+
+}  // namespace
+
 StatusOr<SymbolicShape> Broadcast(InferenceContext& ctx, const SymbolicShape& a,
                                   const SymbolicShape& b) {
   size_t rank = std::max(a.size(), b.size());
@@ -270,6 +289,7 @@ StatusOr<SymbolicShape> Broadcast(InferenceContext& ctx, const SymbolicShape& a,
     }
     const DimExpr& x = a[i + a.size() - rank];
     const DimExpr& y = b[i + b.size() - rank];
+    using K = DimFact::Kind;
     if (x == y || (y.is_const() && y.const_value() == 1)) {
       out[i] = x;
     } else if (x.is_const() && x.const_value() == 1) {
@@ -277,9 +297,18 @@ StatusOr<SymbolicShape> Broadcast(InferenceContext& ctx, const SymbolicShape& a,
     } else if (x.is_const() && y.is_const()) {
       return ctx.Error("cannot broadcast " + ShapeToString(a) + " with " + ShapeToString(b));
     } else if (x.is_const() || y.is_const()) {
+      // A constant k != 1 against a symbolic s: s must be 1 or k.
       out[i] = x.is_const() ? x : y;
+      ctx.Assume(K::kBroadcasts, x.is_const() ? y : x, out[i]);
+    } else if (IsClampOf(y, x) || IsClampOf(x, y)) {
+      // s against min(s, c), c >= 1 (a Slice clamped to a table, as position embeddings are):
+      // when both broadcast, the result is s.
+      out[i] = IsClampOf(y, x) ? x : y;
+      ctx.Assume(K::kBroadcasts, IsClampOf(y, x) ? y : x, out[i]);
     } else {
       out[i] = ctx.FreshDim();
+      ctx.Assume(K::kBroadcasts, x, out[i]);
+      ctx.Assume(K::kBroadcasts, y, out[i]);
     }
   }
   return out;
@@ -299,7 +328,7 @@ StatusOr<SymbolicShape> BroadcastInputs(InferenceContext& ctx, int first) {
   return *acc;
 }
 
-Status CheckUnidirectional(const InferenceContext& ctx, const SymbolicShape& to,
+Status CheckUnidirectional(InferenceContext& ctx, const SymbolicShape& to,
                            const SymbolicShape& from, std::string_view what) {
   auto fail = [&] {
     return ctx.Error(std::string(what) + " " + ShapeToString(from) + " does not broadcast to " +
@@ -310,15 +339,17 @@ Status CheckUnidirectional(const InferenceContext& ctx, const SymbolicShape& to,
     const DimExpr& f = from[from.size() - 1 - i];
     const DimExpr& t = to[to.size() - 1 - i];
     if (f.is_const() && t.is_const() && f.const_value() != 1 && f != t) return fail();
+    ctx.Assume(DimFact::Kind::kBroadcasts, f, t);
   }
   return Status::Ok();
 }
 
-StatusOr<DimExpr> MergeDim(const InferenceContext& ctx, const DimExpr& a, const DimExpr& b,
+StatusOr<DimExpr> MergeDim(InferenceContext& ctx, const DimExpr& a, const DimExpr& b,
                            std::string_view what) {
   if (a == b) return a;
   if (a.is_const() && b.is_const())
     return ctx.Error(std::string(what) + ": " + a.ToString() + " vs " + b.ToString());
+  ctx.Assume(DimFact::Kind::kEqual, a, b);
   if (b.is_const()) return b;
   return a;
 }

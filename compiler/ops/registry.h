@@ -157,6 +157,10 @@ class InferenceContext {
   /// A new dim unknown until run time. Does not by itself mark the node data-dependent: a dim
   /// computed from input shapes at run time (broadcast of two unrelated symbols) is not.
   DimExpr FreshDim() { return graph_.symbols().Fresh(); }
+  /// Records that the rule relies on `fact` (see DimFact), unless it holds trivially (equal
+  /// dims, or a constant 1 broadcast). The node's kernels check it at run time.
+  void Assume(DimFact::Kind kind, const DimExpr& a, const DimExpr& b);
+  const std::vector<DimFact>& facts() const { return facts_; }
   /// An output shape depends on input values known only at run time.
   void MarkDataDependent() { data_dependent_ = true; }
   bool data_dependent() const { return data_dependent_; }
@@ -177,6 +181,7 @@ class InferenceContext {
   int64_t opset_;
   SubgraphInferer subgraphs_;
   std::vector<Result> results_;
+  std::vector<DimFact> facts_;
   bool data_dependent_ = false;
 };
 

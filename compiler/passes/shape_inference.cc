@@ -155,6 +155,7 @@ class Inferrer {
       out.data = r.data;
     }
     g.mutable_node(n).data_dependent_shape = ctx.data_dependent();
+    g.mutable_node(n).dim_facts = ctx.facts();
     return Status::Ok();
   }
 

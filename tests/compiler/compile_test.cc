@@ -446,5 +446,84 @@ BOOST_AUTO_TEST_CASE(bad_models_fail_with_clear_errors) {
   BOOST_TEST(r.status().message().find("tpu") != std::string::npos);
 }
 
+// Shapes that contradict what compile time could only assume (a symbolic dim broadcast
+// against 3, MatMul's symbolic inner dims, two symbolic dims broadcast together) fail with an
+// error naming the node and the shapes, never a read past a buffer; the shapes that fit run.
+BOOST_AUTO_TEST_CASE(run_time_shapes_that_contradict_the_model_fail_cleanly) {
+  auto expect_error = [](const Compiled& c, const std::vector<TensorDataRef>& in,
+                         const std::string& node, const std::string& what) {
+    auto out = testing::RunExecutable(c.exe, in);
+    BOOST_REQUIRE_MESSAGE(!out.ok(), node << ": ran with contradicting shapes");
+    const std::string& m = out.status().message();
+    BOOST_TEST(out.status().code() == StatusCode::kInvalidArgument, m);
+    BOOST_TEST(m.find("node '" + node) != std::string::npos, m);
+    BOOST_TEST(m.find(what) != std::string::npos, m);
+  };
+  for (const std::string external : {"none", "onednn"}) {
+    BOOST_TEST_CONTEXT(external) {
+      // seq against 3: seq must be 1 or 3.
+      Compiled add = Compile(R"(
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[S] x) => (float[3] y) {
+          c = Constant <value = float[3] {1, 2, 3}> ()
+          y = Add(x, c)
+        })",
+                             external);
+      expect_error(add, {F32({2}, {10, 20})}, "Add_", "f32[2]");
+      expect_error(add, {F32({5}, {1, 1, 1, 1, 1})}, "Add_", "f32[5]");
+      BOOST_TEST(Compare(*Run(add, {F32({1}, {10})})[0], *F32({3}, {11, 12, 13}), 0, 0).empty());
+      BOOST_TEST(Compare(*Run(add, {F32({3}, {1, 1, 1})})[0], *F32({3}, {2, 3, 4}), 0, 0).empty());
+      // Two unrelated symbols: the run-time shape function finds they do not fit.
+      Compiled add2 = Compile(R"(
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[A] x, float[B] y) => (float[C] z) { z = Add(x, y) })",
+                              external);
+      expect_error(add2, {F32({2}, {1, 2}), F32({3}, {1, 2, 3})}, "Add_", "(f32[2], f32[3])");
+      BOOST_TEST(Compare(*Run(add2, {F32({1}, {1}), F32({3}, {1, 2, 3})})[0],
+                         *F32({3}, {2, 3, 4}), 0, 0)
+                     .empty());
+      // MatMul's inner dims K1 and K2 must agree.
+      Compiled mm = Compile(R"(
+        <ir_version: 8, opset_import: ["" : 17]>
+        g (float[2, K1] a, float[K2, 3] b) => (float[2, 3] c) { c = MatMul(a, b) })",
+                            external);
+      expect_error(mm, {F32({2, 4}, std::vector<double>(8, 1)), F32({2, 3}, std::vector<double>(6, 1))},
+                   "MatMul_", "[2, 4]");
+      BOOST_TEST(Compare(*Run(mm, {F32({2, 2}, {1, 2, 3, 4}), F32({2, 3}, {1, 0, 1, 0, 1, 1})})[0],
+                         *F32({2, 3}, {1, 2, 3, 3, 4, 7}), 0, 0)
+                     .empty());
+    }
+  }
+}
+
+// A position table sliced to the sequence length (Slice(pos, 0, Shape(x)[0]) has dim min(S, 4))
+// added to x[S, 2]: the sum keeps dim S (before, a fresh dim with two more shape functions, and
+// every later shape computed at run time), and a sequence longer than the table is an error,
+// not a read past it.
+BOOST_AUTO_TEST_CASE(a_table_clamped_to_the_sequence_broadcasts_to_the_sequence) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[S, 2] x) => (float[S, 2] y) {
+      pos = Constant <value = float[4, 2] {0, 1, 10, 11, 20, 21, 30, 31}> ()
+      sh = Shape(x)
+      z = Constant <value = int64[1] {0}> ()
+      s = Gather(sh, z)
+      p = Slice(pos, z, s, z)
+      y = Add(x, p)
+    })";
+  for (const std::string external : {"none", "onednn"}) {
+    BOOST_TEST_CONTEXT(external) {
+      Compiled c = Compile(text, external);
+      BOOST_TEST(c.stats.shape_functions == 1);  // the slice's size min(S, 4); none for the Add
+      auto y = Run(c, {F32({3, 2}, {1, 1, 1, 1, 1, 1})});
+      BOOST_TEST(Compare(*y[0], *F32({3, 2}, {1, 2, 11, 12, 21, 22}), 0, 0).empty());
+      auto bad = testing::RunExecutable(c.exe, {F32({5, 2}, std::vector<double>(10, 1))});
+      BOOST_REQUIRE(!bad.ok());
+      BOOST_TEST(bad.status().message().find("node 'Add_") != std::string::npos,
+                 bad.status().message());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::compiler

@@ -172,6 +172,36 @@ BOOST_AUTO_TEST_CASE(data_dependent_nodes_are_marked) {
   BOOST_TEST(!g->node(1).data_dependent_shape);  // its shape follows from its input's shape
 }
 
+// What a rule assumes about dims it cannot compare is kept on the node (the emitted kernels
+// check it); what it can prove is not.
+BOOST_AUTO_TEST_CASE(unprovable_dim_relations_are_recorded_as_facts) {
+  StatusOr<Graph> g = InferText(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[M, K1] a, float[K2, 3] b, float[S] x, float[3] c, float[T] u, float[S] v) => (m, y, w, e) {
+      m = MatMul(a, b)
+      y = Add(x, c)
+      w = Add(x, u)
+      e = Add(x, v)
+    }
+  )");
+  BOOST_TEST_REQUIRE(g.ok(), g.status().ToString());
+  auto facts = [&](int n) {
+    std::string out;
+    for (const DimFact& f : g->node(n).dim_facts) {
+      out += f.a.ToString() + (f.kind == DimFact::Kind::kEqual ? " == " : " bcast ") +
+             f.b.ToString() + "; ";
+    }
+    return out;
+  };
+  BOOST_TEST(TypeOf(*g, "m") == "float32[M, 3]");
+  BOOST_TEST(facts(0) == "K1 == K2; ");
+  BOOST_TEST(TypeOf(*g, "y") == "float32[3]");
+  BOOST_TEST(facts(1) == "S bcast 3; ");
+  BOOST_TEST(TypeOf(*g, "w") == "float32[?0]");
+  BOOST_TEST(facts(2) == "S bcast ?0; T bcast ?0; ");
+  BOOST_TEST(facts(3) == "");  // equal dims need no check
+}
+
 BOOST_AUTO_TEST_CASE(subgraphs_see_captured_values) {
   StatusOr<Graph> g = InferText(R"(
     <ir_version: 8, opset_import: ["" : 13]>
