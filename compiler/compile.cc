@@ -59,7 +59,7 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   st.nodes_after_passes = graph.num_nodes();
   EmitOptions eo;
   if (options.external == "onednn") {
-    ASSIGN_OR_RETURN(std::vector<Region> regions, PartitionGraph(graph, onednn::Rules()));
+    ASSIGN_OR_RETURN(std::vector<Region> regions, PartitionGraph(graph, onednn::Rules(options.onednn)));
     int claimed = 0;
     for (size_t i = 0; i < regions.size(); ++i) {
       const Region& r = regions[i];

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compiler/ir/graph.h"
+#include "external/onednn/rules.h"
 #include "vm/status.h"
 
 namespace kiln::compiler {
@@ -21,6 +22,8 @@ struct CompileOptions {
   /// Which external compiler claims regions: "onednn" (default) or "none" (everything on the
   /// JIT). Anything else is Unsupported, naming the choices.
   std::string external = "onednn";
+  /// What the oneDNN rules claim (external/onednn/rules.h), with external == "onednn".
+  onednn::RulesOptions onednn;
   /// Evaluate nodes whose inputs are all constants at compile time (through the same kernels).
   bool fold_constants = true;
   /// Store the constant B of JIT MatMul / Gemm nodes prepacked for the GEMM's tiles

@@ -49,11 +49,16 @@ compiler::VendorRules Rules(RulesOptions options) {
            .Where([](const compiler::Graph& g, compiler::NodeId n) {
              return IsLayerNormRoot(g, n);
            })});
-  r.anchor_ops = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool",
-                  "GlobalAveragePool", "GlobalMaxPool", "Softmax", "LogSoftmax",
-                  "LayerNormalization", "BatchNormalization",
-                  // Only ever claimed inside a decomposed LayerNorm (never alone).
-                  "ReduceMean"};
+  if (options.regions_without_conv) {
+    r.anchor_ops = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool",
+                    "GlobalAveragePool", "GlobalMaxPool", "Softmax", "LogSoftmax",
+                    "LayerNormalization", "BatchNormalization",
+                    // Only ever claimed inside a decomposed LayerNorm (never alone).
+                    "ReduceMean"};
+  } else {
+    r.anchor_ops = {"Conv", "ConvTranspose"};
+    if (options.constant_weight_gemms) r.anchor_ops.insert(r.anchor_ops.end(), {"MatMul", "Gemm"});
+  }
   return r;
 }
 

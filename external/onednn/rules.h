@@ -17,6 +17,13 @@ struct RulesOptions {
   /// AVX2 beats oneDNN 2.6's GEMM (it repacks B on every call) by up to 1.5x at small M and
   /// matches it at large M. MatMuls of two run-time tensors (attention) stay oneDNN's.
   bool constant_weight_gemms = false;
+  /// Keep regions with no Conv / ConvTranspose (nor, with constant_weight_gemms, MatMul / Gemm):
+  /// LayerNorms, Softmaxes, attention products of two run-time tensors, pools on their own. Off
+  /// by default: each region call costs oneDNN's per-primitive overhead, more than the JIT's
+  /// fused kernels at BERT-sized tensors (the BERT-like encoder, seq 16, 1 thread: 2.34 ms
+  /// all-JIT vs 2.56 ms with its 13 such regions; even at seq 128). Inside a conv region these
+  /// ops are claimed either way.
+  bool regions_without_conv = false;
 };
 compiler::VendorRules Rules(RulesOptions options = {});
 

@@ -437,11 +437,14 @@ BOOST_AUTO_TEST_CASE(compile_then_run_end_to_end) {
   BOOST_TEST(Contains(r.out, "y: f32[2, 3] [2, 4, -6, -0.5, 1, -2]"), r.out);
 }
 
-// The default external compiler (oneDNN) claims a MatMul of two run-time tensors; kiln run
-// binds the built-in oneDNN runtime. --external=none keeps it on the JIT. With the weights an
-// initializer, the MatMul stays on the JIT by default, its weights prepacked. All give the
-// product computed here.
+// The default external compiler (oneDNN) claims a convolution (a 1x1 one, the product
+// computed here); kiln run binds the built-in oneDNN runtime. --external=none keeps it on the
+// JIT. A MatMul (of run-time tensors, or with its weights an initializer, then prepacked) has
+// no Conv to anchor a region and stays on the JIT by default. All give the product.
 BOOST_AUTO_TEST_CASE(compile_with_and_without_onednn_regions) {
+  std::string conv_model = WriteModel("conv1x1.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[1, 3, 2, 1] x) => (float[1, 2, 2, 1] y) <float[2, 3, 1, 1] w = {1, 3, 5, 2, 4, 6}> {
+        y = Conv(x, w) })");
   std::string model = WriteModel("matmul.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
       g (float[2, 3] x, float[3, 2] w) => (float[2, 2] y) {
         y = MatMul(x, w) })");
@@ -462,12 +465,32 @@ BOOST_AUTO_TEST_CASE(compile_with_and_without_onednn_regions) {
       want += (want.empty() ? "" : ", ") + std::string(buf);
     }
   }
+  // The conv's x[0, c, p, 0] is the MatMul's x[p, c] and its w[o, c] the MatMul's w[c, o].
+  float xt[6] = {x[0], x[3], x[1], x[4], x[2], x[5]};
+  std::string xtp = WritePbFile("conv_x.pb", onnx::TensorProto::FLOAT, {1, 3, 2, 1}, xt, sizeof(xt));
+  std::string want_t;
+  for (int o = 0; o < 2; ++o) {
+    for (int p = 0; p < 2; ++p) {
+      float acc = 0;
+      for (int k = 0; k < 3; ++k) acc += x[p * 3 + k] * w[k * 2 + o];
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%g", acc);
+      want_t += (want_t.empty() ? "" : ", ") + std::string(buf);
+    }
+  }
   for (std::string external : {"", " --external=none", " --external onednn"}) {
-    std::string exe = TmpDir() + "/matmul.kiln";
-    Result r = Kiln("compile " + model + " -o " + exe + external);
-    BOOST_TEST(r.code == 0, r.out);
     bool on_jit = external == " --external=none";
+    std::string exe = TmpDir() + "/conv1x1.kiln";
+    Result r = Kiln("compile " + conv_model + " -o " + exe + external);
+    BOOST_TEST(r.code == 0, r.out);
     BOOST_TEST(Contains(r.out, on_jit ? "0 external regions" : "1 external regions (1 nodes)"), r.out);
+    r = Kiln("run " + exe + " " + xtp);
+    BOOST_TEST(r.code == 0, external + ": " + r.out);
+    BOOST_TEST(Contains(r.out, "y: f32[1, 2, 2, 1] [" + want_t + "]"), external + ": " + r.out);
+    exe = TmpDir() + "/matmul.kiln";
+    r = Kiln("compile " + model + " -o " + exe + external);
+    BOOST_TEST(r.code == 0, r.out);
+    BOOST_TEST(Contains(r.out, "0 external regions"), r.out);
     r = Kiln("run " + exe + " " + xp + " " + wp);
     BOOST_TEST(r.code == 0, external + ": " + r.out);
     BOOST_TEST(Contains(r.out, "y: f32[2, 2] [" + want + "]"), external + ": " + r.out);

@@ -44,7 +44,8 @@ BOOST_AUTO_TEST_CASE(gap_flatten_gemm_runs_in_one_region) {
     })",
                                 {{"W", wd, w}, {"C", {10}, c}});
   // With constant-weight GEMMs claimed, the partitioner takes all three nodes (Flatten no
-  // longer splits the region). By default the Gemm stays on the JIT (prepacked weights).
+  // longer splits the region). By default the Gemm stays on the JIT (prepacked weights), and
+  // the pool and Flatten, a region with no Conv, too.
   StatusOr<std::vector<compiler::Region>> regions =
       compiler::PartitionGraph(g, Rules({/*constant_weight_gemms=*/true}));
   BOOST_REQUIRE(regions.ok());
@@ -52,8 +53,13 @@ BOOST_AUTO_TEST_CASE(gap_flatten_gemm_runs_in_one_region) {
   BOOST_TEST((*regions)[0].nodes.size() == 3u);
   StatusOr<std::vector<compiler::Region>> by_default = compiler::PartitionGraph(g, Rules());
   BOOST_REQUIRE(by_default.ok());
-  BOOST_REQUIRE(by_default->size() == 1u);
-  BOOST_TEST((*by_default)[0].nodes.size() == 2u);  // GlobalAveragePool, Flatten
+  BOOST_TEST(by_default->empty());
+  StatusOr<std::vector<compiler::Region>> convless =
+      compiler::PartitionGraph(g, Rules({/*constant_weight_gemms=*/false,
+                                         /*regions_without_conv=*/true}));
+  BOOST_REQUIRE(convless.ok());
+  BOOST_REQUIRE(convless->size() == 1u);
+  BOOST_TEST((*convless)[0].nodes.size() == 2u);  // GlobalAveragePool, Flatten
   CompiledRegion r = Compile(std::move(g));
   Region region = Decoded(r);
   BOOST_REQUIRE(region.ops.size() == 3u);
@@ -430,9 +436,14 @@ BOOST_DATA_TEST_CASE(decomposed_layernorm_is_one_op, data::make({false, true}), 
   std::vector<std::vector<compiler::NodeId>> groups = FindComposites(g);
   BOOST_REQUIRE(groups.size() == 1u);
   BOOST_TEST(groups[0].size() == 9u);
-  StatusOr<std::vector<compiler::Region>> regions = compiler::PartitionGraph(g, Rules());
+  // A LayerNorm on its own is claimed only with regions_without_conv (the JIT's by default).
+  StatusOr<std::vector<compiler::Region>> regions = compiler::PartitionGraph(
+      g, Rules({/*constant_weight_gemms=*/false, /*regions_without_conv=*/true}));
   BOOST_REQUIRE(regions.ok());
   BOOST_REQUIRE(regions->size() == 1u);
+  StatusOr<std::vector<compiler::Region>> by_default = compiler::PartitionGraph(g, Rules());
+  BOOST_REQUIRE(by_default.ok());
+  BOOST_TEST(by_default->empty());
   CompiledRegion r = Compile(std::move(g));
   Region region = Decoded(r);
   BOOST_REQUIRE(region.ops.size() == 1u);
