@@ -455,29 +455,28 @@ BOOST_AUTO_TEST_CASE(compile_with_and_without_onednn_regions) {
   const float w[6] = {1, 2, 3, 4, 5, 6};
   std::string xp = WritePbFile("mm_x.pb", onnx::TensorProto::FLOAT, {2, 3}, x, sizeof(x));
   std::string wp = WritePbFile("mm_w.pb", onnx::TensorProto::FLOAT, {3, 2}, w, sizeof(w));
-  std::string want;  // as kiln run prints it (%g)
-  for (int i = 0; i < 2; ++i) {
-    for (int j = 0; j < 2; ++j) {
-      float acc = 0;
-      for (int k = 0; k < 3; ++k) acc += x[i * 3 + k] * w[k * 2 + j];
-      char buf[32];
-      std::snprintf(buf, sizeof(buf), "%g", acc);
-      want += (want.empty() ? "" : ", ") + std::string(buf);
+  // The product's elements as kiln run prints them (%g), in row-major order of y[i, j], or of
+  // its transpose.
+  auto printed = [&](bool transposed) {
+    std::string out;
+    for (int r = 0; r < 2; ++r) {
+      for (int c = 0; c < 2; ++c) {
+        int i = transposed ? c : r, j = transposed ? r : c;
+        float acc = 0;
+        for (int k = 0; k < 3; ++k) acc += x[i * 3 + k] * w[k * 2 + j];
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), "%g", acc);
+        out += (out.empty() ? "" : ", ") + std::string(buf);
+      }
     }
-  }
-  // The conv's x[0, c, p, 0] is the MatMul's x[p, c] and its w[o, c] the MatMul's w[c, o].
+    return out;
+  };
+  std::string want = printed(false);
+  // The conv's x[0, c, p, 0] is the MatMul's x[p, c] and its w[o, c] the MatMul's w[c, o]; its
+  // y[0, o, p, 0] is the product's y[p, o].
   float xt[6] = {x[0], x[3], x[1], x[4], x[2], x[5]};
   std::string xtp = WritePbFile("conv_x.pb", onnx::TensorProto::FLOAT, {1, 3, 2, 1}, xt, sizeof(xt));
-  std::string want_t;
-  for (int o = 0; o < 2; ++o) {
-    for (int p = 0; p < 2; ++p) {
-      float acc = 0;
-      for (int k = 0; k < 3; ++k) acc += x[p * 3 + k] * w[k * 2 + o];
-      char buf[32];
-      std::snprintf(buf, sizeof(buf), "%g", acc);
-      want_t += (want_t.empty() ? "" : ", ") + std::string(buf);
-    }
-  }
+  std::string want_t = printed(true);
   for (std::string external : {"", " --external=none", " --external onednn"}) {
     bool on_jit = external == " --external=none";
     std::string exe = TmpDir() + "/conv1x1.kiln";
