@@ -439,6 +439,19 @@ class Builder {
     dnnl::post_ops po;
     for (size_t i = 0; i < op.post_ops.size(); ++i) {
       const PostOp& p = op.post_ops[i];
+      auto binary = [&](BinaryAlg alg) -> Status {
+        Dims b = AlignRank(dims_[p.tensor], out.size());
+        for (size_t k = 0; k < out.size(); ++k) {
+          if (b[k] != 1 && b[k] != out[k])
+            return InvalidArgument("post-op operand " + DimsToString(dims_[p.tensor]) +
+                                   " does not broadcast into " + DimsToString(out));
+        }
+        int slot = PlainView(p.tensor, collapsed ? CollapseOperand(b, out) : b);
+        po.append_binary(BinaryAlgorithm(alg), Md(slot));
+        args->push_back(
+            {DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, slot});
+        return Status::Ok();
+      };
       switch (p.kind) {
         case PostOpKind::kEltwise:
           po.append_eltwise(1.0f, EltwiseAlgorithm(p.eltwise), p.alpha, p.beta);
@@ -447,22 +460,18 @@ class Builder {
           if (dims_[p.tensor] != out)
             return InvalidArgument("residual " + DimsToString(dims_[p.tensor]) +
                                    " does not match the output " + DimsToString(out));
+          // dst holds one residual; a second sum (the codegen never writes one, a hand-made
+          // blob may) is added as a binary operand instead of overwriting the first.
+          if (!residuals->empty()) {
+            RETURN_IF_ERROR(binary(BinaryAlg::kAdd));
+            break;
+          }
           po.append_sum(1.0f);
           residuals->push_back(p.tensor);
           break;
-        case PostOpKind::kBinary: {
-          Dims b = AlignRank(dims_[p.tensor], out.size());
-          for (size_t k = 0; k < out.size(); ++k) {
-            if (b[k] != 1 && b[k] != out[k])
-              return InvalidArgument("post-op operand " + DimsToString(dims_[p.tensor]) +
-                                     " does not broadcast into " + DimsToString(out));
-          }
-          int slot = PlainView(p.tensor, collapsed ? CollapseOperand(b, out) : b);
-          po.append_binary(BinaryAlgorithm(p.binary), Md(slot));
-          args->push_back(
-              {DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, slot});
+        case PostOpKind::kBinary:
+          RETURN_IF_ERROR(binary(p.binary));
           break;
-        }
       }
     }
     attr->set_post_ops(po);

@@ -366,6 +366,39 @@ const MatMulSumCase kMatMulSumCases[] = {
     {"into_caller", 'H', 1},
 };
 
+// dst can hold one residual. The codegen writes at most one sum post-op per op, but a blob is
+// untrusted: a second sum is added as a binary operand rather than copied over the first.
+BOOST_AUTO_TEST_CASE(a_second_sum_post_op_adds_its_residual_too) {
+  Dims wd = {8, 8, 1, 1}, xd = {1, 8, 3, 3};
+  Floats w = Random(Numel(wd), 81);
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 8, 3, 3] X, float[1, 8, 3, 3] R) => (float Y) {
+      c = Conv(X, W)
+      Y = Add(c, R)
+    })",
+                                       {{"W", wd, w}}));
+  Region region = Decoded(r);
+  BOOST_REQUIRE(region.ops.size() == 1u);
+  BOOST_REQUIRE(region.ops[0].post_ops.size() == 1u);
+  BOOST_REQUIRE((region.ops[0].post_ops[0].kind == PostOpKind::kSum));
+  PostOp second = region.ops[0].post_ops[0];
+  second.tensor = region.ops[0].inputs[0];  // X: Y = conv(X) + R + X
+  region.ops[0].post_ops.push_back(second);
+  RegionCode code = r.code;
+  code.blob = EncodeRegion(region);
+  OneDnnRuntime runtime;
+  StatusOr<std::unique_ptr<TensorFunction>> fn =
+      runtime.CreateRegion(MakeSpec(code, r.constants, 2, 1));
+  BOOST_REQUIRE_MESSAGE(fn.ok(), fn.status().ToString());
+  r.fn = std::move(*fn);
+  Floats x = Random(Numel(xd), 82), res = Random(Numel(xd), 83);
+  Dims yd;
+  Floats want = RefConv2d(x, xd, w, wd, nullptr, {}, &yd);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += res[i] + x[i];
+  std::vector<Floats> y = r.Run({{xd, x}, {xd, res}}, {xd});
+  BOOST_TEST(Close(y[0], want, DotTolerance(8), 1e-5));
+}
+
 BOOST_DATA_TEST_CASE(matmul_sum_runs_in_place_only_over_a_dead_residual,
                      data::make(kMatMulSumCases), c) {
   const int64_t k = 32, n = 24;
