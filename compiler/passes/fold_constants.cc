@@ -5,6 +5,28 @@ namespace {
 
 bool IsConstant(const Value& v) { return v.data != nullptr && v.kind != ValueKind::kGraphInput; }
 
+// The int64 value of a one-output node that shape inference knows exactly: the dims it picks
+// are constants though its input's other dims are not (Gather(Shape(x[seq, batch, 768]), -1)
+// is 768). nullptr otherwise.
+TensorDataRef KnownValue(const Graph& g, const Node& node) {
+  if (node.outputs.size() != 1 || node.outputs[0] == kNoValue) return nullptr;
+  const Value& v = g.value(node.outputs[0]);
+  if (v.data || v.dtype != DType::kI64 || !v.symbolic_value || !v.shape || v.shape->size() > 1)
+    return nullptr;
+  std::vector<int64_t> dims, values;
+  for (const DimExpr& d : *v.shape) {
+    if (!d.is_const()) return nullptr;
+    dims.push_back(d.const_value());
+  }
+  for (const DimExpr& e : *v.symbolic_value) {
+    if (!e.is_const()) return nullptr;
+    values.push_back(e.const_value());
+  }
+  int64_t n = dims.empty() ? 1 : dims[0];
+  if (static_cast<int64_t>(values.size()) != n) return nullptr;
+  return TensorData::FromInt64s(dims, values);
+}
+
 }  // namespace
 
 ShapeInferenceOptions::FoldHook MakeFoldHook(Evaluator* evaluator, const FoldOptions& options,
@@ -30,6 +52,11 @@ ShapeInferenceOptions::FoldHook MakeFoldHook(Evaluator* evaluator, const FoldOpt
       bytes += n_el * static_cast<int64_t>(DTypeSize(v.dtype));
     }
     if (all_outputs_known || bytes > options.max_output_bytes) return Status::Ok();
+    if (TensorDataRef known = KnownValue(g, node)) {
+      g.mutable_value(node.outputs[0]).data = known;
+      if (folded) ++*folded;
+      return Status::Ok();
+    }
     std::vector<TensorDataRef> inputs;
     for (ValueId in : node.inputs) {
       if (in == kNoValue) {
