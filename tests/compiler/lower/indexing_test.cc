@@ -19,10 +19,17 @@ namespace kiln::compiler {
 namespace {
 
 using testing::Compare;
+using testing::Count;
 using testing::F32;
+using testing::Generate;
 using testing::I64;
 using testing::MakeTensor;
+using testing::Model;
+using testing::Nd;
 using testing::RandomTensor;
+using testing::Ravel;
+using testing::ToNd;
+using testing::Unravel;
 
 const LoweringTable& Table() {
   static const LoweringTable* table = [] {
@@ -34,55 +41,12 @@ const LoweringTable& Table() {
 }
 
 // `inits`: initializers in ONNX text syntax ("int64[1] k = {2}"); this family has no Constant.
-std::string Model(int opset, const std::string& inputs, const std::string& outputs,
-                  const std::string& body, const std::string& inits = "") {
-  return "<ir_version: 8, opset_import: [\"\" : " + std::to_string(opset) + "]>\ng (" + inputs +
-         ") => (" + outputs + ") " + (inits.empty() ? "" : "<" + inits + "> ") + "{\n" + body +
-         "\n}";
-}
-
 std::vector<TensorDataRef> Run(const std::string& text, const std::vector<TensorDataRef>& in) {
   StatusOr<std::vector<TensorDataRef>> r = testing::RunModel(text, in, Table());
   BOOST_REQUIRE_MESSAGE(r.ok(), r.status().message() + "\nmodel:\n" + text);
   return *r;
 }
 
-struct Nd {
-  std::vector<int64_t> dims;
-  std::vector<double> v;
-};
-
-int64_t Count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
-std::vector<int64_t> Unravel(int64_t flat, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> idx(dims.size());
-  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
-    idx[d] = flat % dims[d];
-    flat /= dims[d];
-  }
-  return idx;
-}
-
-int64_t Ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < dims.size(); ++d) flat = flat * dims[d] + idx[d];
-  return flat;
-}
-
-Nd FromTensor(const TensorDataRef& t) { return {t->dims(), t->ToDoubles()}; }
-
-Nd Generate(const std::vector<int64_t>& dims,
-            const std::function<double(const std::vector<int64_t>&)>& f) {
-  Nd out{dims, std::vector<double>(Count(dims))};
-  for (int64_t i = 0; i < Count(dims); ++i) out.v[i] = f(Unravel(i, dims));
-  return out;
-}
-
-double At(const Nd& a, const std::vector<int64_t>& idx) { return a.v[Ravel(idx, a.dims)]; }
 
 void Expect(const TensorDataRef& got, DType dtype, const Nd& want, double tol = 0) {
   TensorDataRef e = MakeTensor(dtype, want.dims, want.v);
@@ -113,15 +77,15 @@ Nd GatherRef(const Nd& x, const Nd& idx, int axis) {
   return Generate(dims, [&](const std::vector<int64_t>& o) {
     std::vector<int64_t> at(o.begin() + axis, o.begin() + axis + q);
     std::vector<int64_t> src(o.begin(), o.begin() + axis);
-    src.push_back(ClampIndex(At(idx, at), x.dims[axis]));
+    src.push_back(ClampIndex(idx.at(at), x.dims[axis]));
     src.insert(src.end(), o.begin() + axis + q, o.end());
-    return At(x, src);
+    return x.at(src);
   });
 }
 
 BOOST_AUTO_TEST_CASE(gather_axes_index_types) {
   TensorDataRef x = RandomTensor(DType::kF32, {5, 4, 3}, -1, 1, 1);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   for (int axis : {0, 1, 2, -1}) {
     int a = axis < 0 ? axis + 3 : axis;
     int64_t n = xr.dims[a];
@@ -133,32 +97,32 @@ BOOST_AUTO_TEST_CASE(gather_axes_index_types) {
           Run(Model(13, "float[5,4,3] x, " + std::string(tn) + "[2,3] i", "y",
                     "y = Gather<axis = " + std::to_string(axis) + ">(x, i)"),
               {x, idx});
-      Expect(out[0], DType::kF32, GatherRef(xr, FromTensor(idx), a));
+      Expect(out[0], DType::kF32, GatherRef(xr, ToNd(idx), a));
     }
   }
   // Scalar index; int64 data.
   TensorDataRef xi = RandomTensor(DType::kI64, {6, 2}, -50, 50, 2);
   Expect(Run(Model(13, "int64[6,2] x, int64 i", "y", "y = Gather(x, i)"), {xi, I64({}, {-2})})[0],
-         DType::kI64, GatherRef(FromTensor(xi), {{}, {-2}}, 0));
+         DType::kI64, GatherRef(ToNd(xi), {{}, {-2}}, 0));
   // Symbolic dims at two sizes (an embedding lookup).
   std::string text = Model(13, "float[V, 8] w, int64[B, S] i", "y", "y = Gather(w, i)");
   for (auto [b, s] : {std::pair<int64_t, int64_t>{1, 5}, {3, 2}}) {
     TensorDataRef w = RandomTensor(DType::kF32, {11, 8}, -1, 1, 3);
     TensorDataRef i = RandomTensor(DType::kI64, {b, s}, -11, 11, 4);
-    Expect(Run(text, {w, i})[0], DType::kF32, GatherRef(FromTensor(w), FromTensor(i), 0));
+    Expect(Run(text, {w, i})[0], DType::kF32, GatherRef(ToNd(w), ToNd(i), 0));
   }
 }
 
 BOOST_AUTO_TEST_CASE(gather_elements) {
   TensorDataRef x = RandomTensor(DType::kF32, {4, 5}, -1, 1, 5);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   for (int axis : {0, 1, -1, -2}) {
     int a = axis < 0 ? axis + 2 : axis;
     TensorDataRef idx = RandomTensor(DType::kI64, {3, 5}, -6, 6, 6 + axis);  // some out of range
-    Nd ir = FromTensor(idx);
+    Nd ir = ToNd(idx);
     Nd want = Generate(ir.dims, [&](std::vector<int64_t> o) {
-      o[a] = ClampIndex(At(ir, o), xr.dims[a]);
-      return At(xr, o);
+      o[a] = ClampIndex(ir.at(o), xr.dims[a]);
+      return xr.at(o);
     });
     Expect(Run(Model(13, "float[4,5] x, int64[3,5] i", "y",
                      "y = GatherElements<axis = " + std::to_string(axis) + ">(x, i)"),
@@ -169,14 +133,14 @@ BOOST_AUTO_TEST_CASE(gather_elements) {
 
 BOOST_AUTO_TEST_CASE(gather_nd) {
   TensorDataRef x = RandomTensor(DType::kF32, {3, 4, 5}, -1, 1, 7);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   struct Case {
     int batch;
     std::vector<int64_t> idims;
   } cases[] = {{0, {2, 1}}, {0, {2, 2, 2}}, {0, {4, 3}}, {1, {3, 1}}, {1, {3, 2, 2}}};
   for (const Case& c : cases) {
     TensorDataRef idx = RandomTensor(DType::kI64, c.idims, -4, 4, 8);
-    Nd ir = FromTensor(idx);
+    Nd ir = ToNd(idx);
     int m = static_cast<int>(c.idims.size());
     int q = static_cast<int>(c.idims.back());
     std::vector<int64_t> dims(c.idims.begin(), c.idims.end() - 1);
@@ -187,10 +151,10 @@ BOOST_AUTO_TEST_CASE(gather_nd) {
       at.push_back(0);
       for (int k = 0; k < q; ++k) {
         at.back() = k;
-        src.push_back(ClampIndex(At(ir, at), xr.dims[c.batch + k]));
+        src.push_back(ClampIndex(ir.at(at), xr.dims[c.batch + k]));
       }
       src.insert(src.end(), o.begin() + (m - 1), o.end());
-      return At(xr, src);
+      return xr.at(src);
     });
     Expect(Run(Model(13, "float[3,4,5] x, int64[" + Dims(c.idims) + "] i", "y",
                      "y = GatherND<batch_dims = " + std::to_string(c.batch) + ">(x, i)"),
@@ -209,14 +173,14 @@ double Combine(const std::string& r, double old, double u) {
 
 BOOST_AUTO_TEST_CASE(scatter_elements_reductions) {
   TensorDataRef x = RandomTensor(DType::kF32, {4, 5}, -2, 2, 9);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   for (std::string r : {"none", "add", "mul"}) {
     for (int axis : {0, 1, -1}) {
       int a = axis < 0 ? axis + 2 : axis;
       // Duplicates and out-of-range entries (skipped) included.
       TensorDataRef idx = RandomTensor(DType::kI64, {3, 4}, -6, 6, 10 + a);
       TensorDataRef upd = RandomTensor(DType::kF32, {3, 4}, -2, 2, 11);
-      Nd ir = FromTensor(idx), ur = FromTensor(upd), want = xr;
+      Nd ir = ToNd(idx), ur = ToNd(upd), want = xr;
       for (int64_t f = 0; f < Count(ir.dims); ++f) {
         std::vector<int64_t> o = Unravel(f, ir.dims);
         auto i = static_cast<int64_t>(ir.v[f]);
@@ -248,7 +212,7 @@ BOOST_AUTO_TEST_CASE(scatter_elements_reductions) {
 
 BOOST_AUTO_TEST_CASE(scatter_nd_reductions) {
   TensorDataRef x = RandomTensor(DType::kF32, {4, 3, 2}, -2, 2, 12);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   struct Case {
     std::vector<int64_t> idims;
     std::vector<double> idx;
@@ -263,7 +227,7 @@ BOOST_AUTO_TEST_CASE(scatter_nd_reductions) {
       udims.insert(udims.end(), xr.dims.begin() + q, xr.dims.end());
       TensorDataRef idx = I64(c.idims, c.idx);
       TensorDataRef upd = RandomTensor(DType::kF32, udims, -2, 2, 13);
-      Nd ur = FromTensor(upd), want = xr;
+      Nd ur = ToNd(upd), want = xr;
       int64_t slab = Count(std::vector<int64_t>(xr.dims.begin() + q, xr.dims.end()));
       for (int64_t t = 0; t < Count(tuples); ++t) {
         std::vector<int64_t> at;
@@ -297,7 +261,7 @@ Nd OneHotRef(const Nd& idx, int64_t depth, int axis, double off, double on) {
   return Generate(dims, [&](std::vector<int64_t> o) {
     int64_t j = o[axis];
     o.erase(o.begin() + axis);
-    auto i = static_cast<int64_t>(At(idx, o));
+    auto i = static_cast<int64_t>(idx.at(o));
     if (i < 0) i += depth;
     return i == j ? on : off;
   });
@@ -305,7 +269,7 @@ Nd OneHotRef(const Nd& idx, int64_t depth, int axis, double off, double on) {
 
 BOOST_AUTO_TEST_CASE(one_hot_axes_and_runtime_depth) {
   TensorDataRef idx = I64({2, 3}, {0, 2, -1, 4, -5, 9});  // 9 and -5 out of range for depth 4
-  Nd ir = FromTensor(idx);
+  Nd ir = ToNd(idx);
   for (int axis : {-1, 0, 1, 2}) {
     std::vector<TensorDataRef> out = Run(
         Model(11, "int64[2,3] i", "y", "y = OneHot<axis = " + std::to_string(axis) + ">(i, d, v)",
@@ -319,7 +283,7 @@ BOOST_AUTO_TEST_CASE(one_hot_axes_and_runtime_depth) {
   TensorDataRef fi = F32({2, 3}, {0, 1.7, -1, 2, 5, -3});
   for (int64_t depth : {3, 6}) {
     Expect(Run(text, {fi, F32({1}, {double(depth)}), I64({2}, {0, 1})})[0], DType::kI64,
-           OneHotRef(FromTensor(fi), depth, 1, 0, 1));
+           OneHotRef(ToNd(fi), depth, 1, 0, 1));
   }
   BOOST_TEST(!testing::RunModel(text, {fi, F32({1}, {0}), I64({2}, {0, 1})}, Table()).ok());
 }
@@ -342,21 +306,21 @@ BOOST_AUTO_TEST_CASE(non_zero_two_inputs) {
   TensorDataRef b = RandomTensor(DType::kF32, {3, 4}, -1, 2, 14);  // floor: many zeros
   TensorDataRef z = F32({3, 4}, std::vector<double>(12, 0));
   for (const TensorDataRef& x : {a, b, z})
-    Expect(Run(text, {x})[0], DType::kI64, NonZeroRef(FromTensor(x)));
+    Expect(Run(text, {x})[0], DType::kI64, NonZeroRef(ToNd(x)));
   // Other dtypes and ranks.
   TensorDataRef bo = MakeTensor(DType::kBool, {2, 2, 3}, {1, 0, 0, 1, 1, 0, 0, 0, 1, 0, 1, 1});
   Expect(Run(Model(13, "bool[2,2,3] x", "y", "y = NonZero(x)"), {bo})[0], DType::kI64,
-         NonZeroRef(FromTensor(bo)));
+         NonZeroRef(ToNd(bo)));
   std::string sym = Model(13, "int64[N] x", "y", "y = NonZero(x)");
   for (int64_t n : {5, 17}) {
     TensorDataRef xi = RandomTensor(DType::kI64, {n}, -1, 2, 15 + n);
-    Expect(Run(sym, {xi})[0], DType::kI64, NonZeroRef(FromTensor(xi)));
+    Expect(Run(sym, {xi})[0], DType::kI64, NonZeroRef(ToNd(xi)));
   }
 }
 
 BOOST_AUTO_TEST_CASE(compress_axis_and_flat) {
   TensorDataRef x = RandomTensor(DType::kF32, {3, 4}, -1, 1, 16);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   std::string with_axis = Model(13, "float[3,4] x, bool[C] c", "y", "y = Compress<axis = 1>(x, c)");
   std::string flat = Model(13, "float[3,4] x, bool[C] c", "y", "y = Compress(x, c)");
   for (std::vector<double> c : {std::vector<double>{1, 0, 1, 1},
@@ -370,7 +334,7 @@ BOOST_AUTO_TEST_CASE(compress_axis_and_flat) {
       for (size_t j = 0; j < c.size(); ++j)
         if (c[j]) keep.push_back(int64_t(j));
       Nd want = Generate({3, int64_t(keep.size())}, [&](const std::vector<int64_t>& o) {
-        return At(xr, {o[0], keep[o[1]]});
+        return xr.at({o[0], keep[o[1]]});
       });
       Expect(Run(with_axis, {x, ct})[0], DType::kF32, want);
     }
@@ -397,7 +361,7 @@ std::pair<Nd, Nd> TopKRef(const Nd& x, int axis, int64_t k, bool largest) {
     auto val = [&](int64_t i) {
       std::vector<int64_t> at = base;
       at[axis] = i;
-      return At(x, at);
+      return x.at(at);
     };
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
       return largest ? val(a) > val(b) : val(a) < val(b);
@@ -415,7 +379,7 @@ std::pair<Nd, Nd> TopKRef(const Nd& x, int axis, int64_t k, bool largest) {
 BOOST_AUTO_TEST_CASE(top_k_attributes_and_runtime_k) {
   // Few distinct values: many ties.
   TensorDataRef x = RandomTensor(DType::kF32, {3, 7, 5}, -3, 3, 17);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   for (int axis : {-1, 0, 1}) {
     int a = axis < 0 ? axis + 3 : axis;
     for (int largest : {1, 0}) {
@@ -437,7 +401,7 @@ BOOST_AUTO_TEST_CASE(top_k_attributes_and_runtime_k) {
   TensorDataRef xi = RandomTensor(DType::kI64, {4, 9}, -5, 5, 18);
   for (int64_t k : {0, 3, 9}) {
     std::vector<TensorDataRef> out = Run(text, {xi, I64({1}, {double(k)})});
-    auto [v, i] = TopKRef(FromTensor(xi), 1, k, true);
+    auto [v, i] = TopKRef(ToNd(xi), 1, k, true);
     Expect(out[0], DType::kI64, v);
     Expect(out[1], DType::kI64, i);
   }
@@ -462,7 +426,7 @@ Nd CumSumRef(const Nd& x, int axis, bool exclusive, bool reverse) {
       if (!take) continue;
       std::vector<int64_t> at = o;
       at[axis] = j;
-      s += At(x, at);
+      s += x.at(at);
     }
     return s;
   });
@@ -470,7 +434,7 @@ Nd CumSumRef(const Nd& x, int axis, bool exclusive, bool reverse) {
 
 BOOST_AUTO_TEST_CASE(cum_sum_attributes_and_runtime_axis) {
   TensorDataRef x = RandomTensor(DType::kF32, {3, 4, 5}, -1, 1, 19);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   for (int axis : {0, 1, 2, -1}) {
     for (int exclusive : {0, 1}) {
       for (int reverse : {0, 1}) {
@@ -488,19 +452,19 @@ BOOST_AUTO_TEST_CASE(cum_sum_attributes_and_runtime_axis) {
   TensorDataRef xi = RandomTensor(DType::kI32, {3, 4, 5}, -10, 10, 20);
   for (int axis : {1, -3}) {
     Expect(Run(text, {xi, MakeTensor(DType::kI32, {}, {double(axis)})})[0], DType::kI32,
-           CumSumRef(FromTensor(xi), axis < 0 ? axis + 3 : axis, false, true));
+           CumSumRef(ToNd(xi), axis < 0 ? axis + 3 : axis, false, true));
   }
 }
 
 BOOST_AUTO_TEST_CASE(trilu_upper_lower_k) {
   TensorDataRef x = RandomTensor(DType::kF32, {2, 4, 6}, -1, 1, 21);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   for (int upper : {1, 0}) {
     for (int64_t k : {0, 2, -1, -7, 9}) {
       Nd want = Generate(xr.dims, [&](const std::vector<int64_t>& o) {
         int64_t d = o[2] - o[1];
         bool keep = upper ? d >= k : d <= k;
-        return keep ? At(xr, o) : 0.0;
+        return keep ? xr.at(o) : 0.0;
       });
       Expect(Run(Model(14, "float[2,4,6] x", "y",
                        "y = Trilu<upper = " + std::to_string(upper) + ">(x, k)",
@@ -516,21 +480,21 @@ BOOST_AUTO_TEST_CASE(trilu_upper_lower_k) {
   }
   // No k input.
   TensorDataRef sq = RandomTensor(DType::kI64, {5, 5}, -9, 9, 22);
-  Nd sr = FromTensor(sq);
+  Nd sr = ToNd(sq);
   Expect(Run(Model(14, "int64[5,5] x", "y", "y = Trilu(x)"), {sq})[0], DType::kI64,
          Generate({5, 5},
-                  [&](const std::vector<int64_t>& o) { return o[1] >= o[0] ? At(sr, o) : 0.0; }));
+                  [&](const std::vector<int64_t>& o) { return o[1] >= o[0] ? sr.at(o) : 0.0; }));
 }
 
 BOOST_AUTO_TEST_CASE(reverse_sequence) {
   TensorDataRef x = RandomTensor(DType::kF32, {4, 3, 2}, -1, 1, 23);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   // batch_axis 1, time_axis 0 (the defaults): lengths per batch (3), one out of range (clamped).
   TensorDataRef lens = I64({3}, {4, 1, 9});
   Nd want = Generate(xr.dims, [&](std::vector<int64_t> o) {
-    int64_t len = std::clamp<int64_t>(int64_t(FromTensor(lens).v[o[1]]), 0, 4);
+    int64_t len = std::clamp<int64_t>(int64_t(ToNd(lens).v[o[1]]), 0, 4);
     if (o[0] < len) o[0] = len - 1 - o[0];
-    return At(xr, o);
+    return xr.at(o);
   });
   Expect(
       Run(Model(13, "float[4,3,2] x, int64[3] l", "y", "y = ReverseSequence(x, l)"), {x, lens})[0],
@@ -538,9 +502,9 @@ BOOST_AUTO_TEST_CASE(reverse_sequence) {
   // batch_axis 0, time_axis 1.
   TensorDataRef lens2 = I64({4}, {0, 2, 3, 1});
   Nd want2 = Generate(xr.dims, [&](std::vector<int64_t> o) {
-    auto len = int64_t(FromTensor(lens2).v[o[0]]);
+    auto len = int64_t(ToNd(lens2).v[o[0]]);
     if (o[1] < len) o[1] = len - 1 - o[1];
-    return At(xr, o);
+    return xr.at(o);
   });
   Expect(Run(Model(13, "float[4,3,2] x, int64[4] l", "y",
                    "y = ReverseSequence<batch_axis = 0, time_axis = 1>(x, l)"),
@@ -608,7 +572,7 @@ BOOST_AUTO_TEST_CASE(unique_with_axis) {
     Nd x{{3, 4, 2}, {}};
     // Few distinct values so slices repeat.
     TensorDataRef xt = RandomTensor(DType::kI64, {3, 4, 2}, 0, 2, 80 + axis);
-    x = FromTensor(xt);
+    x = ToNd(xt);
     int a = axis < 0 ? axis + 3 : axis;
     int64_t n = x.dims[a];
     auto slice = [&](int64_t k) {
@@ -637,7 +601,7 @@ BOOST_AUTO_TEST_CASE(unique_with_axis) {
     Nd y = Generate(ydims, [&](const std::vector<int64_t>& o) {
       std::vector<int64_t> src = o;
       src[a] = int64_t(first[o[a]]);
-      return At(x, src);
+      return x.at(src);
     });
     std::vector<TensorDataRef> out =
         Run(Model(11, "int64[3,4,2] x", "y, i, v, c",
@@ -659,7 +623,7 @@ std::vector<double> NmsRef(const Nd& boxes, const Nd& scores, int64_t max_out, d
   int64_t nb = boxes.dims[0], n = boxes.dims[1], nc = scores.dims[1];
   auto corners = [&](int64_t b, int64_t i) {
     std::vector<double> c(4);
-    for (int k = 0; k < 4; ++k) c[k] = At(boxes, {b, i, k});
+    for (int k = 0; k < 4; ++k) c[k] = boxes.at({b, i, k});
     if (center)
       return std::vector<double>{c[1] - c[3] / 2, c[0] - c[2] / 2, c[1] + c[3] / 2,
                                  c[0] + c[2] / 2};
@@ -671,9 +635,9 @@ std::vector<double> NmsRef(const Nd& boxes, const Nd& scores, int64_t max_out, d
     for (int64_t c = 0; c < nc; ++c) {
       std::vector<int64_t> order;
       for (int64_t i = 0; i < n; ++i)
-        if (!has_score_thr || float(At(scores, {b, c, i})) > float(score_thr)) order.push_back(i);
+        if (!has_score_thr || float(scores.at({b, c, i})) > float(score_thr)) order.push_back(i);
       std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
-        return At(scores, {b, c, x}) > At(scores, {b, c, y});
+        return scores.at({b, c, x}) > scores.at({b, c, y});
       });
       std::vector<int64_t> kept;
       for (int64_t i : order) {
@@ -714,10 +678,10 @@ BOOST_AUTO_TEST_CASE(non_max_suppression) {
                             {0, 0.5, 0}}) {
     Expect(Run(text, {boxes, scores, I64({1}, {double(m)}), F32({1}, {iou}), F32({1}, {st})})[0],
            DType::kI64,
-           {{int64_t(NmsRef(FromTensor(boxes), FromTensor(scores), m, iou, true, st, false).size() /
+           {{int64_t(NmsRef(ToNd(boxes), ToNd(scores), m, iou, true, st, false).size() /
                      3),
              3},
-            NmsRef(FromTensor(boxes), FromTensor(scores), m, iou, true, st, false)});
+            NmsRef(ToNd(boxes), ToNd(scores), m, iou, true, st, false)});
   }
   // Random boxes, two batches, three classes; corner order flipped at random; center format;
   // without the score threshold input.
@@ -727,7 +691,7 @@ BOOST_AUTO_TEST_CASE(non_max_suppression) {
     std::string t2 = Model(
         11, "float[2,9,4] b, float[2,3,9] s, int64 m, float iou", "y",
         "y = NonMaxSuppression<center_point_box = " + std::to_string(center) + ">(b, s, m, iou)");
-    std::vector<double> want = NmsRef(FromTensor(rb), FromTensor(rs), 4, 0.3, false, 0, center);
+    std::vector<double> want = NmsRef(ToNd(rb), ToNd(rs), 4, 0.3, false, 0, center);
     Expect(Run(t2, {rb, rs, I64({}, {4}), F32({}, {0.3})})[0], DType::kI64,
            {{int64_t(want.size() / 3), 3}, want});
   }
@@ -740,13 +704,13 @@ BOOST_AUTO_TEST_CASE(unchecked_shape_mismatches_stay_in_bounds) {
   Expect(Run(Model(13, "float[4,3] x, int64[2,3] i, float[2,2] u", "y",
                    "y = ScatterElements(x, i, u)"),
              {x, I64({2, 3}, {0, 1, 2, 3, 0, 1}), F32({2, 2}, {9, 9, 9, 9})})[0],
-         DType::kF32, FromTensor(x));
+         DType::kF32, ToNd(x));
   Expect(Run(Model(13, "float[4,3] x, int64[2,1] i, float[2,2] u", "y", "y = ScatterND(x, i, u)"),
              {x, I64({2, 1}, {0, 1}), F32({2, 2}, {9, 9, 9, 9})})[0],
-         DType::kF32, FromTensor(x));
+         DType::kF32, ToNd(x));
   Expect(Run(Model(13, "float[4,3] x, int64[2] l", "y", "y = ReverseSequence(x, l)"),
              {x, I64({2}, {3, 3})})[0],
-         DType::kF32, FromTensor(x));
+         DType::kF32, ToNd(x));
   BOOST_TEST(!testing::RunModel(Model(11, "float[1,6,4] b, float[1,1,5] s, int64 m", "y",
                                       "y = NonMaxSuppression(b, s, m)"),
                                 {RandomTensor(DType::kF32, {1, 6, 4}, 0, 1, 61),
@@ -755,10 +719,10 @@ BOOST_AUTO_TEST_CASE(unchecked_shape_mismatches_stay_in_bounds) {
                   .ok());
   // GatherElements with indices wider than data on a non-axis dim: clamped there too.
   TensorDataRef idx = I64({2, 5}, {0, 1, 2, 3, -1, 3, 2, 1, 0, 9});
-  Nd xr = FromTensor(x), ir = FromTensor(idx);
+  Nd xr = ToNd(x), ir = ToNd(idx);
   Expect(Run(Model(13, "float[4,3] x, int64[2,5] i", "y", "y = GatherElements(x, i)"), {x, idx})[0],
          DType::kF32, Generate({2, 5}, [&](const std::vector<int64_t>& o) {
-           return At(xr, {ClampIndex(At(ir, o), 4), std::min<int64_t>(o[1], 2)});
+           return xr.at({ClampIndex(ir.at(o), 4), std::min<int64_t>(o[1], 2)});
          }));
 }
 
@@ -774,10 +738,10 @@ BOOST_AUTO_TEST_CASE(symbolic_model_two_sizes_and_dtypes) {
     TensorDataRef i = RandomTensor(DType::kI64, {n}, -n, n, 71);
     TensorDataRef m = RandomTensor(DType::kBool, {n, 6}, 0, 2, 72);
     std::vector<TensorDataRef> out = Run(text, {x, i, m});
-    auto [v, k] = TopKRef(FromTensor(x), 1, 2, true);
+    auto [v, k] = TopKRef(ToNd(x), 1, 2, true);
     Expect(out[0], DType::kF16, v);
     Expect(out[1], DType::kI64, CumSumRef(k, 0, false, false));
-    Expect(out[2], DType::kBool, GatherRef(FromTensor(m), FromTensor(i), 0));
+    Expect(out[2], DType::kBool, GatherRef(ToNd(m), ToNd(i), 0));
   }
 }
 

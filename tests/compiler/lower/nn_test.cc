@@ -31,8 +31,14 @@ namespace kiln::compiler {
 namespace {
 
 using testing::Compare;
+using testing::Count;
+using testing::Generate;
 using testing::MakeTensor;
+using testing::Model;
+using testing::Nd;
 using testing::RandomTensor;
+using testing::ToNd;
+using testing::Unravel;
 
 const LoweringTable& Table() {
   static const LoweringTable* table = [] {
@@ -43,11 +49,6 @@ const LoweringTable& Table() {
   return *table;
 }
 
-std::string Model(int opset, const std::string& signature, const std::string& body) {
-  return "<ir_version: 8, opset_import: [\"\" : " + std::to_string(opset) + "]>\ng " + signature +
-         " {\n" + body + "\n}";
-}
-
 std::vector<TensorDataRef> Run(const std::string& model, const std::vector<TensorDataRef>& in) {
   StatusOr<std::vector<TensorDataRef>> out = testing::RunModel(model, in, Table());
   BOOST_REQUIRE_MESSAGE(out.ok(), out.status().message() + "\nmodel:\n" + model);
@@ -55,42 +56,6 @@ std::vector<TensorDataRef> Run(const std::string& model, const std::vector<Tenso
 }
 
 // ---- A tiny N-d array for the references ----
-
-struct Nd {
-  std::vector<int64_t> dims;
-  std::vector<double> v;
-  double& operator[](const std::vector<int64_t>& idx) { return v[Ravel(idx)]; }
-  double at(const std::vector<int64_t>& idx) const { return v[Ravel(idx)]; }
-  int64_t Ravel(const std::vector<int64_t>& idx) const {
-    int64_t flat = 0;
-    for (size_t d = 0; d < dims.size(); ++d) flat = flat * dims[d] + idx[d];
-    return flat;
-  }
-};
-
-int64_t Count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
-std::vector<int64_t> Unravel(int64_t flat, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> idx(dims.size());
-  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
-    idx[d] = dims[d] ? flat % dims[d] : 0;
-    flat = dims[d] ? flat / dims[d] : 0;
-  }
-  return idx;
-}
-
-Nd ToNd(const TensorData& t) { return {t.dims(), t.ToDoubles()}; }
-
-Nd Generate(const std::vector<int64_t>& dims,
-            const std::function<double(const std::vector<int64_t>&)>& f) {
-  Nd out{dims, std::vector<double>(Count(dims))};
-  for (int64_t i = 0; i < Count(dims); ++i) out.v[i] = f(Unravel(i, dims));
-  return out;
-}
 
 void Expect(const TensorData& actual, const Nd& expected, DType dtype, double rtol = 1e-5,
             double atol = 1e-5) {

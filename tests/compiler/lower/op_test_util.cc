@@ -139,4 +139,45 @@ std::string Compare(const TensorData& actual, const TensorData& expected, double
   return os.str();
 }
 
+std::string Model(int opset, const std::string& signature, const std::string& body) {
+  return "<ir_version: 8, opset_import: [\"\" : " + std::to_string(opset) + "]>\ng " + signature +
+         " {\n" + body + "\n}";
+}
+
+std::string Model(int opset, const std::string& inputs, const std::string& outputs,
+                  const std::string& body, const std::string& inits) {
+  std::string signature = "(" + inputs + ") => (" + outputs + ")";
+  return Model(opset, inits.empty() ? signature : signature + " <" + inits + ">", body);
+}
+
+int64_t Count(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+std::vector<int64_t> Unravel(int64_t flat, const std::vector<int64_t>& dims) {
+  std::vector<int64_t> idx(dims.size());
+  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+    idx[d] = dims[d] ? flat % dims[d] : 0;
+    flat = dims[d] ? flat / dims[d] : 0;
+  }
+  return idx;
+}
+
+int64_t Ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < dims.size(); ++d) flat = flat * dims[d] + idx[d];
+  return flat;
+}
+
+Nd ToNd(const TensorData& t) { return {t.dims(), t.ToDoubles()}; }
+
+Nd Generate(const std::vector<int64_t>& dims,
+            const std::function<double(const std::vector<int64_t>&)>& f) {
+  Nd out{dims, std::vector<double>(Count(dims))};
+  for (int64_t i = 0; i < Count(dims); ++i) out.v[i] = f(Unravel(i, dims));
+  return out;
+}
+
 }  // namespace kiln::compiler::testing

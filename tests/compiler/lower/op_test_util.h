@@ -4,6 +4,7 @@
 #define KILN_TESTS_COMPILER_LOWER_OP_TEST_UTIL_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,31 @@ StatusOr<std::vector<TensorDataRef>> RunModel(const std::string& model_text,
 /// message naming the first few mismatches.
 std::string Compare(const TensorData& actual, const TensorData& expected, double rtol,
                     double atol);
+
+/// A model in ONNX's text syntax: `signature` is "(float[N] x) => (y)".
+std::string Model(int opset, const std::string& signature, const std::string& body);
+/// The same from input and output lists, with initializers in text syntax ("int64[1] k = {2}").
+std::string Model(int opset, const std::string& inputs, const std::string& outputs,
+                  const std::string& body, const std::string& inits = "");
+
+// ---- A dense row-major N-d array of doubles, for the references ----
+
+int64_t Count(const std::vector<int64_t>& dims);
+/// Row-major position -> index (a zero dim gives zeros).
+std::vector<int64_t> Unravel(int64_t flat, const std::vector<int64_t>& dims);
+int64_t Ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& dims);
+
+struct Nd {
+  std::vector<int64_t> dims;
+  std::vector<double> v;
+  double& operator[](const std::vector<int64_t>& idx) { return v[Ravel(idx, dims)]; }
+  double at(const std::vector<int64_t>& idx) const { return v[Ravel(idx, dims)]; }
+};
+Nd ToNd(const TensorData& t);
+inline Nd ToNd(const TensorDataRef& t) { return ToNd(*t); }
+/// out[idx] = f(idx) over `dims`.
+Nd Generate(const std::vector<int64_t>& dims,
+            const std::function<double(const std::vector<int64_t>&)>& f);
 
 }  // namespace kiln::compiler::testing
 

@@ -26,6 +26,7 @@ using testing::Compare;
 using testing::F32;
 using testing::I64;
 using testing::MakeTensor;
+using testing::Model;
 using testing::RandomTensor;
 
 namespace data = boost::unit_test::data;
@@ -40,11 +41,6 @@ const LoweringTable& Table() {
     return t;
   }();
   return *table;
-}
-
-std::string Model(int opset, const std::string& signature, const std::string& body) {
-  return "<ir_version: 8, opset_import: [\"\" : " + std::to_string(opset) + "]>\ng " + signature +
-         " {\n" + body + "\n}";
 }
 
 std::string Type(const char* elem, const std::vector<int64_t>& dims) {

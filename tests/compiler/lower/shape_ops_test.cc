@@ -22,9 +22,13 @@ namespace {
 
 using testing::Compare;
 using testing::F32;
+using testing::Generate;
 using testing::I64;
 using testing::MakeTensor;
+using testing::Model;
+using testing::Nd;
 using testing::RandomTensor;
+using testing::ToNd;
 
 const LoweringTable& Table() {
   static const LoweringTable* table = [] {
@@ -35,12 +39,6 @@ const LoweringTable& Table() {
   return *table;
 }
 
-std::string Model(int opset, const std::string& inputs, const std::string& outputs,
-                  const std::string& body) {
-  return "<ir_version: 8, opset_import: [\"\" : " + std::to_string(opset) + "]>\ng (" + inputs +
-         ") => (" + outputs + ") {\n" + body + "\n}";
-}
-
 std::vector<TensorDataRef> Run(const std::string& text, const std::vector<TensorDataRef>& in) {
   StatusOr<std::vector<TensorDataRef>> r = testing::RunModel(text, in, Table());
   BOOST_REQUIRE_MESSAGE(r.ok(), r.status().message() + "\nmodel:\n" + text);
@@ -49,43 +47,6 @@ std::vector<TensorDataRef> Run(const std::string& text, const std::vector<Tensor
 
 // ---- A plain reference: dense row-major arrays of doubles ----
 
-struct Nd {
-  std::vector<int64_t> dims;
-  std::vector<double> v;
-};
-
-int64_t Count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
-std::vector<int64_t> Unravel(int64_t flat, const std::vector<int64_t>& dims) {
-  std::vector<int64_t> idx(dims.size());
-  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
-    idx[d] = flat % dims[d];
-    flat /= dims[d];
-  }
-  return idx;
-}
-
-int64_t Ravel(const std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
-  int64_t flat = 0;
-  for (size_t d = 0; d < dims.size(); ++d) flat = flat * dims[d] + idx[d];
-  return flat;
-}
-
-Nd FromTensor(const TensorDataRef& t) { return {t->dims(), t->ToDoubles()}; }
-
-// out[idx] = f(idx) over `dims`.
-Nd Generate(const std::vector<int64_t>& dims,
-            const std::function<double(const std::vector<int64_t>&)>& f) {
-  Nd out{dims, std::vector<double>(Count(dims))};
-  for (int64_t i = 0; i < Count(dims); ++i) out.v[i] = f(Unravel(i, dims));
-  return out;
-}
-
-double At(const Nd& a, const std::vector<int64_t>& idx) { return a.v[Ravel(idx, a.dims)]; }
 
 void Expect(const TensorDataRef& got, DType dtype, const Nd& want, double tol = 0) {
   TensorDataRef e = MakeTensor(dtype, want.dims, want.v);
@@ -225,7 +186,7 @@ Nd TransposeRef(const Nd& x, const std::vector<int>& perm) {
   return Generate(dims, [&](const std::vector<int64_t>& idx) {
     std::vector<int64_t> src(idx.size());
     for (size_t k = 0; k < perm.size(); ++k) src[perm[k]] = idx[k];
-    return At(x, src);
+    return x.at(src);
   });
 }
 
@@ -259,7 +220,7 @@ BOOST_AUTO_TEST_CASE(transpose_perms_shapes_dtypes) {
       std::vector<TensorDataRef> out = Run(Model(13, std::string(type) + "[" + Dims(c.dims) + "] x",
                                                  "y", "y = Transpose" + attr + "(x)"),
                                            {x});
-      Expect(out[0], dtype, TransposeRef(FromTensor(x), perm));
+      Expect(out[0], dtype, TransposeRef(ToNd(x), perm));
     }
   }
 }
@@ -268,7 +229,7 @@ BOOST_AUTO_TEST_CASE(transpose_symbolic_dims_two_sizes) {
   std::string text = Model(13, "float[N, 3, M] x", "y", "y = Transpose<perm = [2, 0, 1]>(x)");
   for (auto [n, m] : {std::pair<int64_t, int64_t>{5, 40}, {33, 7}}) {
     TensorDataRef x = RandomTensor(DType::kF32, {n, 3, m}, -1, 1, 5);
-    Expect(Run(text, {x})[0], DType::kF32, TransposeRef(FromTensor(x), {2, 0, 1}));
+    Expect(Run(text, {x})[0], DType::kF32, TransposeRef(ToNd(x), {2, 0, 1}));
   }
 }
 
@@ -280,7 +241,7 @@ Nd ConcatRef(const std::vector<Nd>& xs, int axis) {
   for (const Nd& x : xs) dims[axis] += x.dims[axis];
   return Generate(dims, [&](std::vector<int64_t> idx) {
     for (const Nd& x : xs) {
-      if (idx[axis] < x.dims[axis]) return At(x, idx);
+      if (idx[axis] < x.dims[axis]) return x.at(idx);
       idx[axis] -= x.dims[axis];
     }
     return std::nan("");
@@ -304,7 +265,7 @@ BOOST_AUTO_TEST_CASE(concat_axes_inputs) {
           (k ? ", " : "") + std::string("int64[") + Dims(shapes[k]) + "] x" + std::to_string(k);
       names += (k ? ", " : "") + std::string("x") + std::to_string(k);
       in.push_back(RandomTensor(DType::kI64, shapes[k], -100, 100, 10 + k));
-      ref.push_back(FromTensor(in.back()));
+      ref.push_back(ToNd(in.back()));
     }
     std::vector<TensorDataRef> out = Run(
         Model(13, inputs, "y", "y = Concat<axis = " + std::to_string(axis) + ">(" + names + ")"),
@@ -318,7 +279,7 @@ BOOST_AUTO_TEST_CASE(concat_symbolic_two_sizes) {
   for (auto [n, m] : {std::pair<int64_t, int64_t>{2, 9}, {17, 1}}) {
     TensorDataRef a = RandomTensor(DType::kF32, {n, 3}, -1, 1, 6);
     TensorDataRef b = RandomTensor(DType::kF32, {m, 3}, -1, 1, 7);
-    Expect(Run(text, {a, b})[0], DType::kF32, ConcatRef({FromTensor(a), FromTensor(b)}, 0));
+    Expect(Run(text, {a, b})[0], DType::kF32, ConcatRef({ToNd(a), ToNd(b)}, 0));
   }
 }
 
@@ -332,7 +293,7 @@ void ExpectSplit(const std::vector<TensorDataRef>& out, const Nd& x, int axis,
     dims[axis] = sizes[k];
     Expect(out[k], DType::kF32, Generate(dims, [&](std::vector<int64_t> idx) {
              idx[axis] += offset;
-             return At(x, idx);
+             return x.at(idx);
            }));
     offset += sizes[k];
   }
@@ -340,7 +301,7 @@ void ExpectSplit(const std::vector<TensorDataRef>& out, const Nd& x, int axis,
 
 BOOST_AUTO_TEST_CASE(split_attribute_input_equal_runtime) {
   TensorDataRef x = RandomTensor(DType::kF32, {4, 6, 5}, -1, 1, 8);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   ExpectSplit(
       Run(Model(11, "float[4,6,5] x", "a, b, c", "a, b, c = Split<axis = 1, split = [1, 0, 5]>(x)"),
           {x}),
@@ -389,7 +350,7 @@ Nd SliceRef(const Nd& x, const std::vector<int64_t>& starts, const std::vector<i
   }
   return Generate(dims, [&](std::vector<int64_t> idx) {
     for (int d = 0; d < rank; ++d) idx[d] = first[d] + idx[d] * step[d];
-    return At(x, idx);
+    return x.at(idx);
   });
 }
 
@@ -403,7 +364,7 @@ BOOST_AUTO_TEST_CASE(slice_constant_bounds) {
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
   TensorDataRef x = RandomTensor(DType::kF32, {5, 7, 9}, -1, 1, 9);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   struct Case {
     std::vector<int64_t> starts, ends, axes, steps;
   } cases[] = {
@@ -448,7 +409,7 @@ BOOST_AUTO_TEST_CASE(slice_constant_bounds) {
 
 BOOST_AUTO_TEST_CASE(slice_runtime_bounds_and_axes) {
   TensorDataRef x = RandomTensor(DType::kI64, {6, 8}, -100, 100, 11);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   std::string text = Model(13, "int64[6,8] x, int64[2] s, int64[2] e, int64[2] a, int64[2] p", "y",
                            "y = Slice(x, s, e, a, p)");
   struct Case {
@@ -470,7 +431,7 @@ BOOST_AUTO_TEST_CASE(slice_runtime_bounds_and_axes) {
   for (int64_t n : {3, 10}) {
     TensorDataRef xs = RandomTensor(DType::kF32, {n, 4}, -1, 1, 12);
     Expect(Run(sym, {xs, I64({1}, {1}), I64({1}, {-1})})[0], DType::kF32,
-           SliceRef(FromTensor(xs), {1}, {-1}, {0}, {}));
+           SliceRef(ToNd(xs), {1}, {-1}, {0}, {}));
   }
 }
 
@@ -481,13 +442,13 @@ Nd BroadcastTo(const Nd& x, const std::vector<int64_t>& dims) {
   return Generate(dims, [&](const std::vector<int64_t>& idx) {
     std::vector<int64_t> src;
     for (size_t d = 0; d < x.dims.size(); ++d) src.push_back(x.dims[d] == 1 ? 0 : idx[off + d]);
-    return At(x, src);
+    return x.at(src);
   });
 }
 
 BOOST_AUTO_TEST_CASE(expand_constant_and_runtime_shape) {
   TensorDataRef x = RandomTensor(DType::kF32, {3, 1}, -1, 1, 13);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   Expect(Run(Model(13, "float[3,1] x", "y",
                    "s = Constant<value = int64[3] {2, 1, 6}>()\n y = Expand(x, s)"),
              {x})[0],
@@ -501,7 +462,7 @@ BOOST_AUTO_TEST_CASE(expand_constant_and_runtime_shape) {
       Model(13, "int64[N, 1] x", "y", "s = Constant<value = int64[2] {1, 5}>()\n y = Expand(x, s)");
   for (int64_t n : {1, 4}) {
     TensorDataRef xs = RandomTensor(DType::kI64, {n, 1}, -9, 9, 14);
-    Expect(Run(sym, {xs})[0], DType::kI64, BroadcastTo(FromTensor(xs), {n, 5}));
+    Expect(Run(sym, {xs})[0], DType::kI64, BroadcastTo(ToNd(xs), {n, 5}));
   }
 }
 
@@ -510,13 +471,13 @@ Nd TileRef(const Nd& x, const std::vector<int64_t>& reps) {
   for (size_t d = 0; d < dims.size(); ++d) dims[d] *= reps[d];
   return Generate(dims, [&](std::vector<int64_t> idx) {
     for (size_t d = 0; d < idx.size(); ++d) idx[d] %= x.dims[d];
-    return At(x, idx);
+    return x.at(idx);
   });
 }
 
 BOOST_AUTO_TEST_CASE(tile_constant_and_runtime_repeats) {
   TensorDataRef x = RandomTensor(DType::kF32, {2, 3, 1}, -1, 1, 15);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   Expect(Run(Model(13, "float[2,3,1] x", "y",
                    "r = Constant<value = int64[3] {2, 1, 5}>()\n y = Tile(x, r)"),
              {x})[0],
@@ -544,13 +505,13 @@ Nd PadRef(const Nd& x, const std::vector<int64_t>& pads, const std::string& mode
       }
       src[d] = i;
     }
-    return At(x, src);
+    return x.at(src);
   });
 }
 
 BOOST_AUTO_TEST_CASE(pad_modes_and_forms) {
   TensorDataRef x = RandomTensor(DType::kF32, {3, 4, 5}, -1, 1, 16);
-  Nd xr = FromTensor(x);
+  Nd xr = ToNd(x);
   std::vector<std::vector<int64_t>> pad_sets = {
       {0, 1, 2, 1, 0, 3}, {1, 0, 0, 2, 3, 4}, {0, -1, 1, 0, 2, -2}};
   for (std::string mode : {"constant", "edge", "reflect"}) {
@@ -573,7 +534,7 @@ BOOST_AUTO_TEST_CASE(pad_modes_and_forms) {
   Expect(Run(Model(13, "int64[2,3] x", "y",
                    "p = Constant<value = int64[4] {1, 2, 0, 1}>()\n y = Pad(x, p)"),
              {xi})[0],
-         DType::kI64, PadRef(FromTensor(xi), {1, 2, 0, 1}, "constant", 0));
+         DType::kI64, PadRef(ToNd(xi), {1, 2, 0, 1}, "constant", 0));
   // Pads at run time (a shape function), two different values; a crop below zero is an error.
   std::string text = Model(13, "float[3,4,5] x, int64[6] p, float v", "y",
                            "y = Pad<mode = \"constant\">(x, p, v)");
@@ -696,7 +657,7 @@ BOOST_AUTO_TEST_CASE(symbolic_model_two_sizes) {
   for (int64_t n : {1, 5}) {
     TensorDataRef x = RandomTensor(DType::kF32, {n, 6}, -1, 1, 20);
     std::vector<TensorDataRef> out = Run(text, {x});
-    Nd t = TransposeRef(FromTensor(x), {1, 0});
+    Nd t = TransposeRef(ToNd(x), {1, 0});
     t.dims.insert(t.dims.begin(), 1);
     Nd p = PadRef(t, {0, 1, 0, 0, 0, 2}, "constant", 0);
     Expect(out[1], DType::kI64, {{3}, {1, 7, double(n + 2)}});
