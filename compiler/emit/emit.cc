@@ -196,7 +196,6 @@ class Emitter {
   std::map<NodeId, LoweredNode> lowered_;
   std::vector<bool> need_sf_;
   std::vector<FusedKernel> fused_;
-  std::vector<std::vector<NodeId>> fused_nodes_;  // the nodes each fused_ kernel computes
   std::vector<Unit> units_;        // live units in emission order
   std::vector<int> unit_of_node_;  // index into all_units_
   std::vector<Unit> all_units_;
@@ -276,22 +275,9 @@ std::vector<jit::Expr> Emitter::Preconditions(const jit::Kernel& k,
       }
     }
   }
-  for (size_t i = 0; i < values.size() && i < k.buffers.size(); ++i) {
-    const SymbolicShape& shape = *g_.value(values[i]).shape;
-    for (size_t a = 0; a < shape.size(); ++a) {
-      const DimExpr& d = shape[a];
-      if (d.is_const() || d.is_symbol()) continue;
-      std::set<std::string> names;
-      d.CollectSymbols(&names);
-      bool known = true;
-      for (const std::string& n : names) known &= sym.count(n) > 0;
-      // A dim over a symbol no buffer carries bare cannot be checked here (kept conservative:
-      // lowerings of such nodes read it with DimOf).
-      if (known) out.push_back(jit::Eq(jit::DimOf(k.buffers[i], static_cast<int>(a)), ToExpr(d, sym)));
-    }
-  }
-  // A fact over a symbol no buffer carries (a fused intermediate's fresh dim) is not checkable
-  // here; the facts over the kernel's own inputs and output, which bound its indexing, are.
+  // An expression over a symbol no buffer carries bare (a fused intermediate's fresh dim) cannot
+  // be checked here: such dims are kept conservative (lowerings read them with DimOf), and the
+  // facts checked are those over the kernel's own inputs and output, which bound its indexing.
   auto checkable = [&](const DimExpr& d) {
     std::set<std::string> names;
     d.CollectSymbols(&names);
@@ -300,6 +286,14 @@ std::vector<jit::Expr> Emitter::Preconditions(const jit::Kernel& k,
     }
     return true;
   };
+  for (size_t i = 0; i < values.size() && i < k.buffers.size(); ++i) {
+    const SymbolicShape& shape = *g_.value(values[i]).shape;
+    for (size_t a = 0; a < shape.size(); ++a) {
+      const DimExpr& d = shape[a];
+      if (d.is_const() || d.is_symbol() || !checkable(d)) continue;
+      out.push_back(jit::Eq(jit::DimOf(k.buffers[i], static_cast<int>(a)), ToExpr(d, sym)));
+    }
+  }
   for (NodeId n : computes) {
     for (const DimFact& f : g_.node(n).dim_facts) {
       if (!checkable(f.a) || !checkable(f.b)) continue;
@@ -770,7 +764,6 @@ void Emitter::Fuse(bool enable) {
     if (!fk.ok()) continue;  // emit unfused
     fused_at[root] = static_cast<int>(fused_.size());
     fused_.push_back(std::move(*fk));
-    fused_nodes_.push_back(members);
     for (NodeId m : members) {
       if (m != root) absorbed.insert(m);
     }
@@ -807,15 +800,11 @@ void Emitter::Fuse(bool enable) {
           std::optional<FusedKernel> fk =
               FuseEpilogue(g_, *it->second.kernel, anchor_inputs, v, group);
           if (!fk) continue;
-          std::vector<NodeId> computes = members;
-          computes.push_back(a);
           if (fused_at.count(root)) {
             fused_[fused_at[root]] = std::move(*fk);
-            fused_nodes_[fused_at[root]] = computes;
           } else {
             fused_at[root] = static_cast<int>(fused_.size());
             fused_.push_back(std::move(*fk));
-            fused_nodes_.push_back(computes);
           }
           for (NodeId mm : members) {
             if (mm != root) absorbed.insert(mm);
@@ -889,7 +878,7 @@ Status Emitter::EmitFused(const Item& item) {
   std::vector<ValueId> values = fk.inputs;
   values.push_back(fk.output);
   int k = AddKernel(fk.kernel, in_dtypes, {g_.value(fk.output).dtype},
-                    Preconditions(fk.kernel, values, {}, fused_nodes_[item.fused]));
+                    Preconditions(fk.kernel, values, {}, fk.nodes));
   fb_.InvokeKernel(k, in_regs, out_regs);
   return Status::Ok();
 }

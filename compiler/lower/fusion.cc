@@ -83,6 +83,7 @@ StatusOr<FusedKernel> FuseElementwise(const Graph& g, const std::vector<Elementw
   FusedKernel fk;
   fk.output = group.output;
   fk.inputs = group.external;
+  for (const ElementwiseMember& m : members) fk.nodes.push_back(m.node);
   jit::Buffer out = jit::Buffer::Param("out", out_value.dtype, static_cast<int>(shape.size()));
   std::vector<jit::Buffer> in;
   std::vector<std::vector<BroadcastDim>> hints;
@@ -148,6 +149,8 @@ std::optional<FusedKernel> FuseEpilogue(const Graph& g, const jit::Kernel& ancho
   FusedKernel fk;
   fk.output = group.output;
   fk.inputs = anchor_inputs;
+  for (const ElementwiseMember& m : members) fk.nodes.push_back(m.node);
+  fk.nodes.push_back(g.value(anchor_value).producer);
   jit::Buffer out = jit::Buffer::Param("out", out_value.dtype, static_cast<int>(shape.size()));
   std::vector<std::pair<ValueId, jit::Buffer>> extra;
   std::vector<std::vector<BroadcastDim>> hints;

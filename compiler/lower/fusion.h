@@ -26,6 +26,7 @@ struct FusedKernel {
   jit::Kernel kernel;
   std::vector<ValueId> inputs;
   ValueId output = kNoValue;
+  std::vector<NodeId> nodes;  // the nodes it computes (an epilogue's anchor last)
 };
 
 /// One kernel for `members` (topological order). Preconditions (the caller's fusion rules):

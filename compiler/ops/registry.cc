@@ -300,11 +300,14 @@ StatusOr<SymbolicShape> Broadcast(InferenceContext& ctx, const SymbolicShape& a,
       // A constant k != 1 against a symbolic s: s must be 1 or k.
       out[i] = x.is_const() ? x : y;
       ctx.Assume(K::kBroadcasts, x.is_const() ? y : x, out[i]);
-    } else if (IsClampOf(y, x) || IsClampOf(x, y)) {
+    } else if (IsClampOf(y, x)) {
       // s against min(s, c), c >= 1 (a Slice clamped to a table, as position embeddings are):
       // when both broadcast, the result is s.
-      out[i] = IsClampOf(y, x) ? x : y;
-      ctx.Assume(K::kBroadcasts, IsClampOf(y, x) ? y : x, out[i]);
+      out[i] = x;
+      ctx.Assume(K::kBroadcasts, y, x);
+    } else if (IsClampOf(x, y)) {
+      out[i] = y;
+      ctx.Assume(K::kBroadcasts, x, y);
     } else {
       out[i] = ctx.FreshDim();
       ctx.Assume(K::kBroadcasts, x, out[i]);

@@ -430,12 +430,13 @@ class Builder {
   // ---- Post-ops (Conv, MatMul) ----
 
   // Appends the op's post-ops to `attr`; returns the extra arguments (binary operands) and the
-  // residuals the primitive accumulates into (sum; see DefineAccumulator).
+  // residual the primitive accumulates into (the first sum, -1 if none; see DefineAccumulator).
   // `collapsed`: the primitive computes `out` as a matrix (see CollapseOperand), so binary
   // operands are viewed as matrices too (the caller checked they collapse).
   Status PostOps(const Op& op, const Dims& out, dnnl::primitive_attr* attr,
-                 std::vector<std::pair<int, int>>* args, std::vector<int32_t>* residuals,
+                 std::vector<std::pair<int, int>>* args, int32_t* residual,
                  bool collapsed = false) {
+    *residual = -1;
     dnnl::post_ops po;
     for (size_t i = 0; i < op.post_ops.size(); ++i) {
       const PostOp& p = op.post_ops[i];
@@ -462,12 +463,12 @@ class Builder {
                                    " does not match the output " + DimsToString(out));
           // dst holds one residual; a second sum (the codegen never writes one, a hand-made
           // blob may) is added as a binary operand instead of overwriting the first.
-          if (!residuals->empty()) {
+          if (*residual >= 0) {
             RETURN_IF_ERROR(binary(BinaryAlg::kAdd));
             break;
           }
           po.append_sum(1.0f);
-          residuals->push_back(p.tensor);
+          *residual = p.tensor;
           break;
         case PostOpKind::kBinary:
           RETURN_IF_ERROR(binary(p.binary));
@@ -528,19 +529,21 @@ class Builder {
     return best;
   }
 
-  // Defines op output `op.output` (layout `md`) for a primitive whose sum post-ops accumulate
-  // into dst. A lone residual that may be overwritten (CanOverwrite) is dst itself, unless dst
-  // is the caller's tensor (IntoCaller); otherwise each residual is copied into dst first
-  // (oneDNN copies a blocked tensor to the same layout with its generic reorder: 0.25 ms for
-  // 1x256x56x56 on two AVX2 cores, 16 of them per ResNet-50 run). `args`: the primitive's
+  // Defines op output `op.output` (layout `md`) for a primitive whose sum post-op accumulates
+  // `residual` (-1: none) into dst. A residual that may be overwritten (CanOverwrite) is dst
+  // itself, unless dst is the caller's tensor (IntoCaller); otherwise it is copied into dst
+  // first (oneDNN copies a blocked tensor to the same layout with its generic reorder: 0.25 ms
+  // for 1x256x56x56 on two AVX2 cores, 16 of them per ResNet-50 run). `args`: the primitive's
   // other arguments.
-  int DefineAccumulator(const Op& op, const memory::desc& md, const std::vector<int32_t>& residuals,
+  int DefineAccumulator(const Op& op, const memory::desc& md, int32_t residual,
                         const std::vector<std::pair<int, int>>& args) {
-    if (residuals.size() == 1 && !IntoCaller(op.output, md) && CanOverwrite(residuals[0], md, args))
-      return DefineOn(op.output, md, slot_of_[residuals[0]]);
+    if (residual >= 0 && !IntoCaller(op.output, md) && CanOverwrite(residual, md, args))
+      return DefineOn(op.output, md, slot_of_[residual]);
     int dst = Define(op.output, md);
-    for (int32_t t : residuals) AddReorder(slot_of_[t], dst);
-    plan_->residual_copies += static_cast<int>(residuals.size());
+    if (residual >= 0) {
+      AddReorder(slot_of_[residual], dst);
+      ++plan_->residual_copies;
+    }
     return dst;
   }
 
@@ -617,8 +620,8 @@ class Builder {
     memory::desc bias_md = op.inputs.size() == 3 ? PlainMd({wd[0]}) : memory::desc();
     dnnl::primitive_attr attr = Attr();
     std::vector<std::pair<int, int>> args;
-    std::vector<int32_t> residuals;
-    RETURN_IF_ERROR(PostOps(op, out, &attr, &args, &residuals));
+    int32_t residual = -1;
+    RETURN_IF_ERROR(PostOps(op, out, &attr, &args, &residual));
     auto make = [&](const memory::desc& src, const memory::desc& wmd) {
       dnnl::convolution_forward::desc desc(
           dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, wmd,
@@ -643,7 +646,7 @@ class Builder {
     if (op.inputs.size() == 3) args.push_back({DNNL_ARG_BIAS, Plain(op.inputs[2])});
     args.push_back({DNNL_ARG_SRC, src});
     args.push_back({DNNL_ARG_WEIGHTS, wts});
-    int dst = DefineAccumulator(op, pd.dst_desc(), residuals, args);
+    int dst = DefineAccumulator(op, pd.dst_desc(), residual, args);
     args.push_back({DNNL_ARG_DST, dst});
     AddPrimitive(dnnl::convolution_forward(pd), pd.scratchpad_desc().get_size(), args);
     return Status::Ok();
@@ -703,7 +706,7 @@ class Builder {
     dnnl::primitive_attr attr = Attr();
     if (op.alpha != 1.0f) attr.set_output_scales(0, {op.alpha});
     std::vector<std::pair<int, int>> args;
-    std::vector<int32_t> residuals;
+    int32_t residual = -1;
     // oneDNN 2.x's GEMM-based matmul applies a gelu_erf post-op an order of magnitude slower
     // than the standalone eltwise primitive (3.3 ms vs ~0.05 ms for 16 x 1024 on one AVX2
     // core): a trailing gelu_erf runs as an in-place eltwise step after the matmul instead.
@@ -712,7 +715,7 @@ class Builder {
                       fused.post_ops.back().kind == PostOpKind::kEltwise &&
                       fused.post_ops.back().eltwise == EltwiseAlg::kGeluErf;
     if (gelu_after) fused.post_ops.pop_back();
-    RETURN_IF_ERROR(PostOps(fused, out, &attr, &args, &residuals, collapse));
+    RETURN_IF_ERROR(PostOps(fused, out, &attr, &args, &residual, collapse));
     bool const_b = d_.constant_data[b] != nullptr;
     auto make = [&](const memory::desc& wmd) {
       dnnl::matmul::desc desc = op.inputs.size() == 3
@@ -760,7 +763,7 @@ class Builder {
     if (op.inputs.size() == 3) args.push_back({DNNL_ARG_BIAS, View(Plain(op.inputs[2]), bias_md)});
     args.push_back({DNNL_ARG_SRC, src});
     args.push_back({DNNL_ARG_WEIGHTS, wts});
-    int dst = DefineAccumulator(op, PlainMd(out), residuals, args);
+    int dst = DefineAccumulator(op, PlainMd(out), residual, args);
     args.push_back({DNNL_ARG_DST, rp == r ? dst : View(dst, PlainMd(out_p))});
     AddPrimitive(dnnl::matmul(pd), pd.scratchpad_desc().get_size(), args);
     if (gelu_after) {

@@ -31,15 +31,23 @@ const LoweringTable& Table() {
   return *t;
 }
 
+// Shape inference with the fold hook over the family above; `folded` counts folded nodes.
+struct Folding {
+  explicit Folding(FoldOptions options = FoldOptions()) {
+    BOOST_REQUIRE(evaluator.ok());
+    shape_options.fold = MakeFoldHook(evaluator->get(), options, &folded);
+  }
+  Folding(const Folding&) = delete;  // the hook points at `folded`
+  StatusOr<std::unique_ptr<Evaluator>> evaluator = Evaluator::Create(&Table());
+  int folded = 0;
+  ShapeInferenceOptions shape_options;
+};
+
 // A shape value shape inference knows exactly (the static last dim of x[S, 768], picked out of
 // Shape(x)) becomes constant data, so the arithmetic exporters build on it folds too and a Slice
 // that reads it gets constant bounds. The symbolic dim S stays a run-time value.
 BOOST_AUTO_TEST_CASE(shape_values_known_at_compile_time_fold) {
-  auto ev = Evaluator::Create(&Table());
-  BOOST_REQUIRE(ev.ok());
-  int folded = 0;
-  ShapeInferenceOptions so;
-  so.fold = MakeFoldHook(ev->get(), FoldOptions(), &folded);
+  Folding f;
   auto g = testing::ImportText(R"(
     <ir_version: 8, opset_import: ["" : 13]>
     g (float[S, 768] x) => (float[S, 768] y, int64[1] third) {
@@ -53,7 +61,7 @@ BOOST_AUTO_TEST_CASE(shape_values_known_at_compile_time_fold) {
     }
   )");
   BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
-  Status st = InferShapes(*g, so);
+  Status st = InferShapes(*g, f.shape_options);
   BOOST_REQUIRE_MESSAGE(st.ok(), st.message());
   const Value& width = g->value(*g->FindValue("width"));
   BOOST_REQUIRE(width.data);
@@ -63,15 +71,11 @@ BOOST_AUTO_TEST_CASE(shape_values_known_at_compile_time_fold) {
   BOOST_TEST(third.data->ToDoubles() == std::vector<double>({1536}));
   BOOST_TEST(!g->value(*g->FindValue("rows")).data);  // S: known only at run time
   BOOST_TEST(!g->value(*g->FindValue("sh")).data);
-  BOOST_TEST(folded == 2);  // width, third
+  BOOST_TEST(f.folded == 2);  // width, third
 }
 
 BOOST_AUTO_TEST_CASE(constant_subgraphs_fold_and_feed_downstream_rules) {
-  auto ev = Evaluator::Create(&Table());
-  BOOST_REQUIRE(ev.ok());
-  int folded = 0;
-  ShapeInferenceOptions so;
-  so.fold = MakeFoldHook(ev->get(), FoldOptions(), &folded);
+  Folding f;
   // The reshape target is computed from constants: folding makes it, and z's shape, static.
   auto g = testing::ImportText(R"(
     <ir_version: 8, opset_import: ["" : 13]>
@@ -85,9 +89,9 @@ BOOST_AUTO_TEST_CASE(constant_subgraphs_fold_and_feed_downstream_rules) {
     }
   )");
   BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
-  Status st = InferShapes(*g, so);
+  Status st = InferShapes(*g, f.shape_options);
   BOOST_REQUIRE_MESSAGE(st.ok(), st.message());
-  BOOST_TEST(folded == 2);  // d and s; Constant nodes fold in their own rule
+  BOOST_TEST(f.folded == 2);  // d and s; Constant nodes fold in their own rule
   const Value& d = g->value(*g->FindValue("d"));
   BOOST_REQUIRE(d.data);
   BOOST_TEST(d.data->ToDoubles() == std::vector<double>({2, 4, 6, 8, 10, 12}));
@@ -97,28 +101,20 @@ BOOST_AUTO_TEST_CASE(constant_subgraphs_fold_and_feed_downstream_rules) {
 }
 
 BOOST_AUTO_TEST_CASE(overridable_inputs_are_not_constants) {
-  auto ev = Evaluator::Create(&Table());
-  BOOST_REQUIRE(ev.ok());
-  int folded = 0;
-  ShapeInferenceOptions so;
-  so.fold = MakeFoldHook(ev->get(), FoldOptions(), &folded);
+  Folding f;
   auto g = testing::ImportText(R"(
     <ir_version: 8, opset_import: ["" : 13]>
     g (float[3] x) => (float[3] z) <float[3] x = {1, 2, 3}> { z = Add(x, x) }
   )");
   BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
-  BOOST_REQUIRE(InferShapes(*g, so).ok());
-  BOOST_TEST(folded == 0);
+  BOOST_REQUIRE(InferShapes(*g, f.shape_options).ok());
+  BOOST_TEST(f.folded == 0);
 }
 
 BOOST_AUTO_TEST_CASE(large_outputs_stay_in_the_graph) {
-  auto ev = Evaluator::Create(&Table());
-  BOOST_REQUIRE(ev.ok());
-  int folded = 0;
   FoldOptions fo;
   fo.max_output_bytes = 8;
-  ShapeInferenceOptions so;
-  so.fold = MakeFoldHook(ev->get(), fo, &folded);
+  Folding f(fo);
   auto g = testing::ImportText(R"(
     <ir_version: 8, opset_import: ["" : 13]>
     g (float[3] x) => (float[3] z) {
@@ -128,8 +124,8 @@ BOOST_AUTO_TEST_CASE(large_outputs_stay_in_the_graph) {
     }
   )");
   BOOST_REQUIRE(g.ok());
-  BOOST_REQUIRE(InferShapes(*g, so).ok());
-  BOOST_TEST(folded == 0);
+  BOOST_REQUIRE(InferShapes(*g, f.shape_options).ok());
+  BOOST_TEST(f.folded == 0);
   BOOST_TEST(!g->value(*g->FindValue("d")).data);
 }
 
