@@ -90,9 +90,9 @@ class Folder {
   std::unordered_map<const ExprNode*, Expr> memo_;
 };
 
-StatusOr<KernelFn> CompileTimed(Engine& engine, DispatchCounters& counters, const Kernel& k) {
+StatusOr<KernelRef> CompileTimed(Engine& engine, DispatchCounters& counters, const Kernel& k) {
   auto start = std::chrono::steady_clock::now();
-  StatusOr<KernelFn> fn = engine.GetOrCompile(k);
+  StatusOr<KernelRef> fn = engine.Acquire(k);
   auto nanos =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
@@ -241,7 +241,8 @@ std::shared_ptr<KernelDispatcher> KernelDispatcher::Create(
           // `raw` is owned by the table, which the lock keeps alive.
           std::shared_ptr<Table> table = weak.lock();
           if (table && fn.ok()) {
-            raw->fn.store(*fn, std::memory_order_release);
+            raw->code = *fn;
+            raw->fn.store(fn->fn(), std::memory_order_release);
             table->counters->specializations.fetch_add(1);
           }
         });
@@ -260,13 +261,14 @@ StatusOr<KernelFn> KernelDispatcher::Generic() {
   fn = generic_.load(std::memory_order_acquire);
   if (fn) return fn;
   if (!generic_error_.ok()) return generic_error_;
-  StatusOr<KernelFn> compiled = CompileTimed(*engine_, *counters_, payload_.kernel);
+  StatusOr<KernelRef> compiled = CompileTimed(*engine_, *counters_, payload_.kernel);
   if (!compiled.ok()) {
     generic_error_ = compiled.status();
     return generic_error_;
   }
-  generic_.store(*compiled, std::memory_order_release);
-  return *compiled;
+  generic_code_ = *compiled;
+  generic_.store(compiled->fn(), std::memory_order_release);
+  return compiled->fn();
 }
 
 KernelFn KernelDispatcher::FindHintVariant(const int64_t* key) const {
@@ -285,12 +287,15 @@ StatusOr<KernelFn> KernelDispatcher::Select(const int64_t* key) {
   if (options_.specialize_after > 0 && options_.max_shapes > 0) {
     uint64_t h = HashKey(key, key_size_);
     bool submit = false;
+    KernelRef evicted;  // released after the lock: the last reference retires the code
     {
       std::lock_guard<std::mutex> lock(t.mu);
       auto it = t.entries.find(h);
       if (it == t.entries.end()) {
         if (static_cast<int>(t.entries.size()) >= options_.max_shapes) {
-          t.entries.erase(t.lru.back());
+          auto victim = t.entries.find(t.lru.back());
+          evicted = std::move(victim->second.code);
+          t.entries.erase(victim);
           t.lru.pop_back();
           counters_->evictions.fetch_add(1);
         }
@@ -304,7 +309,7 @@ StatusOr<KernelFn> KernelDispatcher::Select(const int64_t* key) {
       Entry& e = it->second;
       // A hash collision (different key) just runs generic for the newcomer.
       if (std::equal(e.key.begin(), e.key.end(), key)) {
-        fn = e.fn;
+        fn = e.code.fn();
         if (!fn && !e.pending && ++e.count >= options_.specialize_after) {
           e.pending = true;
           submit = true;
@@ -321,16 +326,16 @@ StatusOr<KernelFn> KernelDispatcher::Select(const int64_t* key) {
         std::vector<int64_t> dims;
         for (const DimBinding& b : job.bindings)
           dims.push_back(k[job.key_offset[b.buffer] + b.axis]);
-        StatusOr<KernelFn> fn = CompileTimed(*job.engine, *job.counters,
-                                             SpecializeKernel(job.kernel, shapes, dims.data()));
+        StatusOr<KernelRef> fn = CompileTimed(*job.engine, *job.counters,
+                                              SpecializeKernel(job.kernel, shapes, dims.data()));
         std::shared_ptr<Table> table = weak.lock();
         if (!table) return;
         std::lock_guard<std::mutex> lock(table->mu);
         auto it = table->entries.find(h);
-        // Evicted meanwhile: the variant stays in the engine's cache but is not installed. A
-        // failed compile leaves the entry pending for good, so it is not retried on every call.
+        // Evicted meanwhile: the variant is not installed (and freed with `fn`). A failed
+        // compile leaves the entry pending for good, so it is not retried on every call.
         if (it == table->entries.end() || it->second.key != k || !fn.ok()) return;
-        it->second.fn = *fn;
+        it->second.code = *fn;
         it->second.pending = false;
         table->counters->specializations.fetch_add(1);
       });

@@ -83,7 +83,9 @@ Kernel SpecializeKernel(const Kernel& kernel, const std::vector<const int64_t*>&
                         const int64_t* dims, const std::vector<bool>& fold_dim = {},
                         const std::vector<bool>& fold_shape = {});
 
-/// Chooses the compiled variant of one kernel for each call. Thread-safe: Select takes one
+/// Chooses the compiled variant of one kernel for each call. The engine keeps only the variants
+/// some dispatcher holds: an evicted shape's variant is freed (DispatchOptions::max_shapes bounds
+/// the code per kernel). Thread-safe: Select takes one
 /// short lock around the table; compiles of specialized variants run on the BackgroundCompiler
 /// and are swapped in when done, so callers never wait for them (only the very first call waits
 /// for the generic variant). Destroying the last owner of the BackgroundCompiler (the provider
@@ -101,6 +103,9 @@ class KernelDispatcher {
   /// The variant for this call. `key` is the buffers' dims concatenated (key_size() values);
   /// the kernel dims are derived from it through the bindings. Errors: the
   /// generic variant's compile error (kInvalidArgument / kInternal, naming the kernel).
+  /// Call Select and the function it returns inside one EpochGuard (vm/epoch.h): the variants
+  /// the dispatcher holds are counted references (Engine::Acquire), so the code of an evicted
+  /// shape, or of a destroyed dispatcher, is freed once no guard can be running it.
   StatusOr<KernelFn> Select(const int64_t* key);
 
   const Kernel& kernel() const { return payload_.kernel; }
@@ -115,12 +120,13 @@ class KernelDispatcher {
     std::vector<int64_t> key;
     int64_t count = 0;
     bool pending = false;
-    KernelFn fn = nullptr;  // the specialized variant once compiled
+    KernelRef code;  // the specialized variant once compiled
     std::list<uint64_t>::iterator lru;
   };
   struct HintVariant {
     int key_pos = 0;
     int64_t value = 0;
+    KernelRef code;                     // written once, before fn is published
     std::atomic<KernelFn> fn{nullptr};
   };
   // What background compiles write into. Tasks hold it weakly, so a task never owns (and so
@@ -156,6 +162,7 @@ class KernelDispatcher {
 
   std::atomic<KernelFn> generic_{nullptr};
   std::mutex generic_mu_;
+  KernelRef generic_code_;  // written once under generic_mu_, before generic_ is published
   Status generic_error_;
 
   std::shared_ptr<Table> table_;

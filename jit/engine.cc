@@ -10,6 +10,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Support/Error.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -20,6 +21,7 @@
 
 #include "jit/object_cache.h"
 #include "jit/runtime.h"
+#include "vm/epoch.h"
 
 namespace kiln::jit {
 namespace {
@@ -89,11 +91,17 @@ std::vector<bool> AddHostSymbols(llvm::orc::LLJIT& jit, const std::vector<const 
 
 }  // namespace
 
-struct Engine::Impl {
+struct Engine::Impl : std::enable_shared_from_this<Engine::Impl> {
   struct Entry {
+    uint64_t hash = 0;
     std::vector<uint64_t> form;  // CanonicalForm, compared on every hash hit
     std::promise<StatusOr<KernelFn>> promise;
     std::shared_future<StatusOr<KernelFn>> result;
+    // Guarded by Impl::mu:
+    llvm::orc::ResourceTrackerSP tracker;  // the kernel's code; null until compiled (or failed)
+    int64_t holders = 0;                   // live KernelRefs (and waiting Acquires)
+    bool pinned = false;                   // handed out by GetOrCompile: never freed
+    uint64_t generation = 0;               // bumped at each retirement; a stale one frees nothing
   };
 
   EngineOptions options;
@@ -102,16 +110,28 @@ struct Engine::Impl {
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::atomic<uint64_t> next_symbol{0};
 
-  mutable std::mutex mu;  // guards everything below
+  mutable std::mutex mu;  // guards everything below and the Entry fields marked so
   std::unordered_map<uint64_t, std::vector<std::shared_ptr<Entry>>> cache;
   EngineStats stats;
+
+  // The cache entry for `kernel`, inserted if new (then *compile is set: the caller compiles).
+  // `pin` pins it; otherwise it gains a holder.
+  std::shared_ptr<Entry> Find(const Kernel& kernel, bool pin, bool* compile);
+  // Compiles into `entry` and fulfils its promise.
+  void CompileInto(const Kernel& kernel, Entry& entry);
+  StatusOr<KernelFn> Compile(const Kernel& kernel, llvm::orc::ResourceTrackerSP* tracker);
+  // Drops a holder; the last one (of an unpinned entry) retires it.
+  void Release(const std::shared_ptr<Entry>& entry);
+  // Runs when no guard can be running the retired code: unless the entry was taken again (or
+  // retired again since), removes it from the cache and frees its code.
+  void Free(const std::shared_ptr<Entry>& entry, uint64_t generation);
 };
 
-Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::Engine(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
-  auto impl = std::make_unique<Impl>();
+  auto impl = std::make_shared<Impl>();
   impl->options = options;
   ASSIGN_OR_RETURN(impl->target, DetectHostTarget());
   if (!options.object_cache_dir.empty()) {
@@ -125,85 +145,153 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
-StatusOr<KernelFn> Engine::GetOrCompile(const Kernel& kernel) {
-  std::vector<uint64_t> form = CanonicalForm(kernel);
-  uint64_t hash = HashCanonicalForm(form);
-  std::shared_ptr<Impl::Entry> entry;
-  bool compile = false;
+std::shared_ptr<Engine::Impl::Entry> Engine::Impl::Find(const Kernel& kernel, bool pin,
+                                                        bool* compile) {
+  std::vector<uint64_t> form_of = CanonicalForm(kernel);
+  uint64_t hash = HashCanonicalForm(form_of);
+  std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<Entry> entry;
+  for (const auto& candidate : cache[hash]) {
+    if (candidate->form == form_of) entry = candidate;
+  }
+  *compile = !entry;
+  if (entry) {
+    ++stats.cache_hits;
+  } else {
+    entry = std::make_shared<Entry>();
+    entry->hash = hash;
+    entry->form = std::move(form_of);
+    entry->result = entry->promise.get_future().share();
+    cache[hash].push_back(entry);
+    ++stats.cached_kernels;
+  }
+  if (pin) {
+    entry->pinned = true;
+  } else {
+    ++entry->holders;
+  }
+  return entry;
+}
+
+void Engine::Impl::CompileInto(const Kernel& kernel, Entry& entry) {
+  auto start = std::chrono::steady_clock::now();
+  llvm::orc::ResourceTrackerSP tracker;
+  StatusOr<KernelFn> result = Compile(kernel, &tracker);
+  std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    for (const auto& candidate : impl_->cache[hash]) {
-      if (candidate->form == form) entry = candidate;
-    }
-    if (entry) {
-      ++impl_->stats.cache_hits;
-    } else {
-      entry = std::make_shared<Impl::Entry>();
-      entry->form = std::move(form);
-      entry->result = entry->promise.get_future().share();
-      impl_->cache[hash].push_back(entry);
-      ++impl_->stats.cached_kernels;
-      compile = true;
-    }
+    std::lock_guard<std::mutex> lock(mu);
+    entry.tracker = std::move(tracker);
+    ++stats.compilations;
+    if (!result.ok()) ++stats.failures;
+    stats.compile_seconds += took.count();
   }
-  if (compile) {
-    auto start = std::chrono::steady_clock::now();
-    StatusOr<KernelFn> result = Compile(kernel);
-    std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    {
-      std::lock_guard<std::mutex> lock(impl_->mu);
-      ++impl_->stats.compilations;
-      if (!result.ok()) ++impl_->stats.failures;
-      impl_->stats.compile_seconds += took.count();
-    }
-    entry->promise.set_value(std::move(result));
+  entry.promise.set_value(std::move(result));
+}
+
+void Engine::Impl::Release(const std::shared_ptr<Entry>& entry) {
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (--entry->holders > 0 || entry->pinned) return;
+    generation = ++entry->generation;
   }
+  RetireWhenUnused([self = shared_from_this(), entry, generation] { self->Free(entry, generation); });
+}
+
+void Engine::Impl::Free(const std::shared_ptr<Entry>& entry, uint64_t generation) {
+  llvm::orc::ResourceTrackerSP tracker;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (entry->holders > 0 || entry->pinned || entry->generation != generation) return;
+    auto bucket = cache.find(entry->hash);
+    if (bucket == cache.end()) return;
+    auto& list = bucket->second;
+    auto it = std::find(list.begin(), list.end(), entry);
+    if (it == list.end()) return;
+    list.erase(it);
+    if (list.empty()) cache.erase(bucket);
+    --stats.cached_kernels;
+    tracker = std::move(entry->tracker);
+    if (tracker) ++stats.freed_kernels;
+  }
+  // No thread can reach the code any more: the entry is gone from the cache and no guard that
+  // could hold its address is alive.
+  if (tracker) llvm::consumeError(tracker->remove());
+}
+
+StatusOr<KernelFn> Engine::GetOrCompile(const Kernel& kernel) {
+  bool compile = false;
+  std::shared_ptr<Impl::Entry> entry = impl_->Find(kernel, /*pin=*/true, &compile);
+  if (compile) impl_->CompileInto(kernel, *entry);
   return entry->result.get();
 }
 
-StatusOr<KernelFn> Engine::Compile(const Kernel& kernel) {
-  DiskObjectCache* cache = impl_->object_cache.get();
+StatusOr<KernelRef> Engine::Acquire(const Kernel& kernel) {
+  bool compile = false;
+  std::shared_ptr<Impl::Entry> entry = impl_->Find(kernel, /*pin=*/false, &compile);
+  KernelRef ref;
+  // Holds from here, so that an error path releases the holder too.
+  ref.hold_ = std::shared_ptr<void>(
+      entry.get(), [impl = impl_, entry](void*) { impl->Release(entry); });
+  if (compile) impl_->CompileInto(kernel, *entry);
+  StatusOr<KernelFn> fn = entry->result.get();
+  if (!fn.ok()) return fn.status();
+  ref.fn_ = *fn;
+  return ref;
+}
+
+StatusOr<KernelFn> Engine::Impl::Compile(const Kernel& kernel,
+                                         llvm::orc::ResourceTrackerSP* tracker) {
+  DiskObjectCache* cache = object_cache.get();
+  // Each kernel is a resource of its own, so that it can be freed alone. A failed kernel's
+  // partial definitions are removed at once.
+  llvm::orc::ResourceTrackerSP rt = jit->getMainJITDylib().createResourceTracker();
+  auto fail = [&](Status status) -> StatusOr<KernelFn> {
+    llvm::consumeError(rt->remove());
+    return status;
+  };
   std::string key, symbol;
   if (cache != nullptr) {
     // With a persistent cache the symbol must not depend on the process: derive it from the key.
     RETURN_IF_ERROR(ValidateKernel(kernel));
-    key = ObjectCacheKey(kernel, impl_->target, impl_->options.lower);
+    key = ObjectCacheKey(kernel, target, options.lower);
     symbol = "kiln_" + key;
     if (std::unique_ptr<llvm::MemoryBuffer> object = cache->Load(key)) {
-      if (llvm::Error error = impl_->jit->addObjectFile(std::move(object))) {
-        return Internal("kernel '" + kernel.name +
-                        "': cannot add a cached object: " + ErrorText(std::move(error)));
+      if (llvm::Error error = jit->addObjectFile(rt, std::move(object))) {
+        return fail(Internal("kernel '" + kernel.name +
+                             "': cannot add a cached object: " + ErrorText(std::move(error))));
       }
-      auto address = impl_->jit->lookup(symbol);
+      auto address = jit->lookup(symbol);
       if (!address) {
-        return Internal("kernel '" + kernel.name +
-                        "': cannot link a cached object: " + ErrorText(address.takeError()));
+        return fail(Internal("kernel '" + kernel.name +
+                             "': cannot link a cached object: " + ErrorText(address.takeError())));
       }
+      *tracker = rt;
       return address->toPtr<KernelFn>();
     }
   } else {
     symbol = "kiln_" + SanitizedName(kernel.name) + "_" +
-             std::to_string(impl_->next_symbol.fetch_add(1));
+             std::to_string(next_symbol.fetch_add(1));
   }
-  ASSIGN_OR_RETURN(LoweredKernel lowered,
-                   LowerKernel(kernel, symbol, impl_->target, impl_->options.lower));
+  ASSIGN_OR_RETURN(LoweredKernel lowered, LowerKernel(kernel, symbol, target, options.lower));
   std::shared_ptr<std::string> llvm_errors = lowered.llvm_errors;
   if (cache != nullptr) lowered.module->setModuleIdentifier(key);  // the ObjectCache's key
   llvm::orc::ThreadSafeModule module(std::move(lowered.module), std::move(lowered.context));
-  if (llvm::Error error = impl_->jit->addIRModule(std::move(module))) {
-    return Internal("kernel '" + kernel.name +
-                    "': cannot add to the JIT: " + ErrorText(std::move(error)));
+  if (llvm::Error error = jit->addIRModule(rt, std::move(module))) {
+    return fail(Internal("kernel '" + kernel.name +
+                         "': cannot add to the JIT: " + ErrorText(std::move(error))));
   }
-  auto address = impl_->jit->lookup(symbol);
+  auto address = jit->lookup(symbol);
   if (!address) {
-    return Internal("kernel '" + kernel.name +
-                    "': cannot compile or link: " + ErrorText(address.takeError()));
+    return fail(Internal("kernel '" + kernel.name +
+                         "': cannot compile or link: " + ErrorText(address.takeError())));
   }
   // Code generation ran on this thread inside lookup, reporting into the kernel's context.
   if (!llvm_errors->empty()) {
     if (cache != nullptr) cache->Remove(key);
-    return Internal("kernel '" + kernel.name + "': LLVM code generation: " + *llvm_errors);
+    return fail(Internal("kernel '" + kernel.name + "': LLVM code generation: " + *llvm_errors));
   }
+  *tracker = rt;
   return address->toPtr<KernelFn>();
 }
 

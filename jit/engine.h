@@ -26,10 +26,28 @@ struct EngineStats {
   int64_t cache_hits = 0;      // requests served without compiling (including waits on a
                                // compilation another thread had started)
   double compile_seconds = 0;  // wall time spent compiling, summed over compilations
-  int64_t cached_kernels = 0;  // distinct kernels in the cache (failed ones included)
+  int64_t cached_kernels = 0;  // distinct kernels in the cache now (failed ones included)
+  int64_t freed_kernels = 0;   // kernels whose code was freed after their last KernelRef went
   int64_t object_cache_hits = 0;     // compilations served from the persistent object cache
   int64_t object_cache_misses = 0;   // compilations that found no usable object on disk
   int64_t object_cache_corrupt = 0;  // cache files rejected (and rewritten by the compile)
+};
+
+/// A counted reference to one compiled kernel (Engine::Acquire). The kernel's code stays while
+/// any copy of a reference to it exists (or the kernel was pinned by GetOrCompile). After the
+/// last copy is gone the kernel leaves the engine's cache and its code is freed once no
+/// EpochGuard (vm/epoch.h) that was alive at that moment is: call fn() only inside a guard that
+/// began while a reference was held. A default-constructed reference is empty.
+class KernelRef {
+ public:
+  KernelRef() = default;
+  KernelFn fn() const { return fn_; }
+  explicit operator bool() const { return fn_ != nullptr; }
+
+ private:
+  friend class Engine;
+  KernelFn fn_ = nullptr;
+  std::shared_ptr<void> hold_;
 };
 
 /// Compiles kernels to host machine code through ORC LLJIT.
@@ -38,8 +56,10 @@ struct EngineStats {
 /// once per engine: concurrent requests for the same new kernel wait for the one compilation and
 /// receive the same function pointer (or the same error; failures are cached too, so a bad kernel
 /// is not recompiled on every request). Kernels are identified by structure (HashKernel +
-/// StructurallyEqual), not by name. Compiled code lives until the engine is destroyed; the
-/// returned KernelFn must not be called after that. The cache is unbounded.
+/// StructurallyEqual), not by name. Each kernel's code is its own ORC resource: kernels handed out
+/// by Acquire are freed when their last KernelRef is gone (so the cache holds what is in use);
+/// kernels handed out by GetOrCompile are pinned and live until the engine is destroyed. The
+/// engine's state lives on while KernelRefs or retired kernels refer to it.
 class Engine {
  public:
   /// Creates the LLJIT for the host CPU and makes host symbols visible to it: the process (libm,
@@ -50,9 +70,12 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   /// Returns the compiled entry point of `kernel` (ABI in jit/lower_llvm.h), compiling it on the
-  /// first request. Errors: kInvalidArgument for an invalid kernel, kInternal for an LLVM failure;
-  /// messages name the kernel.
+  /// first request, and pins it: its code lives as long as the engine. Errors: kInvalidArgument
+  /// for an invalid kernel, kInternal for an LLVM failure; messages name the kernel.
   StatusOr<KernelFn> GetOrCompile(const Kernel& kernel);
+  /// As GetOrCompile, but counted instead of pinned (see KernelRef). A failed compile is cached
+  /// only while some request for it is still waiting.
+  StatusOr<KernelRef> Acquire(const Kernel& kernel);
 
   EngineStats stats() const;
   const TargetInfo& target() const;
@@ -61,10 +84,9 @@ class Engine {
 
  private:
   struct Impl;
-  explicit Engine(std::unique_ptr<Impl> impl);
-  StatusOr<KernelFn> Compile(const Kernel& kernel);
+  explicit Engine(std::shared_ptr<Impl> impl);
 
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;
 };
 
 }  // namespace kiln::jit

@@ -6,6 +6,7 @@
 
 #include "jit/kir_serialize.h"
 #include "jit/precondition.h"
+#include "vm/epoch.h"
 
 namespace kiln::jit {
 namespace {
@@ -16,6 +17,7 @@ class JitTensorFunction : public TensorFunction {
       : dispatcher_(std::move(dispatcher)), pre_(std::move(pre)) {}
 
   Status Run(const Tensor* const* args, int num_inputs, int num_outputs) override {
+    EpochGuard guard;  // nested (a thread-local count) inside the VM's per-run guard
     const Kernel& k = dispatcher_->kernel();
     const int n = num_inputs + num_outputs;
     if (n != static_cast<int>(k.buffers.size())) {

@@ -30,7 +30,8 @@ struct JitProviderOptions {
 /// Errors from Prepare name the kernel: kUnsupported for another payload format or a kernel over
 /// the limits, kInvalidFormat for corrupt bytes, kInvalidArgument when the kernel does not match
 /// the table. Thread-safe; functions it returns keep the engine alive and may outlive the
-/// provider. Compiled code is never freed (it lives as long as the engine).
+/// provider. Compiled code is freed once no dispatcher holds it (an evicted shape, an unloaded
+/// executable) and no EpochGuard that could be running it is alive; Run takes one itself.
 class JitKernelProvider : public KernelProvider {
  public:
   explicit JitKernelProvider(std::shared_ptr<Engine> engine,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "vm/epoch.h"
 #include "vm/opcodes.h"
 
 namespace kiln {
@@ -70,6 +71,8 @@ Status Context::Invoke(int function, const std::vector<Tensor>& inputs, std::vec
   frames_.clear();
   RETURN_IF_ERROR(PushFrame(function, -1, 0));
   for (size_t i = 0; i < inputs.size(); ++i) regs_[i] = pool_.NewTensor(inputs[i]);
+  // One guard for the run: kernel calls nest theirs in it for free (vm/epoch.h).
+  EpochGuard guard;
   Status status = Run(function, outputs, options.profile);
   if (!status.ok()) {
     ClearRegisters();  // an error can leave values in any frame

@@ -220,5 +220,39 @@ BOOST_AUTO_TEST_CASE(functions_outlive_the_provider) {
   for (int i = 0; i < 3; ++i) RunAdd(*fn, 3, 3);
 }
 
+// Shapes that come and go do not grow the engine: an evicted shape's variant is freed, and so is
+// everything a kernel held once its function is gone (an unloaded executable).
+BOOST_AUTO_TEST_CASE(evicted_and_unloaded_variants_are_freed) {
+  StatusOr<std::unique_ptr<Engine>> created = Engine::Create();
+  BOOST_REQUIRE(created.ok());
+  std::shared_ptr<Engine> engine = std::move(*created);
+  JitProviderOptions options;
+  options.dispatch.specialize_after = 1;
+  options.dispatch.max_shapes = 2;
+  {
+    JitKernelProvider provider(engine, options);
+    PreparedKernel add = Prepare(provider, AddKernel());
+    for (int64_t m = 1; m <= 20; ++m) {
+      RunAdd(*add.fn, 3, m);
+      provider.WaitForBackgroundCompiles();
+      RunAdd(*add.fn, 3, m);  // runs the specialized variant
+      // The generic variant and at most the two tracked shapes' variants are alive.
+      BOOST_TEST(engine->stats().cached_kernels <= 3, "m=" << m);
+    }
+    DispatchStats d = provider.stats();
+    BOOST_TEST(d.specializations == 20);
+    BOOST_TEST(d.hits == 20);
+    BOOST_TEST(d.evictions == 18);
+    BOOST_TEST(engine->stats().freed_kernels == 18);
+    RunAdd(*add.fn, 3, 1);  // evicted long ago: generic again, and correct
+    provider.WaitForBackgroundCompiles();  // m = 1 specialized again, evicting m = 19
+    BOOST_TEST(engine->stats().freed_kernels == 19);
+    BOOST_TEST(engine->stats().cached_kernels == 3);
+  }
+  // Function and provider gone: the generic variant and the m = 20 and m = 1 ones are freed.
+  BOOST_TEST(engine->stats().cached_kernels == 0);
+  BOOST_TEST(engine->stats().freed_kernels == 22);
+}
+
 }  // namespace
 }  // namespace kiln::jit
