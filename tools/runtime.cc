@@ -37,7 +37,8 @@ StatusOr<CliRuntime> MakeCliRuntime(const std::vector<std::string>& plugins) {
   ASSIGN_OR_RETURN(std::shared_ptr<ExternalRegistry> registry, CliVendors(plugins));
   ASSIGN_OR_RETURN(std::unique_ptr<jit::Engine> engine, jit::Engine::Create());
   CliRuntime runtime;
-  runtime.kernels = std::make_shared<jit::JitKernelProvider>(std::shared_ptr<jit::Engine>(std::move(engine)));
+  runtime.engine = std::move(engine);
+  runtime.kernels = std::make_shared<jit::JitKernelProvider>(runtime.engine);
   runtime.load.kernels = runtime.kernels;
   runtime.load.externals = registry;
   runtime.load.huge_page_constants = true;  // as kiln::Runtime does by default

@@ -13,6 +13,7 @@
 namespace kiln::tools {
 
 struct CliRuntime {
+  std::shared_ptr<jit::Engine> engine;              // for engine counters (bench --sweep)
   std::shared_ptr<jit::JitKernelProvider> kernels;  // for JIT counters (bench)
   LoadOptions load;                                  // kernels + externals bound
 };

@@ -585,6 +585,42 @@ BOOST_AUTO_TEST_CASE(bench_errors_name_what_is_missing_or_wrong) {
   BOOST_TEST(Contains(r.out, "DEADLINE_EXCEEDED: in 'spin'"), r.out);
 }
 
+// Shapes that come and go: every value gets its own p50, and the JIT keeps only the variants of
+// the shapes it still tracks (32 per kernel by default), freeing the rest.
+BOOST_AUTO_TEST_CASE(bench_sweep_measures_each_shape_and_frees_evicted_variants) {
+  std::string model = WriteModel("sweep.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[N, 3] x) => (float[N, 3] y) <float[3] b = {0.5, -1.0, 2.0}> {
+        t = Add(x, b) y = Relu(t) })");
+  std::string exe = TmpDir() + "/sweep.kiln";
+  Result r = Kiln("compile " + model + " -o " + exe + " --external=none");
+  BOOST_TEST(r.code == 0, r.out);
+  r = Kiln("bench " + exe + " --sweep N=1:40 --iters 1 --json");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "\"p50_ms\": [[1, "), r.out);
+  BOOST_TEST(Contains(r.out, "[40, "), r.out);
+  BOOST_TEST(!Contains(r.out, "[41, "), r.out);
+  double alive = JsonNumber(r.out, "kernels_alive"), freed = JsonNumber(r.out, "kernels_freed");
+  // Each kernel over N: 40 shapes specialized, the 8 least recent evicted and freed.
+  BOOST_TEST(freed >= 8.0, r.out);
+  BOOST_TEST(std::fmod(freed, 8.0) == 0.0, r.out);
+  BOOST_TEST(alive <= freed / 8.0 * 33.0 + 2.0, r.out);  // + unspecialized kernels
+  BOOST_TEST(JsonNumber(r.out, "rss_mb") > 1.0, r.out);
+  r = Kiln("bench " + exe + " --sweep N=3:4 --iters 2");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "N=3 "), r.out);
+  BOOST_TEST(Contains(r.out, "N=4 "), r.out);
+  BOOST_TEST(Contains(r.out, "kernels alive"), r.out);
+  r = Kiln("bench " + exe + " --sweep N=5:2");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(Contains(r.out, "--sweep N=5:2: HI is below LO"), r.out);
+  r = Kiln("bench " + exe + " --sweep N");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(Contains(r.out, "--sweep wants SYMBOL=LO:HI, got 'N'"), r.out);
+  r = Kiln("bench " + exe + " --sweep M=1:2");  // N is still missing
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "give --shape N=N"), r.out);
+}
+
 BOOST_AUTO_TEST_CASE(profile_prints_tables_and_writes_a_chrome_trace) {
   std::string path = WriteProgram();
   std::string trace = TmpDir() + "/trace.json";
