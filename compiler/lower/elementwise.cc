@@ -631,6 +631,20 @@ Status LowerSoftmax(LowerContext& ctx) {
     std::vector<IterVar> mit = iters("m", &mv), sit = iters("s", &sv);
     DType acc = jit::Widen(jit::Load(in, index(mv))).dtype();
     Var m("max", acc), s("sum", acc), scale("scale", acc);
+    if (op == "Softmax" && out->dtype == acc) {
+      // exp once per element: store exp(x - max) (exact in the output's dtype), sum what was
+      // stored, then scale it in place. The row is in L1 for the last two passes; exp dominates.
+      Expr stored_sum = jit::Reduce(ReduceOp::kSum, sit, jit::Load(out, index(sv)));
+      return Let(m, jit::ReduceMax(mit, x(mv)),
+                 jit::Seq({store_loop([&](const std::vector<Var>& vars) {
+                             return jit::Exp(x(vars) - m);
+                           }),
+                           Let(s, stored_sum,
+                               Let(scale, C(m, 1) / s,
+                                   store_loop([&](const std::vector<Var>& vars) {
+                                     return jit::Load(out, index(vars)) * scale;
+                                   })))}));
+    }
     Expr sum = jit::Reduce(ReduceOp::kSum, sit, jit::Exp(x(sv) - m));
     Stmt store;
     if (op == "Softmax") {
