@@ -109,16 +109,27 @@ BOOST_AUTO_TEST_CASE(readers_never_see_an_object_freed_under_their_guard) {
       }
     });
   }
+  // The swaps must overlap the reads however the threads are scheduled (a loaded CI machine
+  // once ran all 2000 swaps before any reader started): every 100 swaps, wait until the readers
+  // have made progress since the last wait.
+  auto wait_for_reads = [&](int64_t since) {
+    while (reads.load(std::memory_order_relaxed) <= since) std::this_thread::yield();
+  };
+  int64_t seen = 0;
+  wait_for_reads(seen);
   for (int i = 1; i < 2001; ++i) {
     Object* old = current.exchange(all[i].get(), std::memory_order_acq_rel);
     RetireWhenUnused([old] { old->alive.store(false, std::memory_order_release); });
-    if (i % 100 == 0) std::this_thread::yield();
+    if (i % 100 == 0) {
+      wait_for_reads(seen);
+      seen = reads.load(std::memory_order_relaxed);
+    }
   }
   stop.store(true);
   for (std::thread& t : readers) t.join();
   BOOST_TEST(ReclaimRetired() == 0u);  // no guard left: everything retired is freed
   BOOST_TEST(dead_seen.load() == 0);
-  BOOST_TEST(reads.load() > 0);
+  BOOST_TEST(reads.load() >= 20);  // at least one read during each 100 swaps
   int freed = 0;
   for (int i = 0; i < 2000; ++i) freed += all[i]->alive.load() ? 0 : 1;
   BOOST_TEST(freed == 2000);
