@@ -631,32 +631,29 @@ Status LowerSoftmax(LowerContext& ctx) {
     std::vector<IterVar> mit = iters("m", &mv), sit = iters("s", &sv);
     DType acc = jit::Widen(jit::Load(in, index(mv))).dtype();
     Var m("max", acc), s("sum", acc), scale("scale", acc);
+    Expr exp_sum = jit::Reduce(ReduceOp::kSum, sit, jit::Exp(x(sv) - m));
+    Stmt body;  // everything after the row max
     if (op == "Softmax" && out->dtype == acc) {
       // exp once per element: store exp(x - max) (exact in the output's dtype), sum what was
       // stored, then scale it in place. The row is in L1 for the last two passes; exp dominates.
-      Expr stored_sum = jit::Reduce(ReduceOp::kSum, sit, jit::Load(out, index(sv)));
-      return Let(m, jit::ReduceMax(mit, x(mv)),
-                 jit::Seq({store_loop([&](const std::vector<Var>& vars) {
-                             return jit::Exp(x(vars) - m);
-                           }),
-                           Let(s, stored_sum,
-                               Let(scale, C(m, 1) / s,
-                                   store_loop([&](const std::vector<Var>& vars) {
-                                     return jit::Load(out, index(vars)) * scale;
-                                   })))}));
-    }
-    Expr sum = jit::Reduce(ReduceOp::kSum, sit, jit::Exp(x(sv) - m));
-    Stmt store;
-    if (op == "Softmax") {
-      store = Let(scale, C(m, 1) / s, store_loop([&](const std::vector<Var>& vars) {
-                    return jit::Exp(x(vars) - m) * scale;
-                  }));
+      body =
+          jit::Seq({store_loop([&](const std::vector<Var>& vars) { return jit::Exp(x(vars) - m); }),
+                    Let(s, jit::Reduce(ReduceOp::kSum, sit, jit::Load(out, index(sv))),
+                        Let(scale, C(m, 1) / s, store_loop([&](const std::vector<Var>& vars) {
+                              return jit::Load(out, index(vars)) * scale;
+                            })))});
+    } else if (op == "Softmax") {
+      // A narrower output would round the stored exp: recompute it from the input instead.
+      body = Let(s, exp_sum, Let(scale, C(m, 1) / s, store_loop([&](const std::vector<Var>& vars) {
+                                   return jit::Exp(x(vars) - m) * scale;
+                                 })));
     } else {
       // (x - max) - log(sum): subtracting the max first keeps large inputs exact.
-      store = Let(scale, jit::Log(s),
-                  store_loop([&](const std::vector<Var>& vars) { return (x(vars) - m) - scale; }));
+      body = Let(s, exp_sum, Let(scale, jit::Log(s), store_loop([&](const std::vector<Var>& vars) {
+                                   return (x(vars) - m) - scale;
+                                 })));
     }
-    return Let(m, jit::ReduceMax(mit, x(mv)), Let(s, sum, store));
+    return Let(m, jit::ReduceMax(mit, x(mv)), body);
   }));
   return Status::Ok();
 }

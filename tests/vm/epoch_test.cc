@@ -111,19 +111,17 @@ BOOST_AUTO_TEST_CASE(readers_never_see_an_object_freed_under_their_guard) {
   }
   // The swaps must overlap the reads however the threads are scheduled (a loaded CI machine
   // once ran all 2000 swaps before any reader started): every 100 swaps, wait until the readers
-  // have made progress since the last wait.
+  // have made progress since the last wait. Returns the count it saw.
   auto wait_for_reads = [&](int64_t since) {
-    while (reads.load(std::memory_order_relaxed) <= since) std::this_thread::yield();
+    int64_t now;
+    while ((now = reads.load(std::memory_order_relaxed)) <= since) std::this_thread::yield();
+    return now;
   };
-  int64_t seen = 0;
-  wait_for_reads(seen);
+  int64_t seen = wait_for_reads(0);
   for (int i = 1; i < 2001; ++i) {
     Object* old = current.exchange(all[i].get(), std::memory_order_acq_rel);
     RetireWhenUnused([old] { old->alive.store(false, std::memory_order_release); });
-    if (i % 100 == 0) {
-      wait_for_reads(seen);
-      seen = reads.load(std::memory_order_relaxed);
-    }
+    if (i % 100 == 0) seen = wait_for_reads(seen);
   }
   stop.store(true);
   for (std::thread& t : readers) t.join();
