@@ -12,7 +12,7 @@
 
 #include "compiler/ir/graph.h"
 #include "external/onednn/rules.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::compiler {
 

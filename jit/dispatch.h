@@ -19,7 +19,7 @@
 #include "jit/engine.h"
 #include "jit/kernel_ir.h"
 #include "jit/kir_serialize.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::jit {
 
@@ -103,7 +103,7 @@ class KernelDispatcher {
   /// The variant for this call. `key` is the buffers' dims concatenated (key_size() values);
   /// the kernel dims are derived from it through the bindings. Errors: the
   /// generic variant's compile error (kInvalidArgument / kInternal, naming the kernel).
-  /// Call Select and the function it returns inside one EpochGuard (vm/epoch.h): the variants
+  /// Call Select and the function it returns inside one EpochGuard (base/epoch.h): the variants
   /// the dispatcher holds are counted references (Engine::Acquire), so the code of an evicted
   /// shape, or of a destroyed dispatcher, is freed once no guard can be running it.
   StatusOr<KernelFn> Select(const int64_t* key);

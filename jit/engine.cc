@@ -21,7 +21,7 @@
 
 #include "jit/object_cache.h"
 #include "jit/runtime.h"
-#include "vm/epoch.h"
+#include "base/epoch.h"
 
 namespace kiln::jit {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "jit/kernel_ir.h"
 #include "jit/lower_llvm.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::jit {
 
@@ -36,7 +36,7 @@ struct EngineStats {
 /// A counted reference to one compiled kernel (Engine::Acquire). The kernel's code stays while
 /// any copy of a reference to it exists (or the kernel was pinned by GetOrCompile). After the
 /// last copy is gone the kernel leaves the engine's cache and its code is freed once no
-/// EpochGuard (vm/epoch.h) that was alive at that moment is: call fn() only inside a guard that
+/// EpochGuard (base/epoch.h) that was alive at that moment is: call fn() only inside a guard that
 /// began while a reference was held. A default-constructed reference is empty.
 class KernelRef {
  public:

@@ -8,8 +8,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "vm/dtype.h"
-#include "vm/status.h"
+#include "base/dtype.h"
+#include "base/status.h"
 
 namespace kiln::jit {
 

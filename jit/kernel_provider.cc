@@ -6,7 +6,7 @@
 
 #include "jit/kir_serialize.h"
 #include "jit/precondition.h"
-#include "vm/epoch.h"
+#include "base/epoch.h"
 
 namespace kiln::jit {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "jit/kernel_ir.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace llvm {
 class LLVMContext;

@@ -12,7 +12,7 @@
 
 #include "jit/kernel_ir.h"
 #include "jit/lower_llvm.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::jit {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "jit/kernel_ir.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::jit {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "vm/executable.h"
-#include "vm/tensor.h"
+#include "base/tensor.h"
 
 namespace kiln::tools {
 

@@ -21,9 +21,9 @@ run() {  # run NAME TARGETS...
 }
 
 if [[ $which == all || $which == asan ]]; then
-  run asan //tests/vm/... //tests/tools/... //tests/external/...
+  run asan //tests/base/... //tests/vm/... //tests/embed/... //tests/tools/... //tests/external/...
 fi
 if [[ $which == all || $which == tsan ]]; then
-  run tsan //tests/vm:context_test //tests/vm:allocator_test //tests/vm:epoch_test //tests/external:registry_test
+  run tsan //tests/vm:context_test //tests/base:allocator_test //tests/base:epoch_test //tests/external:registry_test
 fi
 exit $rc

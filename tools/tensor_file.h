@@ -7,9 +7,9 @@
 #include <string>
 #include <string_view>
 
-#include "vm/allocator.h"
-#include "vm/status.h"
-#include "vm/tensor.h"
+#include "base/allocator.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace kiln::tools {
 

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "vm/dtype.h"
+#include "base/dtype.h"
 #include "vm/executable.h"
 #include "vm/opcodes.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln {
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "vm/epoch.h"
+#include "base/epoch.h"
 #include "vm/opcodes.h"
 
 namespace kiln {
@@ -71,7 +71,7 @@ Status Context::Invoke(int function, const std::vector<Tensor>& inputs, std::vec
   frames_.clear();
   RETURN_IF_ERROR(PushFrame(function, -1, 0));
   for (size_t i = 0; i < inputs.size(); ++i) regs_[i] = pool_.NewTensor(inputs[i]);
-  // One guard for the run: kernel calls nest theirs in it for free (vm/epoch.h).
+  // One guard for the run: kernel calls nest theirs in it for free (base/epoch.h).
   EpochGuard guard;
   Status status = Run(function, outputs, options.profile);
   if (!status.ok()) {

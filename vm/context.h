@@ -8,11 +8,11 @@
 #include <string_view>
 #include <vector>
 
-#include "vm/allocator.h"
+#include "base/allocator.h"
 #include "vm/executable.h"
 #include "vm/profile.h"
-#include "vm/status.h"
-#include "vm/tensor.h"
+#include "base/status.h"
+#include "base/tensor.h"
 #include "vm/value.h"
 
 namespace kiln {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "vm/executable.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln {
 

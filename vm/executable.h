@@ -11,8 +11,8 @@
 
 #include "serializer/executable_generated.h"
 #include "vm/providers.h"
-#include "vm/status.h"
-#include "vm/tensor.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace kiln {
 

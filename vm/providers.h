@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "vm/dtype.h"
-#include "vm/status.h"
-#include "vm/tensor.h"
+#include "base/dtype.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace kiln {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "vm/tensor.h"
+#include "base/tensor.h"
 
 namespace kiln {
 namespace internal {

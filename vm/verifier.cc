@@ -5,9 +5,9 @@
 #include <unordered_map>
 
 #include "serializer/version.h"
-#include "vm/dtype.h"
+#include "base/dtype.h"
 #include "vm/opcodes.h"
-#include "vm/tensor.h"
+#include "base/tensor.h"
 
 namespace kiln {
 namespace {

@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "serializer/executable_generated.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln {
 

@@ -13,7 +13,7 @@
 #include "compiler/lower/fusion.h"
 #include "jit/kir_serialize.h"
 #include "vm/builder.h"
-#include "vm/dtype.h"
+#include "base/dtype.h"
 
 namespace kiln::compiler {
 namespace {

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::compiler {
 

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "compiler/ir/dim_expr.h"
-#include "vm/dtype.h"
-#include "vm/status.h"
+#include "base/dtype.h"
+#include "base/status.h"
 
 namespace kiln::compiler {
 

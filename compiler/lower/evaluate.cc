@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "vm/dtype.h"
+#include "base/dtype.h"
 
 namespace kiln::compiler {
 namespace {

@@ -12,7 +12,7 @@
 #include "compiler/ir/graph.h"
 #include "compiler/lower/lower.h"
 #include "jit/engine.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::compiler {
 

@@ -30,7 +30,7 @@
 
 #include "compiler/ir/graph.h"
 #include "jit/kernel_ir.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::compiler {
 

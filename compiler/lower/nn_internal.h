@@ -13,7 +13,7 @@
 #include "compiler/lower/lower.h"
 #include "jit/compute.h"
 #include "jit/kernel_ir.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::compiler::nn {
 

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "compiler/ir/graph.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::compiler {
 

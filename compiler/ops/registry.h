@@ -15,8 +15,8 @@
 
 #include "compiler/ir/dim_expr.h"
 #include "compiler/ir/graph.h"
-#include "vm/dtype.h"
-#include "vm/status.h"
+#include "base/dtype.h"
+#include "base/status.h"
 
 namespace kiln::compiler {
 

@@ -7,7 +7,7 @@
 #include "compiler/ir/graph.h"
 #include "compiler/lower/evaluate.h"
 #include "compiler/passes/shape_inference.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::compiler {
 

@@ -11,7 +11,7 @@
 #include <set>
 
 #include "compiler/ir/graph.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::compiler {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "compiler/ir/graph.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::compiler {
 

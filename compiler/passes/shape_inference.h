@@ -7,7 +7,7 @@
 
 #include "compiler/ir/graph.h"
 #include "compiler/ops/registry.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::compiler {
 

@@ -5,7 +5,7 @@
 #define KILN_COMPILER_PASSES_SIMPLIFY_H_
 
 #include "compiler/ir/graph.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::compiler {
 

@@ -21,7 +21,7 @@
 #include "compiler/compile.h"
 #include "examples/quickstart/model_def.h"
 #include "examples/quickstart/reference.h"
-#include "vm/runtime.h"
+#include "embed/runtime.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::serving {
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::serving {
 

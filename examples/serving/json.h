@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::serving {
 

@@ -7,7 +7,7 @@
 #include "external/registry/registry.h"
 #include "jit/engine.h"
 #include "jit/kernel_provider.h"
-#include "vm/runtime.h"
+#include "embed/runtime.h"
 
 namespace kiln::serving {
 

@@ -9,7 +9,7 @@
 
 #include "examples/serving/json.h"
 #include "vm/executable.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::serving {
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "examples/serving/model_repository.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::serving {
 

@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "examples/serving/json.h"
-#include "vm/dtype.h"
-#include "vm/status.h"
-#include "vm/tensor.h"
+#include "base/dtype.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace kiln::serving {
 

@@ -15,8 +15,8 @@
 #include "external/onednn/region.h"
 #include "external/onednn/runtime.h"
 #include "oneapi/dnnl/dnnl.hpp"
-#include "vm/status.h"
-#include "vm/tensor.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace kiln::onednn::internal {
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "vm/tensor.h"
+#include "base/tensor.h"
 
 namespace kiln::onednn {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "vm/dtype.h"
-#include "vm/status.h"
+#include "base/dtype.h"
+#include "base/status.h"
 
 namespace kiln::onednn {
 

@@ -11,7 +11,7 @@
 #include "vm/context.h"
 #include "vm/executable.h"
 #include "vm/providers.h"
-#include "vm/tensor.h"
+#include "base/tensor.h"
 
 namespace kiln::compiler::testing {
 

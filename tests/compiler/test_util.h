@@ -6,7 +6,7 @@
 
 #include "compiler/ir/graph.h"
 #include "compiler/onnx/importer.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::compiler::testing {
 

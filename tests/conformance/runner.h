@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "vm/executable.h"
-#include "vm/status.h"
-#include "vm/tensor.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace kiln::conformance {
 

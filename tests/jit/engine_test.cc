@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "tests/jit/test_util.h"
-#include "vm/epoch.h"
+#include "base/epoch.h"
 
 namespace kiln::jit {
 namespace {

@@ -11,7 +11,7 @@
 #include "jit/compute.h"
 #include "jit/engine.h"
 #include "jit/kernel_ir.h"
-#include "vm/dtype.h"
+#include "base/dtype.h"
 
 namespace kiln {
 // Names in Boost.Test data-case logs (vm/ has no stream operator for DType; tests only).

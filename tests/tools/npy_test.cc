@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "tools/npy.h"
-#include "vm/allocator.h"
+#include "base/allocator.h"
 
 namespace kiln {
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "tools/npy.h"
-#include "vm/allocator.h"
+#include "base/allocator.h"
 
 namespace kiln {
 std::ostream& operator<<(std::ostream& os, DType t) { return os << DTypeShortName(t); }

@@ -8,7 +8,7 @@
 
 #include "compiler/lower/evaluate.h"
 #include "tests/compiler/test_util.h"
-#include "vm/dtype.h"
+#include "base/dtype.h"
 
 namespace kiln::compiler::testing {
 namespace {

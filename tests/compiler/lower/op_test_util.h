@@ -10,7 +10,7 @@
 
 #include "compiler/ir/graph.h"
 #include "compiler/lower/lower.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln::compiler::testing {
 

@@ -12,7 +12,7 @@
 #include "external/onednn/codegen.h"
 #include "external/onednn/runtime.h"
 #include "vm/providers.h"
-#include "vm/tensor.h"
+#include "base/tensor.h"
 
 namespace kiln::onednn::testing {
 

@@ -1,6 +1,6 @@
 // Epoch-based reclamation: freeing what other threads may still be running (JIT code).
-#ifndef KILN_VM_EPOCH_H_
-#define KILN_VM_EPOCH_H_
+#ifndef KILN_BASE_EPOCH_H_
+#define KILN_BASE_EPOCH_H_
 
 #include <cstddef>
 #include <functional>
@@ -39,4 +39,4 @@ size_t RetiredCount();
 
 }  // namespace kiln
 
-#endif  // KILN_VM_EPOCH_H_
+#endif  // KILN_BASE_EPOCH_H_

@@ -1,9 +1,9 @@
 // Shape and Tensor.
-#include "vm/tensor.h"
+#include "base/tensor.h"
 
 #include <cassert>
 
-#include "vm/allocator.h"
+#include "base/allocator.h"
 
 namespace kiln {
 

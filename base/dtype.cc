@@ -1,5 +1,5 @@
 // DType tables.
-#include "vm/dtype.h"
+#include "base/dtype.h"
 
 namespace kiln {
 namespace {

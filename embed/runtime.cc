@@ -1,5 +1,5 @@
 // Runtime: wires the JIT engine, kernel provider, vendor registry and allocator together.
-#include "vm/runtime.h"
+#include "embed/runtime.h"
 
 #include <omp.h>
 

@@ -1,6 +1,6 @@
 // Tests for vm/epoch: a retired object is freed only after every guard that could use it ends.
 #define BOOST_TEST_MODULE epoch_test
-#include "vm/epoch.h"
+#include "base/epoch.h"
 
 #include <atomic>
 #include <boost/test/unit_test.hpp>

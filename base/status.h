@@ -1,6 +1,6 @@
 // Status and StatusOr: how every fallible call in kiln reports what went wrong and where.
-#ifndef KILN_VM_STATUS_H_
-#define KILN_VM_STATUS_H_
+#ifndef KILN_BASE_STATUS_H_
+#define KILN_BASE_STATUS_H_
 
 #include <cassert>
 #include <new>
@@ -132,4 +132,4 @@ class [[nodiscard]] StatusOr {
   if (!tmp.ok()) return tmp.status();          \
   lhs = std::move(tmp).value()
 
-#endif  // KILN_VM_STATUS_H_
+#endif  // KILN_BASE_STATUS_H_

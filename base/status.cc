@@ -1,5 +1,5 @@
 // Status formatting.
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln {
 

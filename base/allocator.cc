@@ -1,5 +1,5 @@
 // Size-class pooling allocator with an LRU-bounded cache.
-#include "vm/allocator.h"
+#include "base/allocator.h"
 
 #include <cstdlib>
 #include <new>

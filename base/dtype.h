@@ -1,6 +1,6 @@
 // Element types of kiln tensors, their sizes and names (numpy / ONNX spellings).
-#ifndef KILN_VM_DTYPE_H_
-#define KILN_VM_DTYPE_H_
+#ifndef KILN_BASE_DTYPE_H_
+#define KILN_BASE_DTYPE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -42,4 +42,4 @@ bool IsInteger(DType t);  // signed or unsigned integers, not bool
 
 }  // namespace kiln
 
-#endif  // KILN_VM_DTYPE_H_
+#endif  // KILN_BASE_DTYPE_H_

@@ -10,8 +10,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "vm/allocator.h"
-#include "vm/tensor.h"
+#include "base/allocator.h"
+#include "base/tensor.h"
 
 namespace kiln {
 namespace {

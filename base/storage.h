@@ -1,6 +1,6 @@
 // Storage: a reference-counted, 64-byte-aligned byte buffer that tensors view.
-#ifndef KILN_VM_STORAGE_H_
-#define KILN_VM_STORAGE_H_
+#ifndef KILN_BASE_STORAGE_H_
+#define KILN_BASE_STORAGE_H_
 
 #include <atomic>
 #include <cstddef>
@@ -86,4 +86,4 @@ class StorageRef {
 
 }  // namespace kiln
 
-#endif  // KILN_VM_STORAGE_H_
+#endif  // KILN_BASE_STORAGE_H_

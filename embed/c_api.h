@@ -9,8 +9,8 @@
  * - Ownership: tensors returned by kiln_context_invoke belong to the caller (kiln_tensor_free);
  *   they stay valid after the context and the executable are freed.
  */
-#ifndef KILN_VM_C_API_H_
-#define KILN_VM_C_API_H_
+#ifndef KILN_EMBED_C_API_H_
+#define KILN_EMBED_C_API_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -117,7 +117,7 @@ kiln_status* kiln_context_invoke(kiln_context* context, const char* function,
                                  kiln_tensor** outputs, size_t outputs_capacity,
                                  size_t* num_outputs, int64_t timeout_ms);
 
-/* ---- Runtimes (vm/runtime.h) ----
+/* ---- Runtimes (embed/runtime.h) ----
  * A runtime holds the JIT (kernels compiled on first use, optional on-disk cache), the vendor
  * runtimes (oneDNN, plugins) and an allocator. Executables it loads can run JIT kernels and
  * external regions (kiln_executable_load_* bind external regions only). Thread-safe. Executables
@@ -163,4 +163,4 @@ void kiln_runtime_get_stats(const kiln_runtime* runtime, kiln_runtime_stats* out
 } /* extern "C" */
 #endif
 
-#endif /* KILN_VM_C_API_H_ */
+#endif /* KILN_EMBED_C_API_H_ */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vm/c_api.h"
+#include "embed/c_api.h"
 
 static int g_failed = 0, g_passed = 0;
 
@@ -30,7 +30,7 @@ static void ExpectError(kiln_status* s, kiln_status_code code, const char* part)
   kiln_status_free(s);
 }
 
-static const char* FixturePath(void) { return "tests/vm/c_api_fixture.kiln"; }
+static const char* FixturePath(void) { return "tests/embed/c_api_fixture.kiln"; }
 
 static void TestSignature(const kiln_executable* exe) {
   kiln_value_info info;
@@ -101,7 +101,7 @@ static void TestNullsAndBadTensors(void) {
   size_t n = 0;
   int64_t shape[1] = {-4};
   ExpectError(kiln_executable_load_file(NULL, &exe), KILN_INVALID_ARGUMENT, "path is null");
-  ExpectError(kiln_executable_load_file("tests/vm/missing.kiln", &exe), KILN_NOT_FOUND, "no such file");
+  ExpectError(kiln_executable_load_file("tests/embed/missing.kiln", &exe), KILN_NOT_FOUND, "no such file");
   CHECK(exe == NULL);
   ExpectError(kiln_executable_load_bytes("garbage!garbage!", 16, &exe), KILN_INVALID_FORMAT,
               "truncated: the FlatBuffer claims");

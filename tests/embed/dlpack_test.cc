@@ -5,8 +5,8 @@
 
 #include <thread>
 
-#include "vm/allocator.h"
-#include "vm/dlpack.h"
+#include "base/allocator.h"
+#include "embed/dlpack.h"
 
 namespace kiln {
 namespace {

@@ -1,14 +1,14 @@
 // Shape and Tensor: a typed view (offset, shape, strides) over reference-counted Storage.
-#ifndef KILN_VM_TENSOR_H_
-#define KILN_VM_TENSOR_H_
+#ifndef KILN_BASE_TENSOR_H_
+#define KILN_BASE_TENSOR_H_
 
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 
-#include "vm/dtype.h"
-#include "vm/status.h"
-#include "vm/storage.h"
+#include "base/dtype.h"
+#include "base/status.h"
+#include "base/storage.h"
 
 namespace kiln {
 
@@ -93,4 +93,4 @@ class Tensor {
 
 }  // namespace kiln
 
-#endif  // KILN_VM_TENSOR_H_
+#endif  // KILN_BASE_TENSOR_H_

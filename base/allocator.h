@@ -1,14 +1,14 @@
 // Allocator: 64-byte-aligned storage with size-class pooling and a bounded cache.
-#ifndef KILN_VM_ALLOCATOR_H_
-#define KILN_VM_ALLOCATOR_H_
+#ifndef KILN_BASE_ALLOCATOR_H_
+#define KILN_BASE_ALLOCATOR_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <vector>
 
-#include "vm/status.h"
-#include "vm/storage.h"
+#include "base/status.h"
+#include "base/storage.h"
 
 namespace kiln {
 
@@ -71,4 +71,4 @@ class Allocator {
 
 }  // namespace kiln
 
-#endif  // KILN_VM_ALLOCATOR_H_
+#endif  // KILN_BASE_ALLOCATOR_H_

@@ -2,7 +2,7 @@
 // epoch it saw when its outermost guard began (kIdle outside guards). Retiring bumps the global
 // epoch and records the old value r; an object retired at r is freed once every slot is idle or
 // holds an epoch above r. Slots are never freed (a thread's slot is reused after it exits).
-#include "vm/epoch.h"
+#include "base/epoch.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,6 +1,6 @@
 // Runtime: the one object an embedding application creates — JIT, vendor runtimes, allocator.
-#ifndef KILN_VM_RUNTIME_H_
-#define KILN_VM_RUNTIME_H_
+#ifndef KILN_EMBED_RUNTIME_H_
+#define KILN_EMBED_RUNTIME_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -11,10 +11,10 @@
 #include "external/registry/registry.h"
 #include "jit/dispatch.h"
 #include "jit/engine.h"
-#include "vm/allocator.h"
+#include "base/allocator.h"
 #include "vm/context.h"
 #include "vm/executable.h"
-#include "vm/status.h"
+#include "base/status.h"
 
 namespace kiln {
 
@@ -135,4 +135,4 @@ class Runtime {
 
 }  // namespace kiln
 
-#endif  // KILN_VM_RUNTIME_H_
+#endif  // KILN_EMBED_RUNTIME_H_

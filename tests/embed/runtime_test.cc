@@ -1,6 +1,6 @@
 // Tests for vm/runtime: loading and running JIT executables, options, counters, lifetimes.
 #define BOOST_TEST_MODULE runtime_test
-#include "vm/runtime.h"
+#include "embed/runtime.h"
 
 #include <omp.h>
 #include <sys/stat.h>

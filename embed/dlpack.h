@@ -1,11 +1,11 @@
 // DLPack interop: exchange tensors with other frameworks without copying.
-#ifndef KILN_VM_DLPACK_H_
-#define KILN_VM_DLPACK_H_
+#ifndef KILN_EMBED_DLPACK_H_
+#define KILN_EMBED_DLPACK_H_
 
 #include <dlpack/dlpack.h>
 
-#include "vm/status.h"
-#include "vm/tensor.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace kiln {
 
@@ -25,4 +25,4 @@ StatusOr<DLManagedTensor*> ToDLPack(const Tensor& tensor);
 
 }  // namespace kiln
 
-#endif  // KILN_VM_DLPACK_H_
+#endif  // KILN_EMBED_DLPACK_H_

@@ -1,7 +1,7 @@
 // The C API over Executable / Context / Tensor: handles wrap the C++ objects; every error is a
 // kiln_status; nothing throws across the boundary (allocation failure aside, which the C++
 // runtime cannot report either).
-#include "vm/c_api.h"
+#include "embed/c_api.h"
 
 #include <chrono>
 #include <cstring>
@@ -11,7 +11,7 @@
 
 #include "external/registry/registry.h"
 #include "vm/context.h"
-#include "vm/runtime.h"
+#include "embed/runtime.h"
 
 struct kiln_status {
   kiln_status_code code;

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "vm/allocator.h"
-#include "vm/dtype.h"
-#include "vm/status.h"
-#include "vm/tensor.h"
+#include "base/allocator.h"
+#include "base/dtype.h"
+#include "base/status.h"
+#include "base/tensor.h"
 
 namespace kiln {
 namespace {

@@ -1,5 +1,5 @@
 // DLPack import/export: dtype mapping, contiguity checks, lifetime through deleters.
-#include "vm/dlpack.h"
+#include "embed/dlpack.h"
 
 #include <memory>
 #include <string>
