@@ -1,18 +1,53 @@
-// kiln_parallel_for on OpenMP.
+// kiln_parallel_for on OpenMP, stopping between pieces of work once the run's deadline passes.
 #include "jit/runtime.h"
 
 #include <omp.h>
 
 #include <algorithm>
 
+#include "base/deadline.h"
+
+namespace {
+
+using kiln::Clock;
+
+// Pieces a range is cut into when the run has a deadline, so a long kernel notices it: up to
+// this many per thread, each at least one grain. Without a deadline a thread runs its range in
+// one call, as before.
+constexpr int64_t kPiecesPerThread = 8;
+
+// Runs [lo, hi) in pieces of at least `grain`, skipping the rest once `deadline` has passed.
+// The VM checks the deadline after the kernel returns and discards its outputs, so skipped
+// iterations are never observed.
+void RunPieces(int64_t lo, int64_t hi, int64_t grain, Clock::time_point deadline,
+               KilnParallelBody body, void* ctx) {
+  int64_t n = hi - lo;
+  if (deadline == Clock::time_point::max()) {
+    body(lo, hi, ctx);
+    return;
+  }
+  int64_t pieces = std::max<int64_t>(1, std::min(kPiecesPerThread, n / grain));
+  int64_t size = n / pieces, extra = n % pieces;
+  for (int64_t p = 0, start = lo; p < pieces; ++p) {
+    if (Clock::now() >= deadline) return;
+    int64_t end = start + size + (p < extra ? 1 : 0);
+    body(start, end, ctx);
+    start = end;
+  }
+}
+
+}  // namespace
+
 extern "C" void kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, KilnParallelBody body,
                                   void* ctx) {
   int64_t n = end - begin;
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
+  // Read on the calling thread: the team's threads do not share its thread-locals.
+  const Clock::time_point deadline = kiln::CurrentDeadline();
   int64_t max_chunks = std::min<int64_t>(omp_get_max_threads(), n / grain);
   if (max_chunks < 2 || omp_in_parallel()) {
-    body(begin, end, ctx);
+    RunPieces(begin, end, grain, deadline, body, ctx);
     return;
   }
 #pragma omp parallel num_threads(static_cast <int>(max_chunks))
@@ -23,7 +58,7 @@ extern "C" void kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, Kil
     int64_t size = n / k, extra = n % k;
     int64_t lo = begin + t * size + std::min(t, extra);
     int64_t hi = lo + size + (t < extra ? 1 : 0);
-    if (lo < hi) body(lo, hi, ctx);
+    if (lo < hi) RunPieces(lo, hi, grain, deadline, body, ctx);
   }
 }
 

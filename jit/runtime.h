@@ -14,6 +14,9 @@ typedef void (*KilnParallelBody)(int64_t begin, int64_t end, void* ctx);
 /// Runs serially, in the calling thread, when the range is below two grains, when OpenMP offers
 /// one thread, or when called from inside a parallel region. Every iteration runs exactly once;
 /// returns after all have finished. Thread-safe. An empty range calls nothing.
+/// Deadlines: when the calling thread's VM run has one (base/deadline.h), each thread runs its
+/// chunk in up to 8 pieces of at least `grain` and skips the pieces left once it has passed; the
+/// VM then fails the run with DeadlineExceeded, so the partial output is never seen.
 void kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, KilnParallelBody body, void* ctx);
 
 }  // extern "C"

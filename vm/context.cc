@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/deadline.h"
 #include "base/epoch.h"
 #include "vm/opcodes.h"
 
@@ -73,6 +74,8 @@ Status Context::Invoke(int function, const std::vector<Tensor>& inputs, std::vec
   for (size_t i = 0; i < inputs.size(); ++i) regs_[i] = pool_.NewTensor(inputs[i]);
   // One guard for the run: kernel calls nest theirs in it for free (base/epoch.h).
   EpochGuard guard;
+  // Kernels and regions see the deadline too and stop between chunks (base/deadline.h).
+  ScopedDeadline scoped_deadline(deadline_);
   Status status = Run(function, outputs, options.profile);
   if (!status.ok()) {
     ClearRegisters();  // an error can leave values in any frame

@@ -29,8 +29,11 @@ struct ContextOptions {
 };
 
 struct InvokeOptions {
-  /// Stop with DeadlineExceeded once this passes. Checked at calls and backward jumps (and so
-  /// loops), not at every instruction. time_point::max() (the default): no deadline.
+  /// Stop with DeadlineExceeded once this passes. Checked after every kernel, shape function
+  /// and external region call, at VM calls and backward jumps (and so loops), not at every
+  /// instruction; JIT kernels' parallel loops also stop between pieces once it has passed
+  /// (jit/runtime.h), so a deadline fires within about one piece of a long kernel.
+  /// time_point::max() (the default): no deadline.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
   /// Convenience: deadline = now + timeout if timeout > 0 (takes the earlier of the two).
   std::chrono::milliseconds timeout{0};

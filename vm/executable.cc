@@ -101,7 +101,9 @@ Executable::~Executable() = default;
 
 StatusOr<std::shared_ptr<const Executable>> Executable::LoadFile(const std::string& path,
                                                                  const LoadOptions& options) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever. It has no
+  // effect on the regular files that pass the check below.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return NotFound(path + ": no such file");
     return InvalidArgument(path + ": cannot open: " + ErrnoText());
@@ -109,7 +111,8 @@ StatusOr<std::shared_ptr<const Executable>> Executable::LoadFile(const std::stri
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return InvalidArgument(path + ": not a regular file");
+    return InvalidArgument(path + ": not a regular file (a .kiln executable is read from a file, "
+                           "not a pipe, device or directory)");
   }
   const size_t size = static_cast<size_t>(st.st_size);
   if (options.huge_page_constants && size > 0) {

@@ -82,8 +82,10 @@ std::string Reg(int32_t r) { return "r" + std::to_string(r); }
     if constexpr (kProfile) flush_profile();  \
     return Fail(fn_index, pc, (status));      \
   }
-// Reads the clock at most every kDeadlineStride instructions, or after any kernel / region
-// call (those may be slow), so tight loops pay almost nothing for a deadline.
+// Reads the clock at most every kDeadlineStride instructions (checked at backward jumps and
+// calls), and after every kernel, shape function and region call: those may be slow, and a
+// kernel that stopped early because the deadline passed (base/deadline.h) left partial outputs
+// that must not be used. Tight loops pay almost nothing for a deadline.
 constexpr uint64_t kDeadlineStride = 256;
 #define CHECK_DEADLINE()                                                                     \
   if (has_deadline_ && (called_out || executed >= next_check)) {                            \
@@ -221,6 +223,7 @@ Status Context::RunLoop(int entry, std::vector<Tensor>* outputs, Profile* profil
           std::string kernel = "kernel '" + exe.kernels()->Get(k)->name()->str() + "'";
           FAIL(s.message().find(kernel) == std::string::npos ? s.WithContext(kernel) : s);
         }
+        CHECK_DEADLINE();
         NEXT();
       }
       CASE(InvokeShapeFunc) {
@@ -239,6 +242,7 @@ Status Context::RunLoop(int entry, std::vector<Tensor>* outputs, Profile* profil
         called_out = true;
         Status s = exe_->shape_function(in.a())->Run(args_.data(), sf->num_inputs(), sf->num_outputs());
         if (!s.ok()) FAIL(s.WithContext("shape function '" + sf->name()->str() + "'"));
+        CHECK_DEADLINE();
         // A negative dim is how shape functions report inputs whose shapes do not fit together
         // (a broadcast of 2 with 3); name them rather than fail later on the allocation.
         for (int j = static_cast<int>(sf->num_inputs()); j < n; ++j) {
@@ -269,6 +273,7 @@ Status Context::RunLoop(int entry, std::vector<Tensor>* outputs, Profile* profil
           FAIL(s.WithContext("external region '" + region->name()->str() + "' (" +
                              region->vendor()->str() + ")"));
         }
+        CHECK_DEADLINE();
         NEXT();
       }
       CASE(Invoke) {

@@ -87,10 +87,39 @@ uint64_t Fnv1a64(const uint8_t* data, size_t size) {
   return h;
 }
 
+// True when the bytes start the way every ONNX exporter writes a ModelProto: field 1
+// (ir_version, a small varint), then another of ModelProto's fields 2-8 or 14 (producer_name,
+// producer_version, domain, model_version, doc_string, graph, opset_import, metadata_props).
+// Only used to word the error for a file that lacks the 'KILN' identifier.
+bool LooksLikeOnnxModel(const uint8_t* data, size_t size) {
+  if (size < 4 || data[0] != 0x08 || data[1] == 0 || data[1] >= 0x80) return false;
+  switch (data[2]) {
+    case 0x12: case 0x1a: case 0x22: case 0x28: case 0x32: case 0x3a: case 0x42: case 0x72:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Status VerifyStructure(const uint8_t* data, size_t size, const fb::Executable** root,
                        size_t* flatbuffer_size) {
   if (size < 12) {
     return InvalidFormat("file is " + Str(size) + " bytes; too small to be a .kiln executable");
+  }
+  // The identifier first: a file that is not a .kiln at all should say so, not "truncated".
+  const uint8_t* buf = data + sizeof(flatbuffers::uoffset_t);
+  if (!flatbuffers::BufferHasIdentifier(buf, kFileIdentifier)) {
+    if (LooksLikeOnnxModel(data, size)) {
+      return InvalidFormat(
+          "not a .kiln executable: this is an ONNX model; compile it first with `kiln compile "
+          "MODEL.onnx -o MODEL.kiln`");
+    }
+    std::string got;
+    for (int i = 4; i < 8; ++i) {
+      char ch = static_cast<char>(buf[i]);
+      got += (ch >= 32 && ch < 127) ? std::string(1, ch) : "\\x" + Str(buf[i]);
+    }
+    return InvalidFormat("wrong file identifier '" + got + "' (expected 'KILN'): not a .kiln file");
   }
   auto fb_len = flatbuffers::ReadScalar<flatbuffers::uoffset_t>(data);
   if (fb_len < 8) {
@@ -99,15 +128,6 @@ Status VerifyStructure(const uint8_t* data, size_t size, const fb::Executable** 
   if (fb_len > size - sizeof(flatbuffers::uoffset_t)) {
     return InvalidFormat("truncated: the FlatBuffer claims " + Str(fb_len) + " bytes but only " +
                          Str(size - sizeof(flatbuffers::uoffset_t)) + " follow the size prefix");
-  }
-  const uint8_t* buf = data + sizeof(flatbuffers::uoffset_t);
-  if (!flatbuffers::BufferHasIdentifier(buf, kFileIdentifier)) {
-    std::string got;
-    for (int i = 4; i < 8; ++i) {
-      char ch = static_cast<char>(buf[i]);
-      got += (ch >= 32 && ch < 127) ? std::string(1, ch) : "\\x" + Str(buf[i]);
-    }
-    return InvalidFormat("wrong file identifier '" + got + "' (expected 'KILN'): not a .kiln file");
   }
   size_t total = fb_len + sizeof(flatbuffers::uoffset_t);
   RETURN_IF_ERROR(CheckVersion(data, total));

@@ -45,8 +45,18 @@ class Importer {
         symbols_(std::make_shared<SymbolGenerator>()) {}
 
   StatusOr<Graph> ImportModel(onnx::ModelProto& model) {
+    // IR version 10 is what ONNX 1.16+ writes for opsets up to 21; anything newer may change
+    // what fields mean, so it is refused rather than misread.
+    if (model.ir_version() > kMaxIrVersion) {
+      return Unsupported("the model's ir_version is " + std::to_string(model.ir_version()) +
+                         "; kiln reads ONNX IR versions up to " + std::to_string(kMaxIrVersion));
+    }
     RETURN_IF_ERROR(ReadOpsets(model));
     if (!model.has_graph()) return InvalidFormat("the model has no graph");
+    if (model.graph().output_size() == 0) {
+      return InvalidFormat("the model's graph '" + model.graph().name() +
+                           "' has no outputs: there is nothing to compute");
+    }
     ForEachGraph(model.graph(), [this](const onnx::GraphProto& g) { ReserveDimParams(g); });
     RETURN_IF_ERROR(CheckOpsSupported(model.graph()));
     ASSIGN_OR_RETURN(Graph graph, ImportGraph(*model.mutable_graph(), nullptr, true));
@@ -416,6 +426,12 @@ std::string DirName(const std::string& path) {
 
 StatusOr<Graph> ImportFromBytes(std::string_view bytes, const ImportOptions& options,
                                 std::string base_dir) {
+  // A compiled executable (size prefix, root offset, then the 'KILN' identifier) is a common
+  // mix-up; protobuf would only say it cannot parse it.
+  if (bytes.size() >= 12 && bytes.substr(8, 4) == "KILN") {
+    return InvalidFormat("this is a compiled .kiln executable, not an ONNX model: run it with "
+                         "`kiln run`, or compile the .onnx it came from");
+  }
   for (const auto& [name, value] : options.dim_pins)
     if (value < 0) return InvalidArgument("dim pin '" + name + "' is negative");
   auto model = std::make_unique<onnx::ModelProto>();

@@ -15,6 +15,8 @@ namespace kiln::compiler {
 /// Default-domain opsets kiln imports.
 inline constexpr int64_t kMinOnnxOpset = 7;
 inline constexpr int64_t kMaxOnnxOpset = 17;
+/// Newest ONNX IR version (ModelProto.ir_version) the importer reads; newer is Unsupported.
+inline constexpr int64_t kMaxIrVersion = 10;
 
 struct ImportOptions {
   /// Dim pins (`kiln compile --dim batch=1`): every dim_param NAME becomes the constant VALUE.

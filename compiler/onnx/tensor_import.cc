@@ -17,12 +17,14 @@ namespace kiln::compiler::onnx_import {
 // ---- MappedFile ------------------------------------------------------------------------------
 
 StatusOr<std::shared_ptr<const MappedFile>> MappedFile::Open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer forever; regular files (the
+  // only kind accepted below) ignore it.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return NotFound("cannot open '" + path + "': " + std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    return NotFound("'" + path + "' is not a regular file");
+    return InvalidArgument("'" + path + "' is not a regular file");
   }
   auto file = std::shared_ptr<MappedFile>(new MappedFile());
   file->size_ = static_cast<size_t>(st.st_size);
@@ -62,6 +64,33 @@ bool IsSafeRelativePath(const std::string& p) {
   return true;
 }
 
+// The real path of `dir`/`location` if it lies inside the real path of `dir`.
+StatusOr<std::string> ResolveInside(const std::string& dir, const std::string& location,
+                                    const std::string& what) {
+  char real_dir[PATH_MAX];
+  if (::realpath(dir.c_str(), real_dir) == nullptr) {
+    return NotFound(what + ": model directory '" + dir + "': " + std::strerror(errno));
+  }
+  std::string joined = dir + "/" + location;
+  char real_file[PATH_MAX];
+  if (::realpath(joined.c_str(), real_file) == nullptr) {
+    if (errno == ENOENT) {
+      return NotFound(what + ": external data file '" + location +
+                      "' does not exist in the model directory");
+    }
+    return InvalidFormat(what + ": external data location '" + location +
+                         "' cannot be resolved inside the model directory");
+  }
+  std::string root(real_dir);
+  if (root != "/") root += "/";
+  std::string file(real_file);
+  if (file.compare(0, root.size(), root) != 0) {
+    return InvalidFormat(what + ": external data location '" + location +
+                         "' leads outside the model directory (through a symbolic link)");
+  }
+  return file;
+}
+
 StatusOr<uint64_t> ParseSize(const std::string& s, const std::string& what) {
   if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos)
     return InvalidFormat(what + ": '" + s + "' is not a byte count");
@@ -92,7 +121,10 @@ StatusOr<std::pair<std::shared_ptr<const void>, const void*>> ExternalData::Read
         what + ": uses external data file '" + location +
         "' but no model directory is known (set ImportOptions::external_data_dir)");
   }
-  std::string path = base_dir_ + "/" + location;
+  // The location is checked by its words above and by where it really leads here: a symlink
+  // inside the model directory must not reach a file outside it. Nothing about such a file
+  // (whether it exists, its size) goes into the error.
+  ASSIGN_OR_RETURN(std::string path, ResolveInside(base_dir_, location, what));
   auto it = files_.find(path);
   if (it == files_.end()) {
     StatusOr<std::shared_ptr<const MappedFile>> f = MappedFile::Open(path);

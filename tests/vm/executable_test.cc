@@ -360,8 +360,35 @@ BOOST_AUTO_TEST_CASE(directory_is_invalid_argument) {
   BOOST_REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
   auto exe = Executable::LoadFile(dir);
   BOOST_TEST(exe.status().code() == StatusCode::kInvalidArgument);
-  BOOST_TEST(exe.status().message() == dir + ": not a regular file");
+  BOOST_TEST(exe.status().message().rfind(dir + ": not a regular file", 0) == 0);
   ::rmdir(dir.c_str());
+}
+
+// A FIFO would block open() until a writer came; the loader must answer at once instead.
+BOOST_AUTO_TEST_CASE(fifo_is_rejected_without_blocking) {
+  std::string path = TempPath("a_fifo.kiln");
+  ::unlink(path.c_str());
+  BOOST_REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  auto exe = Executable::LoadFile(path);
+  BOOST_TEST(exe.status().code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(exe.status().message().rfind(path + ": not a regular file", 0) == 0);
+  ::unlink(path.c_str());
+}
+
+// The start of a real ONNX ModelProto (ir_version 8, producer_name "pytorch"): the error says
+// what the file is and what to do.
+BOOST_AUTO_TEST_CASE(onnx_model_is_named_with_the_command_to_compile_it) {
+  std::string path = TempPath("model.onnx");
+  std::vector<uint8_t> bytes = {0x08, 0x08, 0x12, 0x07, 'p', 'y', 't', 'o', 'r', 'c', 'h',
+                                0x1a, 0x06, '2', '.', '0', '.', '0', '.', 0x3a, 0x00};
+  bytes.resize(4096, 0);
+  WriteBytes(path, bytes);
+  auto exe = Executable::LoadFile(path);
+  BOOST_TEST(exe.status().code() == StatusCode::kInvalidFormat);
+  BOOST_TEST(exe.status().message() ==
+             path + ": not a .kiln executable: this is an ONNX model; compile it first with "
+                    "`kiln compile MODEL.onnx -o MODEL.kiln`");
+  ::unlink(path.c_str());
 }
 
 BOOST_AUTO_TEST_CASE(empty_and_corrupt_files_name_the_path) {

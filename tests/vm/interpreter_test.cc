@@ -2,9 +2,12 @@
 #define BOOST_TEST_MODULE interpreter_test
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
+#include "base/deadline.h"
 #include "tests/vm/test_programs.h"
 
 namespace kiln::testing {
@@ -252,6 +255,53 @@ BOOST_AUTO_TEST_CASE(infinite_loop_stops_at_the_deadline) {
   BOOST_TEST(out.status().message().find("in 'main' at pc 1 (goto)") != std::string::npos);
   BOOST_TEST(ms >= 50.0);
   BOOST_TEST(ctx->instructions_executed() > 1000u);
+}
+
+// Straight-line code (no backward jump, no call) of kernels that each take 20 ms: the deadline
+// is checked after every kernel call, so a 30 ms timeout stops the run after the second kernel
+// instead of letting all ten run. Each kernel also sees the run's deadline on its thread.
+BOOST_AUTO_TEST_CASE(deadline_fires_between_kernels_without_loops) {
+  ExecutableBuilder b;
+  int slow = b.AddKernel({"slow", {}, {}});
+  FunctionBuilder& f = b.AddFunction("main");
+  f.AddResult(Scalar("r", DType::kI64));
+  f.LoadConsti(0, 1);
+  for (int i = 0; i < 10; ++i) f.InvokeKernel(slow, {}, {});
+  f.Ret({0});
+  f.set_register_count(1);
+  auto bytes = b.Finish();
+  BOOST_REQUIRE(bytes.ok());
+  auto kernels = std::make_shared<TestKernelProvider>();
+  std::atomic<int> calls{0};
+  std::atomic<bool> saw_deadline{true};
+  kernels->Add("slow", [&](const Tensor* const*, int, int) {
+    ++calls;
+    if (CurrentDeadline() == Clock::time_point::max()) saw_deadline = false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return Status::Ok();
+  });
+  LoadOptions lo;
+  lo.kernels = kernels;
+  lo.externals = std::make_shared<TestExternalProvider>();
+  auto exe = Executable::LoadBytes(bytes->data(), bytes->size(), lo);
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().ToString());
+  auto ctx = *Context::Create(*exe);
+  InvokeOptions options;
+  options.timeout = std::chrono::milliseconds(30);
+  auto out = ctx->Invoke("main", {}, options);
+  BOOST_TEST(out.status().code() == StatusCode::kDeadlineExceeded);
+  BOOST_TEST(out.status().message().find("invoke_kernel") != std::string::npos);
+  // At least two calls reach 30 ms; a run that ignored the deadline would make all ten.
+  BOOST_TEST(calls.load() >= 2);
+  BOOST_TEST(calls.load() < 10);
+  BOOST_TEST(saw_deadline.load());
+  // Outside a run the thread has no deadline again.
+  BOOST_TEST((CurrentDeadline() == Clock::time_point::max()));
+  // Without a deadline the same program runs to the end.
+  calls = 0;
+  auto full = ctx->Invoke("main", {});
+  BOOST_REQUIRE_MESSAGE(full.ok(), full.status().ToString());
+  BOOST_TEST(calls.load() == 10);
 }
 
 BOOST_AUTO_TEST_CASE(unbounded_recursion_is_an_error_not_a_stack_overflow) {

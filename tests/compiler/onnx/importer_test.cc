@@ -7,6 +7,7 @@
 #include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <boost/test/data/monomorphic.hpp>
 #include <boost/test/data/test_case.hpp>
@@ -572,8 +573,73 @@ BOOST_AUTO_TEST_CASE(missing_external_data_names_the_tensor_and_file) {
   std::string dir = TempDir("ext_missing");
   WriteFile(dir + "/model.onnx", Serialize(ExternalModel("gone.bin")));
   EXPECT_ERROR(ImportOnnxFile(dir + "/model.onnx"), StatusCode::kNotFound,
-               "initializer 'w': external data file: cannot open '" + dir +
-                   "/gone.bin': No such file or directory");
+               "initializer 'w': external data file 'gone.bin' does not exist in the model "
+               "directory");
+}
+
+// A symlink inside the model directory that leads outside it is refused, and the error says
+// nothing of the target (not its size, not whether it exists). One that stays inside is fine.
+BOOST_AUTO_TEST_CASE(external_data_symlinks_may_not_leave_the_model_directory) {
+  std::string outside = TempDir("ext_outside");
+  WriteFile(outside + "/secret.bin", FloatBytes({9, 9, 9, 9, 9, 9}));
+  std::string dir = TempDir("ext_symlink");
+  WriteFile(dir + "/real.bin", FloatBytes({1, 2, 3, 4}));
+  const std::vector<std::pair<std::string, std::string>> links = {
+      {"to_outside.bin", outside + "/secret.bin"},
+      {"to_passwd.bin", "/etc/passwd"},
+      {"to_missing.bin", outside + "/missing.bin"},
+      {"inside.bin", dir + "/real.bin"}};
+  for (const auto& [name, target] : links) {
+    ::unlink((dir + "/" + name).c_str());
+    BOOST_REQUIRE(::symlink(target.c_str(), (dir + "/" + name).c_str()) == 0);
+  }
+  for (const char* name : {"to_outside.bin", "to_passwd.bin"}) {
+    WriteFile(dir + "/model.onnx", Serialize(ExternalModel(name)));
+    Status st = ImportOnnxFile(dir + "/model.onnx").status();
+    BOOST_TEST((st.code() == StatusCode::kInvalidFormat), st.ToString());
+    BOOST_TEST(st.message() == std::string("initializer 'w': external data location '") + name +
+                                   "' leads outside the model directory (through a symbolic link)");
+  }
+  WriteFile(dir + "/model.onnx", Serialize(ExternalModel("to_missing.bin")));
+  EXPECT_ERROR(ImportOnnxFile(dir + "/model.onnx"), StatusCode::kNotFound,
+               "external data file 'to_missing.bin' does not exist in the model directory");
+  WriteFile(dir + "/model.onnx", Serialize(ExternalModel("inside.bin")));
+  StatusOr<Graph> g = ImportOnnxFile(dir + "/model.onnx");
+  BOOST_TEST_REQUIRE(g.ok(), g.status().ToString());
+  BOOST_TEST((g->value(*g->FindValue("w")).data->ToDoubles() == std::vector<double>{1, 2, 3, 4}));
+}
+
+// FIFOs as the model or its external data are refused at once instead of blocking on open.
+BOOST_AUTO_TEST_CASE(fifos_are_refused_without_blocking) {
+  std::string dir = TempDir("ext_fifo");
+  ::unlink((dir + "/w.bin").c_str());
+  BOOST_REQUIRE(::mkfifo((dir + "/w.bin").c_str(), 0600) == 0);
+  WriteFile(dir + "/model.onnx", Serialize(ExternalModel("w.bin")));
+  EXPECT_ERROR(ImportOnnxFile(dir + "/model.onnx"), StatusCode::kInvalidArgument,
+               "w.bin' is not a regular file");
+  ::unlink((dir + "/fifo.onnx").c_str());
+  BOOST_REQUIRE(::mkfifo((dir + "/fifo.onnx").c_str(), 0600) == 0);
+  EXPECT_ERROR(ImportOnnxFile(dir + "/fifo.onnx"), StatusCode::kInvalidArgument,
+               "fifo.onnx' is not a regular file");
+}
+
+BOOST_AUTO_TEST_CASE(newer_ir_versions_and_graphs_without_outputs_are_refused) {
+  onnx::ModelProto m = ParseModel(kRelu);
+  m.set_ir_version(999);
+  EXPECT_ERROR(ImportOnnxBytes(Serialize(m)), StatusCode::kUnsupported,
+               "the model's ir_version is 999; kiln reads ONNX IR versions up to 10");
+  m = ParseModel(kRelu);
+  m.mutable_graph()->clear_output();
+  EXPECT_ERROR(ImportOnnxBytes(Serialize(m)), StatusCode::kInvalidFormat,
+               "has no outputs: there is nothing to compute");
+}
+
+// A compiled executable handed to the compiler says what it is and what to do with it.
+BOOST_AUTO_TEST_CASE(a_kiln_executable_is_recognised) {
+  std::string bytes = std::string("\x40\x00\x00\x00\x10\x00\x00\x00KILN", 12) +
+                      std::string(64, '\0');
+  EXPECT_ERROR(ImportOnnxBytes(bytes), StatusCode::kInvalidFormat,
+               "this is a compiled .kiln executable, not an ONNX model: run it with `kiln run`");
 }
 
 BOOST_AUTO_TEST_CASE(short_external_data_names_the_tensor_and_file) {
