@@ -148,9 +148,34 @@ Expr Flatten(const std::vector<Expr>& index, const std::vector<Expr>& dims) {
 
 // Index list of `rank` zeros with the last entries replaced by `tail`. Buffers are contiguous,
 // so indexing a leading dim past its size addresses the flattened tensor (row r of the
-// [prod(leading), last] view is {0, ..., r, j}).
+// [prod(leading), last] view is {0, ..., r, j}). For loads only: see StoreIndex.
 std::vector<Expr> Flat(int rank, std::vector<Expr> tail) {
   std::vector<Expr> index(rank - tail.size(), I(0));
+  index.insert(index.end(), tail.begin(), tail.end());
+  return index;
+}
+
+// The real coordinates of element `flat` of a row-major tensor of dims `dims`.
+std::vector<Expr> Unflatten(const Expr& flat, const std::vector<Expr>& dims) {
+  std::vector<Expr> index(dims.size());
+  Expr rest = flat;
+  for (size_t d = dims.size(); d-- > 1;) {
+    index[d] = FloorMod(rest, dims[d]);
+    rest = FloorDiv(rest, dims[d]);
+  }
+  if (!dims.empty()) index[0] = rest;
+  return index;
+}
+
+// Y's index for `flat` over Y's first `flat_dims` dims, followed by `tail`. Stores name elements
+// by their real coordinates, never by overflowing a leading dim as Flat does: a fused epilogue
+// (compiler/lower/fusion.cc) loads its other operands at the index the kernel stores to, and a
+// broadcast operand ([1, S, S] added to [B*H, S, S]) would otherwise be read out of bounds.
+// The division this costs is per stored row (hoisted out of the vectorized column loop).
+std::vector<Expr> StoreIndex(const std::vector<Expr>& y_dims, size_t flat_dims, const Expr& flat,
+                             std::vector<Expr> tail) {
+  std::vector<Expr> index =
+      Unflatten(flat, std::vector<Expr>(y_dims.begin(), y_dims.begin() + flat_dims));
   index.insert(index.end(), tail.begin(), tail.end());
   return index;
 }
@@ -164,13 +189,14 @@ std::function<Stmt(const Expr&, const Expr&, const Expr&, const Expr&)> StoreWit
   std::vector<jit::BroadcastDim> hints =
       has_c ? BroadcastHints(ctx.input_shape(2), ctx.output_shape(0))
             : std::vector<jit::BroadcastDim>();
+  std::vector<Expr> y_dims = ctx.OutputDims(0);
   return [=](const Expr&, const Expr& i, const Expr& j, const Expr& v) {
     Expr value = alpha == 1.0f ? v : jit::Mul(v, jit::Const(acc, alpha));
     if (has_c) {
       Expr c = Cast(acc, jit::BroadcastLoad(C, {i, j}, hints));
       value = jit::Add(value, beta == 1.0f ? c : jit::Mul(c, jit::Const(acc, beta)));
     }
-    return Store(Y, Flat(rank, {i, j}), Cast(out_type, value));
+    return Store(Y, StoreIndex(y_dims, rank - 1, i, {j}), Cast(out_type, value));
   };
 }
 
@@ -197,7 +223,9 @@ Status LowerMatMul(LowerContext& ctx) {
         {{kk, k}},
         jit::Mul(Cast(acc, Load(A, Flat(ra, {r, kk}))),
                  Cast(acc, Load(B, b_vec ? std::vector<Expr>{kk} : std::vector<Expr>{kk, I(0)}))));
-    std::vector<Expr> out_index = b_vec ? Flat(ro, {r}) : Flat(ro, {r, I(0)});
+    std::vector<Expr> y_dims = ctx.OutputDims(0);
+    std::vector<Expr> out_index =
+        b_vec ? StoreIndex(y_dims, ro, r, {}) : StoreIndex(y_dims, ro - 1, r, {I(0)});
     ctx.SetBody(jit::For(r, rows, ForKind::kParallel, Store(Y, out_index, Cast(out_type, dot))));
     return Status::Ok();
   }
@@ -213,11 +241,14 @@ Status LowerMatMul(LowerContext& ctx) {
           return b_vec ? Load(B, {kk}) : Load(B, {kk, j});
         },
         n, false, s.acc);
-    s.store = [Y, ro, b_vec, out_type](const Expr&, const Expr& i, const Expr& j, const Expr& v) {
-      std::vector<Expr> tail;
-      if (ro >= 1) tail = b_vec ? std::vector<Expr>{i} : std::vector<Expr>{i, j};
-      if (ro == 1 && !b_vec) tail = {j};
-      return Store(Y, Flat(ro, tail), Cast(out_type, v));
+    std::vector<Expr> y_dims = ctx.OutputDims(0);
+    s.store = [Y, ro, b_vec, out_type, y_dims](const Expr&, const Expr& i, const Expr& j,
+                                               const Expr& v) {
+      // Rows are A's batch dims and m flattened: Y's leading dims (all of them with a vector B).
+      std::vector<Expr> index = b_vec             ? StoreIndex(y_dims, ro, i, {})
+                                : ro == 1         ? std::vector<Expr>{j}
+                                                  : StoreIndex(y_dims, ro - 1, i, {j});
+      return Store(Y, index, Cast(out_type, v));
     };
   } else {
     const int obr = ro - (a_vec ? 0 : 1) - 1;  // b_vec is impossible here
@@ -258,10 +289,10 @@ Status LowerMatMul(LowerContext& ctx) {
           return Load(B, Flat(rb, {b_k0 + kk, j}));
         },
         n, false, s.acc);
-    s.store = [Y, ro, a_vec, m, out_type](const Expr& b, const Expr& i, const Expr& j,
-                                          const Expr& v) {
-      std::vector<Expr> tail = a_vec ? std::vector<Expr>{b, j} : std::vector<Expr>{b * m + i, j};
-      return Store(Y, Flat(ro, tail), Cast(out_type, v));
+    s.store = [Y, a_vec, out_batch, out_type](const Expr& b, const Expr& i, const Expr& j,
+                                              const Expr& v) {
+      std::vector<Expr> tail = a_vec ? std::vector<Expr>{j} : std::vector<Expr>{i, j};
+      return Store(Y, StoreIndex(out_batch, out_batch.size(), b, tail), Cast(out_type, v));
     };
     s.bind_batch = [=](const Expr& b, Stmt body) {
       Expr a_off = ra >= 3 ? operand_batch(0, ra - 2, b) * m : I(0);
