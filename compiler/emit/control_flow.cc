@@ -1,4 +1,5 @@
-// Control flow: If branches and Loop bodies become VM functions of their own, called with their captured outer values as extra arguments. A Loop is a
+// Control flow: If branches and Loop bodies become VM functions of their own (named uniquely
+// in the executable), called with their captured outer values as extra arguments. A Loop is a
 // counted loop in the caller's bytecode; its scan outputs grow by one row per iteration.
 #include "compiler/emit/emitter.h"
 
@@ -52,8 +53,10 @@ Status Emitter::EmitIf(NodeId n) {
       else_a->type() != Attribute::Type::kGraph) {
     return InvalidFormat(g_.DescribeNode(n) + ": then_branch and else_branch must be graphs");
   }
-  ASSIGN_OR_RETURN(Emitter * then_fn, Subgraph(*then_a->graph(), node.name + "/then"));
-  ASSIGN_OR_RETURN(Emitter * else_fn, Subgraph(*else_a->graph(), node.name + "/else"));
+  ASSIGN_OR_RETURN(Emitter * then_fn, Subgraph(*then_a->graph(),
+                                               sh_.UniqueFunctionName(name_, node, n, "then")));
+  ASSIGN_OR_RETURN(Emitter * else_fn, Subgraph(*else_a->graph(),
+                                               sh_.UniqueFunctionName(name_, node, n, "else")));
   fb_.SetSourceNode(node.name);
   ASSIGN_OR_RETURN(int cond, RegFor(node.inputs[0]));
   ASSIGN_OR_RETURN(std::vector<int> then_caps, CaptureRegs(*then_fn));
@@ -94,7 +97,8 @@ Status Emitter::EmitLoop(NodeId n) {
                          std::to_string(body.outputs().size()) + " outputs for " +
                          std::to_string(carried) + " loop-carried values");
   }
-  ASSIGN_OR_RETURN(Emitter * body_fn, Subgraph(body, node.name + "/body"));
+  ASSIGN_OR_RETURN(Emitter * body_fn,
+                   Subgraph(body, sh_.UniqueFunctionName(name_, node, n, "body")));
   fb_.SetSourceNode(node.name);
   LoopRegs lr;
   lr.function = body_fn->function_index();

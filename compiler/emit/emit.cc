@@ -25,9 +25,23 @@ ValueSpec SpecOf(const Value& v) {
   return spec;
 }
 
+std::string Shared::UniqueFunctionName(const std::string& parent, const Node& node, NodeId id,
+                                       const std::string& role) {
+  // Node names are unique within one graph only (the importer names unnamed nodes
+  // "<OpType>_<index>" per graph), so two branches may both hold an "If_0".
+  const std::string own =
+      (node.name.empty() ? node.op_type + "_" + std::to_string(id) : node.name) + "/" + role;
+  std::string name = function_names.count(own) ? parent + "/" + own : own;
+  const std::string stem = name;
+  for (int k = 2; function_names.count(name); ++k) name = stem + "#" + std::to_string(k);
+  function_names.insert(name);
+  return name;
+}
+
 Emitter::Emitter(Shared& sh, const Graph& g, const std::string& name, bool main)
     : sh_(sh),
       g_(g),
+      name_(name),
       opts_(sh.opts),
       table_(sh.table),
       eb_(sh.eb),
@@ -37,7 +51,9 @@ Emitter::Emitter(Shared& sh, const Graph& g, const std::string& name, bool main)
       kernels_(sh.kernels),
       shape_funcs_(sh.shape_funcs),
       const_shapes_(sh.const_shapes),
-      st_(sh.st) {}
+      st_(sh.st) {
+  sh.function_names.insert(name);
+}
 
 // Parameters first: registers 0..n-1 — the formal inputs, then (subgraphs) the captures. Their
 // dims bind the symbols they carry; then the results' signature.

@@ -91,9 +91,17 @@ struct ValueState {
 using KernelTable = std::map<uint64_t, std::vector<std::pair<jit::Kernel, int>>>;
 
 // What every function of one executable shares: the builder, the kernel and shape-function
-// tables (identical kernels stored once across functions) and the statistics.
+// tables (identical kernels stored once across functions), the function names and the
+// statistics.
 struct Shared {
   explicit Shared(const EmitOptions& o) : opts(o), table(*o.table), eb(o.producer) {}
+  /// A name for the VM function of `node`'s `role` ("then", "else", "body") that no function
+  /// of this executable has yet, and reserves it. Readable first ("If_0/then"); when taken (an
+  /// If nested in two branches under one node name) the path of the parent function goes in
+  /// front ("If_2/then/If_0/then"), and a counter after that if even this is taken.
+  std::string UniqueFunctionName(const std::string& parent, const Node& node, NodeId id,
+                                 const std::string& role);
+
   const EmitOptions& opts;
   const LoweringTable& table;
   ExecutableBuilder eb;
@@ -101,13 +109,14 @@ struct Shared {
   KernelTable shape_funcs;
   std::map<std::vector<int64_t>, int> const_shapes;  // i64 constant -> constant index
   std::map<int, std::vector<jit::Expr>> kernel_pre, shape_func_pre;  // by table index
+  std::set<std::string> function_names;  // the loader requires them unique
   EmitStats st;
   int subgraphs = 0;
 };
 
 class Emitter {
  public:
-  /// Emits `g` into a new function `name`.
+  /// Emits `g` into a new function `name` (unique in the executable: Shared reserves it).
   /// The main graph carries the external regions; subgraphs (If branches, Loop bodies) take
   /// their captured outer values as extra parameters after their formal inputs.
   Emitter(Shared& sh, const Graph& g, const std::string& name, bool main);
@@ -227,6 +236,7 @@ class Emitter {
 
   Shared& sh_;
   const Graph& g_;
+  const std::string name_;  // of this VM function
   const EmitOptions& opts_;
   const LoweringTable& table_;
   ExecutableBuilder& eb_;
