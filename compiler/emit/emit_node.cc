@@ -16,15 +16,25 @@ std::string PreKey(const std::vector<jit::Expr>& pre) {
   return key;
 }
 
+// The index of a stored kernel (or shape function) structurally equal to `k` under the same
+// preconditions, or -1.
+int FindStored(const KernelTable& table, const std::map<int, std::vector<jit::Expr>>& pres,
+               uint64_t hash, const jit::Kernel& k, const std::string& pre_key) {
+  auto it = table.find(hash);
+  if (it == table.end()) return -1;
+  for (const auto& [kernel, index] : it->second) {
+    if (jit::StructurallyEqual(kernel, k) && PreKey(pres.at(index)) == pre_key) return index;
+  }
+  return -1;
+}
+
 }  // namespace
 
 int Emitter::AddKernel(const jit::Kernel& k, std::vector<DType> ins, std::vector<DType> outs,
                        const std::vector<jit::Expr>& pre) {
   const std::string pre_key = PreKey(pre);
   uint64_t h = jit::HashKernel(k) ^ std::hash<std::string>()(pre_key);
-  for (const auto& [kernel, index] : kernels_[h]) {
-    if (jit::StructurallyEqual(kernel, k) && PreKey(sh_.kernel_pre[index]) == pre_key) return index;
-  }
+  if (int index = FindStored(kernels_, sh_.kernel_pre, h, k, pre_key); index >= 0) return index;
   KernelDef def;
   def.name = k.name;
   def.inputs = std::move(ins);
@@ -43,10 +53,8 @@ int Emitter::AddShapeFunction(const jit::Kernel& k, int num_inputs,
                               const std::vector<jit::Expr>& pre) {
   const std::string pre_key = PreKey(pre);
   uint64_t h = jit::HashKernel(k) ^ std::hash<std::string>()(pre_key);
-  for (const auto& [kernel, index] : shape_funcs_[h]) {
-    if (jit::StructurallyEqual(kernel, k) && PreKey(sh_.shape_func_pre[index]) == pre_key) {
-      return index;
-    }
+  if (int index = FindStored(shape_funcs_, sh_.shape_func_pre, h, k, pre_key); index >= 0) {
+    return index;
   }
   ShapeFunctionDef def;
   def.name = k.name;
@@ -185,10 +193,7 @@ Status Emitter::EmitNode(NodeId n) {
     ASSIGN_OR_RETURN(int r, RegFor(in));
     in_regs.push_back(r);
   }
-  std::vector<ValueId> outs;
-  for (ValueId out : node.outputs) {
-    if (out != kNoValue) outs.push_back(out);
-  }
+  std::vector<ValueId> outs = Present(node.outputs);
   if (lowered.shape_function) {
     RETURN_IF_ERROR(EmitNodeShapeFunction(n, *lowered.shape_function, in_regs, outs));
   }
@@ -214,10 +219,7 @@ Status Emitter::EmitNodeShapeFunction(NodeId n, const jit::Kernel& sk,
     shape_regs.push_back(r);
   }
   fb_.KillRegister(storage);
-  std::vector<ValueId> in_values;
-  for (ValueId in : g_.node(n).inputs) {
-    if (in != kNoValue) in_values.push_back(in);
-  }
+  std::vector<ValueId> in_values = Present(g_.node(n).inputs);
   std::vector<jit::Expr> extra;
   for (size_t j = 0; j < outs.size(); ++j) {
     extra.push_back(jit::Eq(jit::DimOf(sk.buffers[in_values.size() + j], 0),
@@ -270,13 +272,9 @@ Status Emitter::EmitView(NodeId n, const LoweredNode& lowered, ValueId dst) {
 
 Status Emitter::EmitKernel(NodeId n, const jit::Kernel& k, const std::vector<int>& in_regs,
                            const std::vector<ValueId>& outs) {
-  std::vector<ValueId> values;
+  std::vector<ValueId> values = Present(g_.node(n).inputs);
   std::vector<DType> in_dtypes, out_dtypes;
-  for (ValueId in : g_.node(n).inputs) {
-    if (in == kNoValue) continue;
-    values.push_back(in);
-    in_dtypes.push_back(g_.value(in).dtype);
-  }
+  for (ValueId in : values) in_dtypes.push_back(g_.value(in).dtype);
   for (ValueId out : outs) out_dtypes.push_back(g_.value(out).dtype);
   ASSIGN_OR_RETURN(std::vector<int> out_regs, AllocOutputs(outs, n));
   values.insert(values.end(), outs.begin(), outs.end());

@@ -62,6 +62,28 @@ inline int64_t StaticBytes(const Value& v) {
   return n * static_cast<int64_t>(DTypeSize(v.dtype));
 }
 
+/// The values of `vs` that are present (optional inputs and outputs are kNoValue).
+inline std::vector<ValueId> Present(const std::vector<ValueId>& vs) {
+  std::vector<ValueId> out;
+  for (ValueId v : vs) {
+    if (v != kNoValue) out.push_back(v);
+  }
+  return out;
+}
+
+/// True when every symbol the dims of `s` read is in `names` (a set or a map by name).
+template <typename Names>
+bool SymbolsIn(const SymbolicShape& s, const Names& names) {
+  for (const DimExpr& d : s) {
+    std::set<std::string> used;
+    d.CollectSymbols(&used);
+    for (const std::string& n : used) {
+      if (!names.count(n)) return false;
+    }
+  }
+  return true;
+}
+
 /// A parameter, result or metadata signature entry for `v` (symbols by name).
 ValueSpec SpecOf(const Value& v);
 

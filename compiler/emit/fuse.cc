@@ -13,16 +13,6 @@ Status Emitter::Prepare() {
   need_sf_.assign(g_.num_nodes(), false);
   std::set<std::string> bound;
   for (const auto& [name, src] : bound_) bound.insert(name);
-  auto all_bound = [&](const SymbolicShape& shape) {
-    for (const DimExpr& d : shape) {
-      std::set<std::string> names;
-      d.CollectSymbols(&names);
-      for (const std::string& n : names) {
-        if (!bound.count(n)) return false;
-      }
-    }
-    return true;
-  };
   auto bind = [&](const SymbolicShape& shape) {
     for (const DimExpr& d : shape) d.CollectSymbols(&bound);
   };
@@ -34,7 +24,7 @@ Status Emitter::Prepare() {
     const Node& node = g_.node(u.node);
     bool need = node.data_dependent_shape;
     for (ValueId out : node.outputs) {
-      if (out != kNoValue && !all_bound(*g_.value(out).shape)) need = true;
+      if (out != kNoValue && !SymbolsIn(*g_.value(out).shape, bound)) need = true;
     }
     need_sf_[u.node] = need;
     for (ValueId out : node.outputs) {
@@ -211,12 +201,8 @@ bool Emitter::FuseEpilogueOf(NodeId root, FusionState& fs) {
       ValueId v = g_.node(m.node).inputs[slot];
       std::optional<NodeId> a = EpilogueAnchor(v, member_set, fs);
       if (!a) continue;
-      std::vector<ValueId> anchor_inputs;
-      for (ValueId in : g_.node(*a).inputs) {
-        if (in != kNoValue) anchor_inputs.push_back(in);
-      }
       std::optional<FusedKernel> fk =
-          FuseEpilogue(g_, *lowered_.at(*a).kernel, anchor_inputs, v, group);
+          FuseEpilogue(g_, *lowered_.at(*a).kernel, Present(g_.node(*a).inputs), v, group);
       if (!fk) continue;
       if (fs.fused_at.count(root)) {
         fused_[fs.fused_at[root]] = std::move(*fk);

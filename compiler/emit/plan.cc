@@ -9,21 +9,11 @@
 namespace kiln::compiler::emit_internal {
 
 std::vector<ValueId> Emitter::UnitInputs(const Unit& u) const {
-  if (u.region >= 0) return regions_[u.region].inputs;
-  std::vector<ValueId> out;
-  for (ValueId v : g_.node(u.node).inputs) {
-    if (v != kNoValue) out.push_back(v);
-  }
-  return out;
+  return u.region >= 0 ? regions_[u.region].inputs : Present(g_.node(u.node).inputs);
 }
 
 std::vector<ValueId> Emitter::UnitOutputs(const Unit& u) const {
-  if (u.region >= 0) return regions_[u.region].outputs;
-  std::vector<ValueId> out;
-  for (ValueId v : g_.node(u.node).outputs) {
-    if (v != kNoValue) out.push_back(v);
-  }
-  return out;
+  return u.region >= 0 ? regions_[u.region].outputs : Present(g_.node(u.node).outputs);
 }
 
 // Units, liveness (dead-code elimination), emission order and last uses.

@@ -7,16 +7,7 @@
 
 namespace kiln::compiler::emit_internal {
 
-bool Emitter::SymbolsBound(const SymbolicShape& s) const {
-  for (const DimExpr& d : s) {
-    std::set<std::string> names;
-    d.CollectSymbols(&names);
-    for (const std::string& n : names) {
-      if (!bound_.count(n)) return false;
-    }
-  }
-  return true;
-}
+bool Emitter::SymbolsBound(const SymbolicShape& s) const { return SymbolsIn(s, bound_); }
 
 // Symbols appearing bare in `v`'s shape and not bound yet are read from the dims of the tensor
 // in `reg` from now on.
