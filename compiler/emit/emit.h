@@ -63,8 +63,11 @@ struct EmitStats {
   int instructions = 0;
 };
 
-/// Emits `graph` (shape inference run; no If/Loop nodes yet: Unsupported naming the node).
-/// Errors from lowering name the node. `stats` may be null.
+/// Emits `graph` (shape inference run). If branches and Loop bodies become VM functions named
+/// after their node ("If_0/then", "Loop_3/body"), unique in the executable: a name already
+/// taken (nodes are named per graph, so two branches may both hold an "If_0") gets the path of
+/// the calling function in front. Errors from lowering name the node; Scan is Unsupported.
+/// `stats` may be null.
 StatusOr<std::vector<uint8_t>> EmitExecutable(const Graph& graph, const EmitOptions& options,
                                               EmitStats* stats = nullptr);
 

@@ -2,6 +2,7 @@
 // JIT, compared with the Evaluator (the same kernels outside the VM) and with known answers.
 #define BOOST_TEST_MODULE emit_test
 #include <boost/test/included/unit_test.hpp>
+#include <boost/test/data/test_case.hpp>
 
 #include <cmath>
 
@@ -540,6 +541,98 @@ BOOST_AUTO_TEST_CASE(a_region_that_hides_an_input_is_rejected) {
   auto bytes = EmitExecutable(*g, o);
   BOOST_REQUIRE(!bytes.ok());
   BOOST_TEST(bytes.status().message().find("'y'") != std::string::npos, bytes.status().message());
+}
+
+
+// Ifs nested in both branches of an If, and Loops in both inner else branches: ONNX leaves
+// these nodes unnamed, so the importer names them per graph and both branches hold an "If_0"
+// (and a "Loop_1"). Every VM function still gets a name of its own, or the loader rejects the
+// file ("duplicate name").
+constexpr const char* kNestedControlFlow = R"(
+  <ir_version: 8, opset_import: ["" : 13]>
+  g (bool c, bool d, int64 m, float[N] x) => (float[N] y) {
+    one = Constant <value = float {1}> ()
+    two = Constant <value = float {2}> ()
+    y = If (c) <
+      then_branch = t () => (float[N] ty) {
+        ty = If (d) <
+          then_branch = t2 () => (float[N] a2) { a2 = Add(x, one) },
+          else_branch = e2 () => (float[N] b2) {
+            yes = Constant <value = bool {1}> ()
+            b2 = Loop (m, yes, x) <
+              body = l2 (int64 i, bool cin, float[N] v) => (bool cout, float[N] vout) {
+                vout = Add(v, two)
+                cout = Identity(cin)
+              }
+            >
+          }
+        >
+      },
+      else_branch = e () => (float[N] ey) {
+        ey = If (d) <
+          then_branch = t3 () => (float[N] a3) { a3 = Sub(x, one) },
+          else_branch = e3 () => (float[N] b3) {
+            yes = Constant <value = bool {1}> ()
+            b3 = Loop (m, yes, x) <
+              body = l3 (int64 i, bool cin, float[N] v) => (bool cout, float[N] vout) {
+                vout = Mul(v, two)
+                cout = Identity(cin)
+              }
+            >
+          }
+        >
+      }
+    >
+  }
+)";
+
+// Renames every node of `g` and of its subgraphs to `name` ("" or one name shared by all).
+void RenameNodes(Graph& g, const std::string& name) {
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    Node& node = g.mutable_node(n);
+    node.name = name;
+    for (auto& [key, attr] : node.attributes) {
+      if (attr.type() == Attribute::Type::kGraph) RenameNodes(*attr.graph(), name);
+    }
+  }
+}
+
+BOOST_DATA_TEST_CASE(nested_control_flow_functions_have_unique_names,
+                     boost::unit_test::data::make({"as imported", "", "node"}), rename) {
+  auto g = testing::InferText(kNestedControlFlow);
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
+  if (std::string(rename) != "as imported") RenameNodes(*g, rename);
+  EmitOptions o;
+  o.table = &LoweringTable::Global();
+  auto bytes = EmitExecutable(*g, o);
+  BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().message());
+  auto exe = testing::LoadWithJit(*bytes);
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().message());
+  BOOST_TEST((*exe)->num_functions() == 9);  // main, 2 + 4 branches, 2 loop bodies
+  if (std::string(rename) == "as imported") {
+    // Names stay readable where they are unique; the second "If_0" gets its parent's path.
+    for (const char* f : {"If_2/then", "If_2/else", "If_0/then", "If_0/else", "Loop_1/body",
+                          "If_2/else/If_0/then", "If_2/else/If_0/else"}) {
+      BOOST_TEST((*exe)->FindFunction(f) >= 0, f);
+    }
+  }
+  const std::vector<double> x = {0.5, -3, 7};
+  for (int64_t m : {0, 3}) {
+    for (bool c : {true, false}) {
+      for (bool d : {true, false}) {
+        std::vector<double> expect;
+        for (double v : x) {
+          expect.push_back(c ? (d ? v + 1 : v + 2.0 * m) : (d ? v - 1 : v * std::pow(2.0, m)));
+        }
+        auto out = testing::RunExecutable(
+            *exe, {testing::MakeTensor(DType::kBool, {}, {double(c)}),
+                   testing::MakeTensor(DType::kBool, {}, {double(d)}), testing::I64({}, {double(m)}),
+                   F32({3}, x)});
+        BOOST_REQUIRE_MESSAGE(out.ok(), out.status().message());
+        BOOST_TEST(Values(*(*out)[0]) == expect, "c=" << c << " d=" << d << " m=" << m);
+      }
+    }
+  }
 }
 
 }  // namespace
