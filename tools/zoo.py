@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""The zoo runner: every zoo model compiled with the default offload and with --external=none,
+checked against its PyTorch reference, and timed beside ONNX Runtime at 1 and 2 threads.
+
+    /usr/bin/python3 tools/zoo.py [--zoo DIR] [--out DIR] [--threads 1,2] [--rounds N]
+                                  [--only a,b] [--no-time] [--no-ort] [--kiln PATH]
+
+Prerequisites (outside the repository): the zoo from ../shared/models/gen_zoo.py (default
+/work/zoo), ONNX Runtime from npm for the peer column (../shared/peers/README.md; default
+NODE_PATH /tmp/ort/node_modules), and a built CLI (bazel build //tools:kiln).
+
+Correctness: each back end's output must match the reference within rtol 1e-3 and atol 1e-4
+times the reference's largest magnitude (the zoo README's rule), with no NaN or Inf where the
+reference is finite. Timing: per round, `kiln bench` p50 for each back end and ORT's median,
+alternating; the table shows medians over the rounds and kiln(default) / ORT. Prints the CPU
+(lscpu model name and whether AVX-512 is present) so every figure says where it comes from.
+Exit status 1 when any model is wrong or fails to compile or run.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def cpu():
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    model = next((l.split(":", 1)[1].strip() for l in out.splitlines()
+                  if l.startswith("Model name")), "?")
+    flags = next((l.split(":", 1)[1].split() for l in out.splitlines()
+                  if l.startswith("Flags")), [])
+    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    return f"{model}, {os.cpu_count()} cores, {isa}"
+
+
+def run(cmd, timeout=1800):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def dims_flag(kiln):
+    """The CLI's spelling for symbolic dims (`--dim`; older builds of bench used `--shape`)."""
+    _, out, err = run([kiln, "bench", "--help"])
+    return "--dim" if "--dim" in out + err else "--shape"
+
+
+def compare(got_path, ref_path):
+    """(ok, max abs error, reference scale, why)."""
+    got, ref = np.load(got_path), np.load(ref_path)
+    if got.shape != ref.shape:
+        return False, float("nan"), 0.0, f"shape {got.shape} != {ref.shape}"
+    scale = float(np.abs(ref).max()) if ref.size else 0.0
+    finite = np.isfinite(ref)
+    if not np.isfinite(got[finite]).all():
+        return False, float("nan"), scale, "NaN or Inf where the reference is finite"
+    err = float(np.abs(got.astype(np.float64) - ref.astype(np.float64))[finite].max()) \
+        if finite.any() else 0.0
+    ok = np.allclose(got[finite], ref[finite], rtol=1e-3, atol=1e-4 * max(scale, 1e-30))
+    return ok, err, scale, "" if ok else "outside rtol 1e-3 / atol 1e-4 x scale"
+
+
+def check(kiln, name, kfile, zoo, out_dir):
+    d = os.path.join(out_dir, os.path.basename(kfile) + ".out")
+    os.makedirs(d, exist_ok=True)
+    rc, _, err = run([kiln, "run", kfile, os.path.join(zoo, name + ".in0.npy"),
+                      "--output-dir", d])
+    if rc != 0:
+        return False, float("nan"), "run failed: " + err.strip().splitlines()[-1][:200]
+    outs = sorted(f for f in os.listdir(d) if f.endswith(".npy"))
+    if not outs:
+        return False, float("nan"), "no output written"
+    ok, e, scale, why = compare(os.path.join(d, outs[0]), os.path.join(zoo, name + ".out0.npy"))
+    return ok, e, why
+
+
+def kiln_p50(kiln, kfile, dims, flag, threads, iters):
+    args = [kiln, "bench", kfile, "--threads", str(threads), "--iters", str(iters),
+            "--warmup", "5", "--json"]
+    for k, v in dims.items():
+        args += [flag, f"{k}={v}"]
+    rc, out, err = run(args)
+    if rc != 0:
+        return None
+    line = [l for l in out.splitlines() if l.startswith("{")]
+    return json.loads(line[-1])["p50_ms"] if line else None
+
+
+def ort_p50(onnx, shape, threads, iters, bench_js):
+    rc, out, _ = run(["node", bench_js, onnx, "--shape", "x".join(map(str, shape)),
+                      "--threads", str(threads), "--iters", str(iters), "--warmup", "5"])
+    line = [l for l in out.splitlines() if l.startswith("JSON")]
+    return json.loads(line[-1][4:])["median"] if rc == 0 and line else None
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--zoo", default="/work/zoo")
+    ap.add_argument("--out", default="/tmp/kiln-zoo")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--no-time", action="store_true")
+    ap.add_argument("--no-ort", action="store_true")
+    ap.add_argument("--kiln", default=os.path.join(ROOT, "bazel-bin/tools/kiln"))
+    ap.add_argument("--ort-bench", default=os.path.join(ROOT, "../shared/peers/bench_ort.js"))
+    a = ap.parse_args()
+    os.environ.setdefault("NODE_PATH", "/tmp/ort/node_modules")
+    os.makedirs(a.out, exist_ok=True)
+    zoo = json.load(open(os.path.join(a.zoo, "zoo.json")))
+    names = [n for n in zoo if not a.only or n in a.only.split(",")]
+    flag = dims_flag(a.kiln)
+    threads = [int(t) for t in a.threads.split(",")]
+    print(f"CPU: {cpu()}")
+    bad = 0
+    rows = []
+    for name in names:
+        info = zoo[name]
+        onnx = os.path.join(a.zoo, info["onnx"])
+        shape = info["input_shape"]
+        dims = {sym: shape[int(ax)] for ax, sym in info.get("dynamic_axes", {}).items()}
+        result = {"model": name}
+        for backend, ext in (("default", "onednn"), ("none", "none")):
+            kfile = os.path.join(a.out, f"{name}.{backend}.kiln")
+            rc, _, err = run([a.kiln, "compile", onnx, "-o", kfile, "--external=" + ext,
+                              "--quiet"])
+            if rc != 0:
+                result[backend] = (False, float("nan"), "compile failed: " +
+                                   err.strip().splitlines()[-1][:200])
+                continue
+            result[backend] = check(a.kiln, name, kfile, a.zoo, a.out)
+        for backend in ("default", "none"):
+            ok, err, why = result[backend]
+            bad += not ok
+            print(f"{name:28s} {backend:8s} {'ok' if ok else 'WRONG'}  max|err| {err:.3g}"
+                  + (f"  ({why})" if why else ""), flush=True)
+        if a.no_time:
+            continue
+        for t in threads:
+            iters = 20
+            k_def, k_none, o = [], [], []
+            for _ in range(a.rounds):
+                for backend, acc in (("default", k_def), ("none", k_none)):
+                    if result[backend][0]:
+                        v = kiln_p50(a.kiln, os.path.join(a.out, f"{name}.{backend}.kiln"), dims,
+                                     flag, t, iters)
+                        if v is not None:
+                            acc.append(v)
+                if not a.no_ort:
+                    v = ort_p50(onnx, shape, t, iters, a.ort_bench)
+                    if v is not None:
+                        o.append(v)
+            med = lambda xs: statistics.median(xs) if xs else float("nan")
+            rows.append((name, t, med(k_def), med(k_none), med(o)))
+            print(f"  threads {t}: default {med(k_def):.3f} ms, none {med(k_none):.3f} ms, "
+                  f"ORT {med(o):.3f} ms", flush=True)
+    if rows:
+        print("\n| model | threads | default p50 ms | none p50 ms | ORT p50 ms | default/ORT | "
+              "best/ORT |")
+        print("|---|---|---|---|---|---|---|")
+        for name, t, kd, kn, o in rows:
+            best = min(x for x in (kd, kn) if x == x) if (kd == kd or kn == kn) else float("nan")
+            print(f"| {name} | {t} | {kd:.3f} | {kn:.3f} | {o:.3f} | {kd / o:.2f} | "
+                  f"{best / o:.2f} |")
+        ratios = [kd / o for _, _, kd, _, o in rows if kd == kd and o == o and o > 0]
+        if ratios:
+            geo = float(np.exp(np.mean(np.log(ratios))))
+            print(f"\ngeometric mean default/ORT over {len(ratios)} rows: {geo:.2f}; "
+                  f"worst {max(ratios):.2f}")
+    print(f"\n{len(names) * 2 - bad} of {len(names) * 2} model/back-end pairs correct")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
