@@ -183,13 +183,13 @@ int main(int argc, char** argv) {
     std::string path = std::string(tmp ? tmp : "/tmp") + "/load_test_affine.kiln";
     auto bytes = kiln::serving::BuildAffineModel();
     Status st = bytes.ok() ? kiln::serving::WriteBytes(path, *bytes) : bytes.status();
-    auto options = kiln::serving::MakeJitLoadOptions();
-    if (st.ok() && !options.ok()) st = options.status();
+    auto runtime = kiln::Runtime::Create();
+    if (st.ok() && !runtime.ok()) st = runtime.status();
     if (!st.ok()) {
       std::fprintf(stderr, "load_test: %s\n", st.ToString().c_str());
       return 1;
     }
-    auto repo = kiln::serving::ModelRepository::Load({{"affine", path}}, *options);
+    auto repo = kiln::serving::ModelRepository::Load({{"affine", path}}, *runtime);
     if (!repo.ok()) {
       std::fprintf(stderr, "load_test: %s\n", repo.status().ToString().c_str());
       return 1;
