@@ -78,9 +78,9 @@ StatusOr<int64_t> ParseIntFlag(const std::string& v, int64_t lo, int64_t hi) {
   char* end = nullptr;
   long long n = std::strtoll(v.c_str(), &end, 10);
   if (v.empty() || *end != '\0' || errno != 0 || n < lo || n > hi) {
-    std::string range = hi >= (int64_t{1} << 40) ? ">= " + std::to_string(lo)
-                                                 : "from " + std::to_string(lo) + " to " +
-                                                       std::to_string(hi);
+    std::string range = hi >= (int64_t{1} << 40)
+                            ? ">= " + std::to_string(lo)
+                            : "from " + std::to_string(lo) + " to " + std::to_string(hi);
     return InvalidArgument("wants an integer " + range + ", got '" + v + "'");
   }
   return static_cast<int64_t>(n);

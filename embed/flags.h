@@ -1,4 +1,4 @@
-// Command-line flags for kiln's programs (the kiln subcommands, kiln_serve): one parser, one dialect.
+// Command-line flags of kiln's programs (the kiln CLI, kiln_serve): one parser, one dialect.
 #ifndef KILN_EMBED_FLAGS_H_
 #define KILN_EMBED_FLAGS_H_
 
@@ -95,7 +95,7 @@ class FlagParser {
   };
   struct Positional {
     std::string metavar, help;
-    std::string* one = nullptr;              // AddPositional
+    std::string* one = nullptr;                // AddPositional
     std::vector<std::string>* rest = nullptr;  // AddRest
     bool required = false;
   };

@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -15,7 +13,6 @@
 
 #include "tools/commands.h"
 #include "tools/inputs.h"
-#include "tools/npy.h"
 #include "vm/context.h"
 
 namespace kiln::tools {
@@ -34,7 +31,7 @@ constexpr char kAbout[] =
 struct BenchArgs {
   ModelArgs model;
   std::map<std::string, std::string> files;  // --input NAME=PATH
-  std::string sweep;                // symbol swept from sweep_lo to sweep_hi; empty: none
+  std::string sweep;                         // symbol swept from sweep_lo to sweep_hi; empty: none
   int64_t sweep_lo = 0, sweep_hi = -1;
   int iters = 100;
   int warmup = RuntimeOptions{}.dispatch.specialize_after;
@@ -62,7 +59,8 @@ Status ParseSweep(const std::string& v, BenchArgs* a) {
 
 // Declares bench's flags; Parse fills `a`.
 void AddFlags(FlagParser& flags, BenchArgs* a) {
-  AddModelFlags(flags, "the value of symbolic dim NAME in generated inputs (and checked in --input files)",
+  AddModelFlags(flags,
+                "the value of symbolic dim NAME in generated inputs (and checked in --input files)",
                 &a->model);
   AddInputFilesFlag(flags, &a->files);
   flags.AddInt("--iters", "N", "timed runs", 1, int64_t{1} << 30, &a->iters);
@@ -122,26 +120,29 @@ std::string DimsSuffix(const std::map<std::string, int64_t>& dims) {
 void PrintBench(const BenchArgs& a, const LoadedFunction& f, double first_ms,
                 const std::vector<double>& times) {
   double peak_mb = PeakRssMb();
-  double p50 = Percentile(times, 0.50), p90 = Percentile(times, 0.90), p99 = Percentile(times, 0.99);
+  double p50 = Percentile(times, 0.50), p90 = Percentile(times, 0.90),
+         p99 = Percentile(times, 0.99);
   f.runtime->WaitForBackgroundCompiles();  // count specializations the runs triggered
   jit::DispatchStats jit = f.runtime->stats().dispatch;
   int jit_compiles = static_cast<int>(jit.compilations);
   double jit_ms = jit.compile_seconds * 1000.0;
   if (a.json) {
-    std::printf("{\"function\": \"%s\", \"iters\": %d, %s, \"first_ms\": %.6f, \"p50_ms\": %.6f, "
-                "\"p90_ms\": %.6f, \"p99_ms\": %.6f, \"jit_compiles\": %d, \"jit_ms\": %.3f, "
-                "\"peak_rss_mb\": %.1f}\n",
-                f.name.c_str(), a.iters, JsonSetup(a, f, a.model.dims).c_str(), first_ms, p50, p90,
-                p99, jit_compiles, jit_ms, peak_mb);
+    std::printf(
+        "{\"function\": \"%s\", \"iters\": %d, %s, \"first_ms\": %.6f, \"p50_ms\": %.6f, "
+        "\"p90_ms\": %.6f, \"p99_ms\": %.6f, \"jit_compiles\": %d, \"jit_ms\": %.3f, "
+        "\"peak_rss_mb\": %.1f}\n",
+        f.name.c_str(), a.iters, JsonSetup(a, f, a.model.dims).c_str(), first_ms, p50, p90, p99,
+        jit_compiles, jit_ms, peak_mb);
     return;
   }
   std::printf("%s @%s%s, %d threads, %d iterations after %d warm-up\n", a.model.file.c_str(),
               f.name.c_str(), DimsSuffix(a.model.dims).c_str(), f.runtime->num_threads(), a.iters,
               a.warmup);
-  std::printf("  first call   %10.3f ms\n  p50          %10.3f ms\n  p90          %10.3f ms\n"
-              "  p99          %10.3f ms\n  jit          %d compilations, %.1f ms\n"
-              "  peak RSS     %10.1f MiB\n",
-              first_ms, p50, p90, p99, jit_compiles, jit_ms, peak_mb);
+  std::printf(
+      "  first call   %10.3f ms\n  p50          %10.3f ms\n  p90          %10.3f ms\n"
+      "  p99          %10.3f ms\n  jit          %d compilations, %.1f ms\n"
+      "  peak RSS     %10.1f MiB\n",
+      first_ms, p50, p90, p99, jit_compiles, jit_ms, peak_mb);
 }
 
 // What a sweep measured.
@@ -163,9 +164,10 @@ void PrintSweep(const BenchArgs& a, const LoadedFunction& f, const SweepResult& 
       std::printf("%s[%lld, %.6f]", i ? ", " : "", static_cast<long long>(r.p50s[i].first),
                   r.p50s[i].second);
     }
-    std::printf("], \"jit_compiles\": %lld, \"kernels_alive\": %lld, \"kernels_freed\": %lld, "
-                "\"rss_after_first_mb\": %.1f, \"rss_mb\": %.1f, \"peak_rss_mb\": %.1f}\n",
-                compiles, alive, freed, r.rss_first_mb, rss, peak_mb);
+    std::printf(
+        "], \"jit_compiles\": %lld, \"kernels_alive\": %lld, \"kernels_freed\": %lld, "
+        "\"rss_after_first_mb\": %.1f, \"rss_mb\": %.1f, \"peak_rss_mb\": %.1f}\n",
+        compiles, alive, freed, r.rss_first_mb, rss, peak_mb);
     return;
   }
   std::printf("%s @%s%s, %s from %lld to %lld, %d threads, %d iterations each after %d warm-up\n",
@@ -175,9 +177,10 @@ void PrintSweep(const BenchArgs& a, const LoadedFunction& f, const SweepResult& 
   for (const auto& [value, p50] : r.p50s) {
     std::printf("  %s=%-8lld p50 %10.3f ms\n", a.sweep.c_str(), static_cast<long long>(value), p50);
   }
-  std::printf("  jit          %lld compilations, %lld kernels alive, %lld freed\n"
-              "  RSS          %10.1f MiB after the first value, %.1f MiB at the end (peak %.1f)\n",
-              compiles, alive, freed, r.rss_first_mb, rss, peak_mb);
+  std::printf(
+      "  jit          %lld compilations, %lld kernels alive, %lld freed\n"
+      "  RSS          %10.1f MiB after the first value, %.1f MiB at the end (peak %.1f)\n",
+      compiles, alive, freed, r.rss_first_mb, rss, peak_mb);
 }
 
 Status Sweep(const BenchArgs& a, const LoadedFunction& f) {

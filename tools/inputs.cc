@@ -13,24 +13,24 @@ void AddModelFlags(FlagParser& flags, const std::string& dim_help, ModelArgs* ar
   flags.AddString("--function", "NAME", "the function to run", &args->function,
                   "the model's entry function");
   flags.AddSizeMap("--dim", dim_help, &args->dims);
-  flags.AddInt("--timeout-ms", "N", "stop a call that runs longer than N ms", 1,
-               int64_t{1} << 40, &args->timeout_ms, "none");
+  flags.AddInt("--timeout-ms", "N", "stop a call that runs longer than N ms", 1, int64_t{1} << 40,
+               &args->timeout_ms, "none");
   AddRuntimeFlags(flags, &args->runtime);
 }
 
 void AddInputFilesFlag(FlagParser& flags, std::map<std::string, std::string>* files) {
-  flags.AddCustom("--input", "NAME=PATH",
-                  "read input NAME from PATH (.npy or .pb) instead of generating it", "", true,
-                  [files](const std::string& v) -> Status {
-                    size_t eq = v.find('=');
-                    if (eq == std::string::npos || eq == 0) {
-                      return InvalidArgument("wants NAME=PATH, got '" + v + "'");
-                    }
-                    if (!files->emplace(v.substr(0, eq), v.substr(eq + 1)).second) {
-                      return InvalidArgument(v + ": input '" + v.substr(0, eq) + "' is given twice");
-                    }
-                    return Status::Ok();
-                  });
+  flags.AddCustom(
+      "--input", "NAME=PATH", "read input NAME from PATH (.npy or .pb) instead of generating it",
+      "", true, [files](const std::string& v) -> Status {
+        size_t eq = v.find('=');
+        if (eq == std::string::npos || eq == 0) {
+          return InvalidArgument("wants NAME=PATH, got '" + v + "'");
+        }
+        if (!files->emplace(v.substr(0, eq), v.substr(eq + 1)).second) {
+          return InvalidArgument(v + ": input '" + v.substr(0, eq) + "' is given twice");
+        }
+        return Status::Ok();
+      });
 }
 
 StatusOr<LoadedFunction> LoadFunction(const ModelArgs& args) {
@@ -63,8 +63,8 @@ Status CheckSymbol(const FunctionSignature& sig, const std::string& symbol,
                          ")");
 }
 
-Status CheckInput(const FunctionSignature& sig, size_t i, const Tensor& t,
-                  const std::string& path, const std::map<std::string, int64_t>& dims) {
+Status CheckInput(const FunctionSignature& sig, size_t i, const Tensor& t, const std::string& path,
+                  const std::map<std::string, int64_t>& dims) {
   const ValueSpec& spec = sig.params[i];
   std::string where = "input " + std::to_string(i) + " '" + spec.name + "' (" + path + ")";
   std::string expected = "expected " + spec.ToString();
@@ -99,6 +99,8 @@ void FillDeterministic(Tensor& t, uint64_t seed) {
   for (int64_t i = 0; i < n; ++i) {
     uint64_t r = next();
     double u = (r % 2000000) / 1000000.0 - 1.0;
+    // One line per dtype reads best.
+    // clang-format off
     switch (t.dtype()) {
       case DType::kF32: t.data_as<float>()[i] = static_cast<float>(u); break;
       case DType::kF64: t.data_as<double>()[i] = u; break;
@@ -108,8 +110,11 @@ void FillDeterministic(Tensor& t, uint64_t seed) {
       case DType::kI8: t.data_as<int8_t>()[i] = static_cast<int8_t>(r % 10); break;
       case DType::kU8: t.data_as<uint8_t>()[i] = static_cast<uint8_t>(r % 10); break;
       case DType::kBool: t.data_as<uint8_t>()[i] = static_cast<uint8_t>(i % 2); break;
-      default: std::memset(static_cast<char*>(t.data()) + i * DTypeSize(t.dtype()), 0, DTypeSize(t.dtype()));
+      default:
+        std::memset(static_cast<char*>(t.data()) + i * DTypeSize(t.dtype()), 0,
+                    DTypeSize(t.dtype()));
     }
+    // clang-format on
   }
 }
 
@@ -129,8 +134,9 @@ StatusOr<Tensor> GenerateInput(const ValueSpec& p, size_t i,
     } else {
       return InvalidArgument("input '" + p.name + "' (" + p.ToString() + "): dim " +
                              std::to_string(d) + " is symbolic" +
-                             (ds.symbol.empty() ? " and unnamed: give --input " + p.name + "=FILE.npy"
-                                                : ": give --dim " + ds.symbol + "=N"));
+                             (ds.symbol.empty()
+                                  ? " and unnamed: give --input " + p.name + "=FILE.npy"
+                                  : ": give --dim " + ds.symbol + "=N"));
     }
   }
   ASSIGN_OR_RETURN(Shape s, Shape::Make(shape, static_cast<int>(p.shape.size())));

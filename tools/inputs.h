@@ -57,8 +57,8 @@ Status CheckSymbol(const FunctionSignature& sig, const std::string& symbol,
 /// and symbolic dims that `dims` gives a value. (The VM checks again, and also that symbolic
 /// dims agree across inputs; this check names the file.) InvalidArgument naming the input, the
 /// file and what differs.
-Status CheckInput(const FunctionSignature& sig, size_t i, const Tensor& t,
-                  const std::string& path, const std::map<std::string, int64_t>& dims);
+Status CheckInput(const FunctionSignature& sig, size_t i, const Tensor& t, const std::string& path,
+                  const std::map<std::string, int64_t>& dims);
 
 /// Fills `t` from a fixed-seed generator: floats in [-1, 1), integers in [0, 10) (safe as
 /// indices into most tables), alternating bools; f16/bf16 as zeros.

@@ -16,7 +16,8 @@ struct Subcommand {
 
 const Subcommand kSubcommands[] = {
     {"compile", kiln::tools::CompileMain, "compile an ONNX model to a .kiln executable"},
-    {"inspect", kiln::tools::InspectMain, "print the header, disassembly, tables and section sizes"},
+    {"inspect", kiln::tools::InspectMain,
+     "print the header, disassembly, tables and section sizes"},
     {"run", kiln::tools::RunMain, "run a function of an executable on .npy / .pb inputs"},
     {"bench", kiln::tools::BenchMain, "first-call and steady-state latency, memory (--json)"},
     {"profile", kiln::tools::ProfileMain, "time per instruction kind, kernel and region (--trace)"},

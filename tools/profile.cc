@@ -1,9 +1,9 @@
 // kiln profile FILE: time per instruction kind, per kernel and per external region, as a table,
 // and optionally a Chrome trace.
+#include "vm/profile.h"
+
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -13,7 +13,6 @@
 #include "tools/commands.h"
 #include "tools/inputs.h"
 #include "vm/context.h"
-#include "vm/profile.h"
 
 namespace kiln::tools {
 namespace {
@@ -34,7 +33,8 @@ struct ProfileArgs {
 
 // Declares profile's flags; Parse fills `a`.
 void AddFlags(FlagParser& flags, ProfileArgs* a) {
-  AddModelFlags(flags, "the value of symbolic dim NAME in generated inputs (and checked in --input files)",
+  AddModelFlags(flags,
+                "the value of symbolic dim NAME in generated inputs (and checked in --input files)",
                 &a->model);
   AddInputFilesFlag(flags, &a->files);
   flags.AddInt("--iters", "N", "profiled runs", 1, int64_t{1} << 30, &a->iters);

@@ -2,18 +2,16 @@
 // and the flags run, bench and profile share (tools/inputs.h).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "tools/commands.h"
-#include "tools/npy.h"
 #include "tools/inputs.h"
+#include "tools/npy.h"
 #include "tools/tensor_file.h"
 #include "vm/context.h"
 

@@ -33,8 +33,9 @@ constexpr int64_t kMaxBytes = int64_t{1} << 40;
 
 // Declares kiln_serve's flags; Parse fills `f`.
 void AddFlags(kiln::FlagParser& flags, Flags* f) {
-  flags.AddCustom("--model", "NAME=FILE", "serve FILE (a .kiln executable) as NAME ([A-Za-z0-9_.-]+); at least one",
-                  "", true, [f](const std::string& v) -> kiln::Status {
+  flags.AddCustom("--model", "NAME=FILE",
+                  "serve FILE (a .kiln executable) as NAME ([A-Za-z0-9_.-]+); at least one", "",
+                  true, [f](const std::string& v) -> kiln::Status {
                     ASSIGN_OR_RETURN(kiln::serving::ModelSource source,
                                      kiln::serving::ParseModelFlag(v));
                     f->models.push_back(source);

@@ -66,10 +66,17 @@ BOOST_AUTO_TEST_CASE(equals_and_separate_values_mean_the_same) {
   for (bool equals : {true, false}) {
     Program p;
     std::vector<const char*> args =
-        equals ? std::vector<const char*>{"f", "--iters=7", "-n=x", "--dim=a=3", "--plugin=p.so",
-                                          "--format=pb", "--json", "g"}
-               : std::vector<const char*>{"f", "--iters", "7", "-n", "x", "--dim", "a=3",
-                                          "--plugin", "p.so", "--format", "pb", "--json", "g"};
+        equals ? std::vector<const char*>{"f",
+                                          "--iters=7",
+                                          "-n=x",
+                                          "--dim=a=3",
+                                          "--plugin=p.so",
+                                          "--format=pb",
+                                          "--json",
+                                          "g"}
+               : std::vector<const char*>{"f",     "--iters", "7",        "-n",   "x",
+                                          "--dim", "a=3",     "--plugin", "p.so", "--format",
+                                          "pb",    "--json",  "g"};
     BOOST_TEST(!p.Parse(args).has_value(), p.err);
     BOOST_TEST(p.file == "f");
     BOOST_TEST(p.rest == std::vector<std::string>{"g"});
@@ -97,9 +104,9 @@ BOOST_AUTO_TEST_CASE(defaults_stay_and_values_may_contain_equals_or_dashes) {
 }
 
 BOOST_AUTO_TEST_CASE(help_anywhere_wins_and_goes_to_out) {
-  for (std::vector<const char*> args : {std::vector<const char*>{"-h"},
-                                        std::vector<const char*>{"f", "--bogus", "--help"},
-                                        std::vector<const char*>{"--iters", "0", "-h"}}) {
+  for (std::vector<const char*> args :
+       {std::vector<const char*>{"-h"}, std::vector<const char*>{"f", "--bogus", "--help"},
+        std::vector<const char*>{"--iters", "0", "-h"}}) {
     Program p;
     BOOST_TEST(p.Parse(args).value_or(-1) == 0);
     BOOST_TEST(Contains(p.out, "usage: prog FILE [flags]\n\nDoes things.\n"), p.out);
@@ -145,13 +152,16 @@ BOOST_AUTO_TEST_CASE(usage_errors_name_the_flag_and_exit_2) {
 BOOST_AUTO_TEST_CASE(help_lists_every_flag_with_its_default_within_100_columns) {
   Program p;
   std::string help = p.flags.Help();
-  for (const char* part :
-       {"arguments:\n  FILE                    the input\n", "  MORE                    more inputs (optional)\n",
-        "  -n, --name NAME         a name (default: def)\n", "  --iters N               how many (default: 10)\n",
-        "  --threads N             threads (default: all cores)\n", "  --json                  print JSON\n",
-        "  --plugin PATH           a plugin (repeatable)\n", "  --dim NAME=VALUE        a dim (repeatable)\n",
-        "  --format npy|pb         output format (default: npy)\n",
-        "  -h, --help              print this help and exit\n"}) {
+  for (const char* part : {"arguments:\n  FILE                    the input\n",
+                           "  MORE                    more inputs (optional)\n",
+                           "  -n, --name NAME         a name (default: def)\n",
+                           "  --iters N               how many (default: 10)\n",
+                           "  --threads N             threads (default: all cores)\n",
+                           "  --json                  print JSON\n",
+                           "  --plugin PATH           a plugin (repeatable)\n",
+                           "  --dim NAME=VALUE        a dim (repeatable)\n",
+                           "  --format npy|pb         output format (default: npy)\n",
+                           "  -h, --help              print this help and exit\n"}) {
     BOOST_TEST(Contains(help, part), part << " in\n" << help);
   }
   FlagParser wide("wide", "", "");
@@ -160,7 +170,8 @@ BOOST_AUTO_TEST_CASE(help_lists_every_flag_with_its_default_within_100_columns) 
   for (int i = 0; i < 40; ++i) text += "word" + std::to_string(i) + " ";
   wide.AddBool("--a-rather-long-flag-name", text, &b);
   help = wide.Help();
-  BOOST_TEST(Contains(help, "  --a-rather-long-flag-name\n                          word0 word1"), help);
+  BOOST_TEST(Contains(help, "  --a-rather-long-flag-name\n                          word0 word1"),
+             help);
   size_t start = 0;
   while (start < help.size()) {
     size_t end = help.find('\n', start);
@@ -174,8 +185,8 @@ BOOST_AUTO_TEST_CASE(runtime_flags_fill_runtime_options) {
   RuntimeOptions options;
   FlagParser flags("prog", "", "");
   AddRuntimeFlags(flags, &options);
-  const char* args[] = {"prog", "--threads=3", "--jit-cache-dir", "/tmp/c", "--plugin", "a.so",
-                        "--plugin=b.so"};
+  const char* args[] = {"prog",     "--threads=3", "--jit-cache-dir", "/tmp/c",
+                        "--plugin", "a.so",        "--plugin=b.so"};
   BOOST_TEST(!flags.Parse(7, args).has_value());
   BOOST_TEST(options.num_threads == 3);
   BOOST_TEST(options.jit_cache_dir == "/tmp/c");

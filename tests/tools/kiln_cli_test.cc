@@ -622,8 +622,9 @@ BOOST_AUTO_TEST_CASE(bench_sweep_measures_each_shape_and_frees_evicted_variants)
   BOOST_TEST(Contains(r.out, "--sweep: wants SYMBOL=LO:HI, got 'N'"), r.out);
   r = Kiln("bench " + exe + " --sweep M=1:2");  // the model's symbol is N
   BOOST_TEST(r.code == 1);
-  BOOST_TEST(Contains(r.out, "--sweep M: the inputs of 'main' have no symbolic dim 'M' (they have N)"),
-             r.out);
+  BOOST_TEST(
+      Contains(r.out, "--sweep M: the inputs of 'main' have no symbolic dim 'M' (they have N)"),
+      r.out);
 }
 
 BOOST_AUTO_TEST_CASE(profile_prints_tables_and_writes_a_chrome_trace) {
@@ -754,8 +755,9 @@ BOOST_AUTO_TEST_CASE(dim_symbols_are_checked) {
   for (std::string cmd : {"bench", "profile"}) {
     Result r = Kiln(cmd + " " + path + " --dim n=4 --dim m=2 --iters 1");
     BOOST_TEST(r.code == 1, r.out);
-    BOOST_TEST(Contains(r.out, "--dim m=2: the inputs of 'main' have no symbolic dim 'm' (they have n)"),
-               r.out);
+    BOOST_TEST(
+        Contains(r.out, "--dim m=2: the inputs of 'main' have no symbolic dim 'm' (they have n)"),
+        r.out);
   }
   float x[6] = {};
   int64_t k = 0;
