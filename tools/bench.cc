@@ -59,10 +59,7 @@ Status ParseSweep(const std::string& v, BenchArgs* a) {
 
 // Declares bench's flags; Parse fills `a`.
 void AddFlags(FlagParser& flags, BenchArgs* a) {
-  AddModelFlags(flags,
-                "the value of symbolic dim NAME in generated inputs (and checked in --input files)",
-                &a->model);
-  AddInputFilesFlag(flags, &a->files);
+  AddGeneratedInputFlags(flags, &a->model, &a->files);
   flags.AddInt("--iters", "N", "timed runs", 1, int64_t{1} << 30, &a->iters);
   flags.AddInt("--warmup", "N",
                "exactly N untimed runs after the first call; the default is what gets every "

@@ -18,7 +18,11 @@ void AddModelFlags(FlagParser& flags, const std::string& dim_help, ModelArgs* ar
   AddRuntimeFlags(flags, &args->runtime);
 }
 
-void AddInputFilesFlag(FlagParser& flags, std::map<std::string, std::string>* files) {
+void AddGeneratedInputFlags(FlagParser& flags, ModelArgs* args,
+                            std::map<std::string, std::string>* files) {
+  AddModelFlags(flags,
+                "the value of symbolic dim NAME in generated inputs (and checked in --input files)",
+                args);
   flags.AddCustom(
       "--input", "NAME=PATH", "read input NAME from PATH (.npy or .pb) instead of generating it",
       "", true, [files](const std::string& v) -> Status {

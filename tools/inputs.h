@@ -29,9 +29,10 @@ struct ModelArgs {
 /// runtime flags (embed/flags.h), writing into *args.
 void AddModelFlags(FlagParser& flags, const std::string& dim_help, ModelArgs* args);
 
-/// Declares --input NAME=PATH (repeatable; a NAME given twice is a usage error) for bench and
-/// profile, which generate the inputs not given.
-void AddInputFilesFlag(FlagParser& flags, std::map<std::string, std::string>* files);
+/// AddModelFlags for bench and profile, which generate inputs, plus --input NAME=PATH
+/// (repeatable; a NAME given twice is a usage error) for the inputs read from files instead.
+void AddGeneratedInputFlags(FlagParser& flags, ModelArgs* args,
+                            std::map<std::string, std::string>* files);
 
 /// A function ready to run, with the runtime that loaded it.
 struct LoadedFunction {

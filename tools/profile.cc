@@ -33,10 +33,7 @@ struct ProfileArgs {
 
 // Declares profile's flags; Parse fills `a`.
 void AddFlags(FlagParser& flags, ProfileArgs* a) {
-  AddModelFlags(flags,
-                "the value of symbolic dim NAME in generated inputs (and checked in --input files)",
-                &a->model);
-  AddInputFilesFlag(flags, &a->files);
+  AddGeneratedInputFlags(flags, &a->model, &a->files);
   flags.AddInt("--iters", "N", "profiled runs", 1, int64_t{1} << 30, &a->iters);
   flags.AddString("--trace", "OUT.json",
                   "write a Chrome trace (chrome://tracing, Perfetto) of the profiled runs",

@@ -18,6 +18,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "jit/compute.h"
 #include "jit/kir_serialize.h"
@@ -589,16 +591,22 @@ BOOST_AUTO_TEST_CASE(bench_errors_name_what_is_missing_or_wrong) {
   BOOST_TEST(Contains(r.out, "DEADLINE_EXCEEDED: in 'spin'"), r.out);
 }
 
+// y = Relu(x + b) over x: f32[N, 3], compiled with every op on the JIT; the executable's path.
+std::string CompileAddReluOnJit(const std::string& name) {
+  std::string model = WriteModel(name + ".onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[N, 3] x) => (float[N, 3] y) <float[3] b = {0.5, -1.0, 2.0}> {
+        t = Add(x, b) y = Relu(t) })");
+  std::string exe = TmpDir() + "/" + name + ".kiln";
+  Result r = Kiln("compile " + model + " -o " + exe + " --external=none --quiet");
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.out);
+  return exe;
+}
+
 // Shapes that come and go: every value gets its own p50, and the JIT keeps only the variants of
 // the shapes it still tracks (32 per kernel by default), freeing the rest.
 BOOST_AUTO_TEST_CASE(bench_sweep_measures_each_shape_and_frees_evicted_variants) {
-  std::string model = WriteModel("sweep.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
-      g (float[N, 3] x) => (float[N, 3] y) <float[3] b = {0.5, -1.0, 2.0}> {
-        t = Add(x, b) y = Relu(t) })");
-  std::string exe = TmpDir() + "/sweep.kiln";
-  Result r = Kiln("compile " + model + " -o " + exe + " --external=none");
-  BOOST_TEST(r.code == 0, r.out);
-  r = Kiln("bench " + exe + " --sweep N=1:40 --iters 1 --json");
+  std::string exe = CompileAddReluOnJit("sweep");
+  Result r = Kiln("bench " + exe + " --sweep N=1:40 --iters 1 --json");
   BOOST_TEST(r.code == 0, r.out);
   BOOST_TEST(Contains(r.out, "\"p50_ms\": [[1, "), r.out);
   BOOST_TEST(Contains(r.out, "[40, "), r.out);
@@ -690,13 +698,19 @@ BOOST_AUTO_TEST_CASE(help_version_and_unknown_flags_on_every_subcommand) {
   BOOST_TEST(Contains(r.out, "LLVM 19."), r.out);
 }
 
+// Inputs of WriteProgram's @main as .npy files: x: f32[rows, 3] counting from 1, and k.
+std::pair<std::string, std::string> WriteMainInputs(const std::string& prefix, int rows,
+                                                    int64_t k) {
+  std::vector<float> x(rows * 3);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + 1);
+  return {WriteNpyFile(prefix + "_x.npy", Tensor::Wrap(x.data(), DType::kF32, Shape{rows, 3})),
+          WriteNpyFile(prefix + "_k.npy", Tensor::Wrap(&k, DType::kI64, Shape()))};
+}
+
 // --flag=value and --flag value mean the same on every subcommand.
 BOOST_AUTO_TEST_CASE(flag_values_with_equals_or_apart) {
   std::string path = WriteProgram();
-  float x[6] = {1, 2, 3, 4, 5, 6};
-  int64_t k = 7;
-  std::string xp = WriteNpyFile("eq_x.npy", Tensor::Wrap(x, DType::kF32, Shape{2, 3}));
-  std::string kp = WriteNpyFile("eq_k.npy", Tensor::Wrap(&k, DType::kI64, Shape()));
+  auto [xp, kp] = WriteMainInputs("eq", 2, 7);
   for (const char* eq : {"=", " "}) {
     std::string e = eq;
     Result r = Kiln("run " + path + " --input" + e + "x=" + xp + " --input" + e + "k=" + kp +
@@ -726,10 +740,7 @@ BOOST_AUTO_TEST_CASE(flag_values_with_equals_or_apart) {
 // --threads reaches the runtime (bench reports the team size) on run, bench and profile.
 BOOST_AUTO_TEST_CASE(threads_flag_on_run_bench_and_profile) {
   std::string path = WriteProgram();
-  float x[3] = {1, 2, 3};
-  int64_t k = 1;
-  std::string xp = WriteNpyFile("th_x.npy", Tensor::Wrap(x, DType::kF32, Shape{1, 3}));
-  std::string kp = WriteNpyFile("th_k.npy", Tensor::Wrap(&k, DType::kI64, Shape()));
+  auto [xp, kp] = WriteMainInputs("th", 1, 1);
   for (int threads : {1, 2}) {
     std::string t = std::to_string(threads);
     Result r = Kiln("bench " + path + " --dim n=2 --iters 2 --threads " + t + " --json");
@@ -759,10 +770,7 @@ BOOST_AUTO_TEST_CASE(dim_symbols_are_checked) {
         Contains(r.out, "--dim m=2: the inputs of 'main' have no symbolic dim 'm' (they have n)"),
         r.out);
   }
-  float x[6] = {};
-  int64_t k = 0;
-  std::string xp = WriteNpyFile("dim_x.npy", Tensor::Wrap(x, DType::kF32, Shape{2, 3}));
-  std::string kp = WriteNpyFile("dim_k.npy", Tensor::Wrap(&k, DType::kI64, Shape()));
+  auto [xp, kp] = WriteMainInputs("dim", 2, 0);
   Result r = Kiln("run " + path + " " + xp + " " + kp + " --dim q=1");
   BOOST_TEST(r.code == 1, r.out);
   BOOST_TEST(Contains(r.out, "--dim q=1: the inputs of 'main' have no symbolic dim 'q'"), r.out);
@@ -785,13 +793,8 @@ BOOST_AUTO_TEST_CASE(dim_symbols_are_checked) {
 // bench --json records threads, warm-up runs and dims; --warmup N is exactly N runs: with 0 no
 // shape is seen often enough to get a specialized variant, with the default (8) every one is.
 BOOST_AUTO_TEST_CASE(bench_json_records_the_setup_and_warmup_is_exact) {
-  std::string model = WriteModel("warm.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
-      g (float[N, 3] x) => (float[N, 3] y) <float[3] b = {0.5, -1.0, 2.0}> {
-        t = Add(x, b) y = Relu(t) })");
-  std::string exe = TmpDir() + "/warm.kiln";
-  Result r = Kiln("compile " + model + " -o " + exe + " --external=none --quiet");
-  BOOST_REQUIRE_MESSAGE(r.code == 0, r.out);
-  r = Kiln("bench " + exe + " --dim N=4 --iters 1 --warmup 0 --threads 1 --json");
+  std::string exe = CompileAddReluOnJit("warm");
+  Result r = Kiln("bench " + exe + " --dim N=4 --iters 1 --warmup 0 --threads 1 --json");
   BOOST_TEST(r.code == 0, r.out);
   BOOST_TEST(JsonNumber(r.out, "warmup") == 0.0, r.out);
   BOOST_TEST(JsonNumber(r.out, "threads") == 1.0, r.out);
