@@ -9,6 +9,7 @@
 
 #include "external/onednn/runtime.h"
 #include "jit/kernel_provider.h"
+#include "llvm/Config/llvm-config.h"  // LLVM_VERSION_STRING only: LLVM types stay in jit/
 
 namespace kiln {
 
@@ -246,6 +247,8 @@ Allocator& Runtime::allocator() const { return *state_->allocator; }
 ExternalRegistry& Runtime::vendors() const { return *state_->registry; }
 const LoadOptions& Runtime::load_options() const { return state_->load; }
 const RuntimeOptions& Runtime::options() const { return state_->options; }
+
+const char* LlvmVersion() { return LLVM_VERSION_STRING; }
 
 int Runtime::num_threads() const {
   return state_->options.num_threads > 0 ? state_->options.num_threads : omp_get_max_threads();

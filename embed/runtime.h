@@ -18,6 +18,13 @@
 
 namespace kiln {
 
+/// kiln's own release (`kiln --version`). The executable format has its own version
+/// (serializer/version.h: kFormatMajor.kFormatMinor), which is what decides compatibility.
+inline constexpr char kKilnVersion[] = "0.1.0";
+
+/// The LLVM release the JIT compiles with ("19.1.7"), for version lines and bug reports.
+const char* LlvmVersion();
+
 struct RuntimeOptions {
   /// OpenMP threads used by JIT kernels' parallel loops and by oneDNN regions (one OpenMP pool,
   /// shared process-wide, so the two never oversubscribe the cores). 0: the OpenMP default

@@ -22,7 +22,8 @@ done
 rounds=${ROUNDS:-5}
 run() {  # name kiln-file onnx kiln-shapes ort-shape threads iters
   for round in $(seq "$rounds"); do
-    k=$($K bench "$2" $4 --threads "$6" --iters "$7" --warmup 5 --json 2>/dev/null | tail -1 |
+    # kiln's default warm-up (8 runs) is what gets every shape specialized; ORT gets 5.
+    k=$($K bench "$2" $4 --threads "$6" --iters "$7" --json 2>/dev/null | tail -1 |
         sed -E 's/.*"p50_ms": ([0-9.]+).*/\1/')
     o=$(node "$ort_js" "$3" --shape "$5" --threads "$6" --iters "$7" --warmup 5 2>/dev/null |
         grep '^JSON' | sed -E 's/.*"median":([0-9.]+).*/\1/')
@@ -31,14 +32,14 @@ run() {  # name kiln-file onnx kiln-shapes ort-shape threads iters
 }
 {
 for t in 1 2; do
-  run resnet18 "$out/resnet18.kiln" "$models/resnet18.onnx" "--shape batch=1" 1x3x224x224 $t 30
-  run resnet50 "$out/resnet50.kiln" "$models/resnet50.onnx" "--shape batch=1" 1x3x224x224 $t 15
-  run mobilenet_v2 "$out/mobilenet_v2.kiln" "$models/mobilenet_v2.onnx" "--shape batch=1" 1x3x224x224 $t 50
+  run resnet18 "$out/resnet18.kiln" "$models/resnet18.onnx" "--dim batch=1" 1x3x224x224 $t 30
+  run resnet50 "$out/resnet50.kiln" "$models/resnet50.onnx" "--dim batch=1" 1x3x224x224 $t 15
+  run mobilenet_v2 "$out/mobilenet_v2.kiln" "$models/mobilenet_v2.onnx" "--dim batch=1" 1x3x224x224 $t 50
   for s in 16 128 256; do
-    run bert_seq$s "$out/bert_tiny.kiln" "$models/bert_tiny.onnx" "--shape batch=1 --shape seq=$s" 1x$s $t 50
+    run bert_seq$s "$out/bert_tiny.kiln" "$models/bert_tiny.onnx" "--dim batch=1 --dim seq=$s" 1x$s $t 50
   done
-  run mlp_b1 "$out/mlp.kiln" "$models/mlp.onnx" "--shape batch=1" 1x784 $t 200
-  run mlp_b64 "$out/mlp.kiln" "$models/mlp.onnx" "--shape batch=64" 64x784 $t 100
+  run mlp_b1 "$out/mlp.kiln" "$models/mlp.onnx" "--dim batch=1" 1x784 $t 200
+  run mlp_b64 "$out/mlp.kiln" "$models/mlp.onnx" "--dim batch=64" 64x784 $t 100
 done
 } | tee "$out/rounds.txt"
 echo

@@ -1,41 +1,49 @@
 // kiln inspect FILE: verifies the file and prints what it holds.
 #include <cstdio>
-#include <cstring>
+#include <optional>
+#include <string>
 
+#include "embed/flags.h"
+#include "embed/runtime.h"
 #include "tools/commands.h"
-#include "tools/runtime.h"
 #include "vm/disassembler.h"
 #include "vm/executable.h"
 
 namespace kiln::tools {
 
 int InspectMain(int argc, char** argv) {
-  if (argc != 2 || std::strcmp(argv[1], "--help") == 0) {
-    std::fprintf(argc == 2 ? stdout : stderr,
-                 "usage: kiln inspect FILE.kiln\n"
-                 "Verifies FILE and prints its header, every function's disassembly, the kernel,\n"
-                 "shape-function, external-region (with each region's ops) and constant tables, and section\n"
-                 "sizes.\n");
-    return argc == 2 ? 0 : 2;
-  }
+  std::string file;
+  RuntimeOptions runtime_options;
+  FlagParser flags("kiln inspect", "FILE.kiln [flags]",
+                   "Verifies FILE and prints its header, every function's disassembly, the "
+                   "kernel, shape-function, external-region (with each region's ops, as its "
+                   "vendor describes them) and constant tables, and section sizes.");
+  flags.AddPositional("FILE.kiln", "the executable", &file, true);
+  AddPluginFlag(flags, &runtime_options);
+  if (std::optional<int> exit = flags.Parse(argc, argv)) return *exit;
+
   LoadOptions options;
   options.bind = false;
   options.prefetch_constants = false;
-  auto exe = Executable::LoadFile(argv[1], options);
+  auto exe = Executable::LoadFile(file, options);
   if (!exe.ok()) {
     std::fprintf(stderr, "kiln inspect: %s\n", exe.status().ToString().c_str());
     return 1;
   }
-  // The CLI's vendors (oneDNN built in, plugins from KILN_PLUGINS) describe their regions' ops.
-  StatusOr<std::shared_ptr<ExternalRegistry>> vendors = CliVendors({});
+  // The runtime's vendors (oneDNN built in, plugins) describe their regions' ops.
+  StatusOr<std::shared_ptr<Runtime>> runtime = Runtime::Create(runtime_options);
+  if (!runtime.ok() && !runtime_options.plugins.empty()) {  // what --plugin asked for failed
+    std::fprintf(stderr, "kiln inspect: %s\n", runtime.status().ToString().c_str());
+    return 1;
+  }
   RegionDescriber describe;
-  if (vendors.ok()) {
-    describe = [registry = *vendors](const std::string& vendor, const uint8_t* blob, size_t size) {
-      return registry->Describe(vendor, blob, size);
+  if (runtime.ok()) {
+    describe = [r = *runtime](const std::string& vendor, const uint8_t* blob, size_t size) {
+      return r->vendors().Describe(vendor, blob, size);
     };
   } else {
     std::fprintf(stderr, "kiln inspect: regions are not described: %s\n",
-                 vendors.status().ToString().c_str());
+                 runtime.status().ToString().c_str());
   }
   std::fputs(InspectExecutable(**exe, describe).c_str(), stdout);
   return 0;

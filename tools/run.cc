@@ -1,132 +1,75 @@
-// kiln run FILE [--function NAME] [--input NAME=PATH | PATH]... [--output-dir DIR]
-//               [--output-format npy|pb] [--timeout-ms N]
+// kiln run FILE.kiln [PATH]... [--input NAME=PATH]... [--output-dir DIR] [--output-format npy|pb]
+// and the flags run, bench and profile share (tools/inputs.h).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "tools/commands.h"
+#include "tools/inputs.h"
 #include "tools/npy.h"
-#include "tools/runtime.h"
 #include "tools/tensor_file.h"
 #include "vm/context.h"
 
 namespace kiln::tools {
 namespace {
 
-constexpr char kUsage[] =
-    "usage: kiln run FILE.kiln [--function NAME] [--input NAME=PATH]... [PATH]...\n"
-    "                [--output-dir DIR] [--output-format npy|pb] [--timeout-ms N]\n"
-    "                [--plugin PATH]...\n"
-    "Runs a function (default: the model's entry) on inputs read from .npy (NumPy) or .pb (ONNX\n"
-    "TensorProto) files, given by parameter name or positionally in parameter order, and prints\n"
-    "a summary of each output. With --output-dir (made if missing), writes each output as\n"
-    "DIR/NAME.npy, or with --output-format pb as DIR/output_0.pb, output_1.pb, ... in result\n"
-    "order (TensorProtos named after the outputs). --timeout-ms stops a run that takes longer.\n"
-    "--plugin loads a vendor runtime plugin (also: KILN_PLUGINS=PATH[:PATH...]).\n";
+constexpr char kAbout[] =
+    "Runs a function (default: the model's entry) on inputs read from .npy (NumPy) or .pb (ONNX "
+    "TensorProto) files, given by parameter name or positionally in parameter order, checks "
+    "them against the signature, and prints each output's type and first values.";
 
 struct RunArgs {
-  std::string file, function, output_dir;
-  bool output_pb = false;  // --output-format pb
-  std::vector<std::pair<std::string, std::string>> named;  // name -> path
+  ModelArgs model;
+  std::string output_dir;
+  std::string output_format = "npy";
+  std::vector<std::string> inputs;  // --input NAME=PATH or PATH
   std::vector<std::string> positional;
-  std::vector<std::string> plugins;
-  long timeout_ms = 0;
 };
 
-// Parses argv; returns false (after printing why) on a usage error.
-bool ParseArgs(int argc, char** argv, RunArgs* args) {
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const char* flag) -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "kiln run: %s needs a value\n", flag);
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    if (a == "--function" || a == "--output-dir" || a == "--input" || a == "--timeout-ms" ||
-        a == "--plugin" || a == "--output-format") {
-      const char* v = value(a.c_str());
-      if (v == nullptr) return false;
-      if (a == "--function") args->function = v;
-      if (a == "--output-dir") args->output_dir = v;
-      if (a == "--plugin") args->plugins.push_back(v);
-      if (a == "--output-format") {
-        if (std::strcmp(v, "npy") != 0 && std::strcmp(v, "pb") != 0) {
-          std::fprintf(stderr, "kiln run: --output-format wants npy or pb, got '%s'\n", v);
-          return false;
-        }
-        args->output_pb = std::strcmp(v, "pb") == 0;
-      }
-      if (a == "--timeout-ms") {
-        char* end = nullptr;
-        args->timeout_ms = std::strtol(v, &end, 10);
-        if (*v == '\0' || *end != '\0' || args->timeout_ms <= 0) {
-          std::fprintf(stderr, "kiln run: --timeout-ms wants a positive integer, got '%s'\n", v);
-          return false;
-        }
-      }
-      if (a == "--input") {
-        const char* eq = std::strchr(v, '=');
-        if (eq == nullptr) {
-          args->positional.push_back(v);
-        } else {
-          args->named.emplace_back(std::string(v, eq), std::string(eq + 1));
-        }
-      }
-    } else if (a.size() > 1 && a[0] == '-') {
-      std::fprintf(stderr, "kiln run: unknown option '%s'\n%s", a.c_str(), kUsage);
-      return false;
-    } else if (args->file.empty()) {
-      args->file = a;
-    } else {
-      args->positional.push_back(a);
-    }
-  }
-  if (args->file.empty()) {
-    std::fprintf(stderr, "%s", kUsage);
-    return false;
-  }
-  return true;
-}
-
-// Checks what one file holds against parameter i: dtype, rank and fixed dims. (The VM checks
-// again, and also that symbolic dims agree across inputs; this check names the file.)
-Status CheckInput(const FunctionSignature& sig, size_t i, const Tensor& t, const std::string& path) {
-  const ValueSpec& spec = sig.params[i];
-  std::string where = "input " + std::to_string(i) + " '" + spec.name + "' (" + path + ")";
-  std::string expected = "expected " + spec.ToString();
-  if (t.dtype() != spec.dtype) {
-    return InvalidArgument(where + ": dtype " + DTypeShortName(t.dtype()) + ", " + expected);
-  }
-  if (t.rank() != static_cast<int>(spec.shape.size())) {
-    return InvalidArgument(where + ": rank " + std::to_string(t.rank()) + " (" + t.TypeString() +
-                           "), " + expected);
-  }
-  for (int d = 0; d < t.rank(); ++d) {
-    if (spec.shape[d].fixed() && spec.shape[d].value != t.dim(d)) {
-      return InvalidArgument(where + ": dim " + std::to_string(d) + " is " + std::to_string(t.dim(d)) +
-                             ", " + expected);
-    }
-  }
-  return Status::Ok();
+// Declares run's flags; Parse fills `args`.
+void AddFlags(FlagParser& flags, RunArgs* args) {
+  AddModelFlags(flags,
+                "check that each input file's symbolic dim NAME is VALUE (the files give the "
+                "shapes)",
+                &args->model);
+  flags.AddRest("PATH", "input files in parameter order (.npy or .pb)", &args->positional);
+  flags.AddList("--input", "NAME=PATH",
+                "read parameter NAME from PATH (.npy or .pb); a bare PATH takes the next "
+                "parameter in order",
+                &args->inputs);
+  flags.AddString("--output-dir", "DIR",
+                  "write each output to DIR (made if missing): DIR/NAME.npy, or with "
+                  "--output-format pb DIR/output_0.pb, output_1.pb, ... in result order",
+                  &args->output_dir, "none: print only");
+  flags.AddChoice("--output-format", "file format of the outputs --output-dir writes",
+                  {"npy", "pb"}, &args->output_format);
 }
 
 // Orders the input files by parameter; errors name the parameter or the file.
-StatusOr<std::vector<Tensor>> ReadInputs(const FunctionSignature& sig, const RunArgs& args) {
-  std::vector<std::string> paths(sig.params.size());
-  if (args.positional.size() > sig.params.size()) {
-    return InvalidArgument("'" + sig.name + "' takes " + std::to_string(sig.params.size()) +
-                           " inputs, " + std::to_string(args.positional.size()) + " given");
+StatusOr<std::vector<Tensor>> ReadInputs(const FunctionSignature& sig, const RunArgs& args,
+                                         Allocator& allocator) {
+  std::vector<std::string> positional = args.positional;
+  std::vector<std::pair<std::string, std::string>> named;
+  for (const std::string& input : args.inputs) {
+    size_t eq = input.find('=');
+    if (eq == std::string::npos) {
+      positional.push_back(input);
+    } else {
+      named.emplace_back(input.substr(0, eq), input.substr(eq + 1));
+    }
   }
-  for (size_t i = 0; i < args.positional.size(); ++i) paths[i] = args.positional[i];
-  for (const auto& [name, path] : args.named) {
+  std::vector<std::string> paths(sig.params.size());
+  if (positional.size() > sig.params.size()) {
+    return InvalidArgument("'" + sig.name + "' takes " + std::to_string(sig.params.size()) +
+                           " inputs, " + std::to_string(positional.size()) + " given");
+  }
+  for (size_t i = 0; i < positional.size(); ++i) paths[i] = positional[i];
+  for (const auto& [name, path] : named) {
     size_t i = 0;
     while (i < sig.params.size() && sig.params[i].name != name) ++i;
     if (i == sig.params.size()) {
@@ -145,8 +88,8 @@ StatusOr<std::vector<Tensor>> ReadInputs(const FunctionSignature& sig, const Run
   }
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < paths.size(); ++i) {
-    ASSIGN_OR_RETURN(Tensor t, ReadTensorFile(paths[i], DefaultAllocator()));
-    RETURN_IF_ERROR(CheckInput(sig, i, t, paths[i]));
+    ASSIGN_OR_RETURN(Tensor t, ReadTensorFile(paths[i], allocator));
+    RETURN_IF_ERROR(CheckInput(sig, i, t, paths[i], args.model.dims));
     inputs.push_back(std::move(t));
   }
   return inputs;
@@ -176,15 +119,13 @@ std::string Preview(const Tensor& t) {
 }
 
 Status Run(const RunArgs& args) {
-  ASSIGN_OR_RETURN(LoadedFunction f, LoadFunction(args.file, args.function, args.plugins));
-  std::shared_ptr<const Executable> exe = f.exe;
-  int index = f.index;
-  const FunctionSignature& sig = exe->signature(index);
-  ASSIGN_OR_RETURN(std::vector<Tensor> inputs, ReadInputs(sig, args));
-  ASSIGN_OR_RETURN(auto ctx, Context::Create(exe));
+  ASSIGN_OR_RETURN(LoadedFunction f, LoadFunction(args.model));
+  const FunctionSignature& sig = f.signature();
+  ASSIGN_OR_RETURN(std::vector<Tensor> inputs, ReadInputs(sig, args, f.runtime->allocator()));
+  ASSIGN_OR_RETURN(auto ctx, f.runtime->NewContext(f.exe));
   InvokeOptions options;
-  options.timeout = std::chrono::milliseconds(args.timeout_ms);
-  ASSIGN_OR_RETURN(std::vector<Tensor> outputs, ctx->Invoke(index, inputs, options));
+  options.timeout = std::chrono::milliseconds(args.model.timeout_ms);
+  ASSIGN_OR_RETURN(std::vector<Tensor> outputs, ctx->Invoke(f.index, inputs, options));
   // Made if missing (one level); if that fails, writing the first output says why.
   if (!args.output_dir.empty()) ::mkdir(args.output_dir.c_str(), 0777);
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -192,7 +133,7 @@ Status Run(const RunArgs& args) {
                            ? sig.results[i].name : "output_" + std::to_string(i);
     std::printf("%s: %s %s\n", name.c_str(), outputs[i].TypeString().c_str(), Preview(outputs[i]).c_str());
     if (args.output_dir.empty()) continue;
-    if (args.output_pb) {
+    if (args.output_format == "pb") {
       std::string path = args.output_dir + "/output_" + std::to_string(i) + ".pb";
       RETURN_IF_ERROR(WriteTensorProto(path, outputs[i], name));
     } else {
@@ -207,12 +148,10 @@ Status Run(const RunArgs& args) {
 }  // namespace
 
 int RunMain(int argc, char** argv) {
-  if (argc == 2 && std::strcmp(argv[1], "--help") == 0) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
   RunArgs args;
-  if (!ParseArgs(argc, argv, &args)) return 2;
+  FlagParser flags("kiln run", "FILE.kiln [PATH]... [flags]", kAbout);
+  AddFlags(flags, &args);
+  if (std::optional<int> exit = flags.Parse(argc, argv)) return *exit;
   Status status = Run(args);
   if (!status.ok()) {
     std::fprintf(stderr, "kiln run: %s\n", status.ToString().c_str());

@@ -1,19 +1,21 @@
 // kiln_serve: serves .kiln models over the KServe v2 REST protocol until SIGINT or SIGTERM.
 //
 //   kiln_serve --model NAME=FILE.kiln [--model ...] [--host 127.0.0.1] [--port 8000]
-//              [--workers N] [--io-threads N] [--max-body-bytes N] [--timeout-ms N]
-//              [--max-queue N] [--invoke-timeout-ms N] [--plugin LIB.so ...]
+//              [--workers N] [--threads N] [--io-threads N] [--max-body-bytes N] [--timeout-ms N]
+//              [--max-queue N] [--invoke-timeout-ms N] [--jit-cache-dir DIR] [--plugin LIB.so]...
+//   (kiln_serve --help describes each flag and its default.)
 #include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "embed/flags.h"
+#include "embed/runtime.h"
 #include "examples/serving/model_repository.h"
 #include "examples/serving/server.h"
 
@@ -21,74 +23,59 @@ namespace {
 
 using kiln::serving::ServerOptions;
 
-constexpr char kUsage[] =
-    "usage: kiln_serve --model NAME=FILE.kiln [--model ...] [--host ADDR] [--port N]\n"
-    "                  [--workers N] [--io-threads N] [--max-body-bytes N] [--timeout-ms N]\n"
-    "                  [--max-queue N] [--invoke-timeout-ms N] [--plugin LIB.so]\n";
-
-bool ParseInt(const char* s, int64_t lo, int64_t hi, int64_t* out) {
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
 struct Flags {
   std::vector<kiln::serving::ModelSource> models;
-  std::vector<std::string> plugins;
   ServerOptions server;
+  kiln::RuntimeOptions runtime;
 };
 
-// Returns an error message, or "" on success.
-std::string ParseFlags(int argc, char** argv, Flags* flags) {
-  flags->server.workers = std::max(1u, std::thread::hardware_concurrency());
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") return "help";
-    if (i + 1 >= argc) return "missing value for " + flag;
-    const char* value = argv[++i];
-    int64_t n = 0;
-    auto number = [&](int64_t lo, int64_t hi) { return ParseInt(value, lo, hi, &n); };
-    if (flag == "--model") {
-      auto source = kiln::serving::ParseModelFlag(value);
-      if (!source.ok()) return source.status().message();
-      flags->models.push_back(*source);
-    } else if (flag == "--plugin") {
-      flags->plugins.push_back(value);
-    } else if (flag == "--host") {
-      flags->server.host = value;
-    } else if (flag == "--port" && number(0, 65535)) {
-      flags->server.port = static_cast<int>(n);
-    } else if (flag == "--workers" && number(1, 1024)) {
-      flags->server.workers = static_cast<int>(n);
-    } else if (flag == "--io-threads" && number(1, 1024)) {
-      flags->server.io_threads = static_cast<int>(n);
-    } else if (flag == "--max-body-bytes" && number(1, int64_t{1} << 40)) {
-      flags->server.max_body_bytes = static_cast<size_t>(n);
-    } else if (flag == "--timeout-ms" && number(1, int64_t{1} << 40)) {
-      flags->server.timeout_ms = n;
-    } else if (flag == "--max-queue" && number(0, int64_t{1} << 30)) {
-      flags->server.max_queue = static_cast<size_t>(n);
-    } else if (flag == "--invoke-timeout-ms" && number(0, int64_t{1} << 40)) {
-      flags->server.invoke_timeout_ms = n;
-    } else {
-      return "bad flag or value: " + flag + " " + value;
-    }
-  }
-  if (flags->models.empty()) return "at least one --model NAME=FILE is required";
-  return "";
+constexpr int64_t kMaxBytes = int64_t{1} << 40;
+
+// Declares kiln_serve's flags; Parse fills `f`.
+void AddFlags(kiln::FlagParser& flags, Flags* f) {
+  flags.AddCustom("--model", "NAME=FILE",
+                  "serve FILE (a .kiln executable) as NAME ([A-Za-z0-9_.-]+); at least one", "",
+                  true, [f](const std::string& v) -> kiln::Status {
+                    ASSIGN_OR_RETURN(kiln::serving::ModelSource source,
+                                     kiln::serving::ParseModelFlag(v));
+                    f->models.push_back(source);
+                    return kiln::Status::Ok();
+                  });
+  flags.AddString("--host", "ADDR", "address to listen on", &f->server.host);
+  flags.AddInt("--port", "N", "port to listen on; 0 picks a free one", 0, 65535, &f->server.port);
+  flags.AddInt("--workers", "N", "inference threads, one VM context per model each", 1, 1024,
+               &f->server.workers, "one per core");
+  kiln::AddRuntimeFlags(flags, &f->runtime);
+  flags.AddInt("--io-threads", "N", "threads accepting connections and doing every read and write",
+               1, 1024, &f->server.io_threads);
+  flags.AddInt("--max-queue", "N",
+               "inference requests waiting for a busy worker (idle workers take requests at "
+               "once); more get 503",
+               0, int64_t{1} << 30, &f->server.max_queue);
+  flags.AddInt("--max-body-bytes", "N", "larger request bodies get 413", 1, kMaxBytes,
+               &f->server.max_body_bytes, "16 MiB");
+  flags.AddInt("--timeout-ms", "N",
+               "a request must arrive within N ms, an idle keep-alive connection is closed "
+               "after it, and a reply must be taken within it",
+               1, kMaxBytes, &f->server.timeout_ms);
+  flags.AddInt("--invoke-timeout-ms", "N", "deadline of one model invocation, past it 504; 0: none",
+               0, kMaxBytes, &f->server.invoke_timeout_ms);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Flags flags;
-  if (std::string error = ParseFlags(argc, argv, &flags); !error.empty()) {
-    if (error != "help") std::fprintf(stderr, "kiln_serve: %s\n", error.c_str());
-    std::fputs(kUsage, error == "help" ? stdout : stderr);
-    return error == "help" ? 0 : 2;
+  flags.server.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  kiln::FlagParser parser("kiln_serve", "--model NAME=FILE.kiln [--model ...] [flags]",
+                          "Serves .kiln models over the KServe v2 REST protocol until SIGINT or "
+                          "SIGTERM. Compute threads: --workers times --threads.");
+  AddFlags(parser, &flags);
+  if (std::optional<int> exit = parser.Parse(argc, argv)) return *exit;
+  if (flags.models.empty()) {
+    std::fprintf(stderr, "kiln_serve: at least one --model NAME=FILE is required\n%s",
+                 parser.Usage().c_str());
+    return 2;
   }
 
   // (1) Block SIGINT/SIGTERM before any thread starts, so every thread inherits the mask and
@@ -99,13 +86,14 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  // (2) Load and verify every model once; workers share the executables.
-  auto options = kiln::serving::MakeJitLoadOptions(flags.plugins);
-  if (!options.ok()) {
-    std::fprintf(stderr, "kiln_serve: %s\n", options.status().ToString().c_str());
+  // (2) One runtime (JIT, vendors, threads, allocator); load and verify every model once.
+  // Workers share the executables.
+  auto runtime = kiln::Runtime::Create(flags.runtime);
+  if (!runtime.ok()) {
+    std::fprintf(stderr, "kiln_serve: %s\n", runtime.status().ToString().c_str());
     return 1;
   }
-  auto repo = kiln::serving::ModelRepository::Load(flags.models, *options);
+  auto repo = kiln::serving::ModelRepository::Load(flags.models, *runtime);
   if (!repo.ok()) {
     std::fprintf(stderr, "kiln_serve: %s\n", repo.status().ToString().c_str());
     return 1;

@@ -13,10 +13,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "embed/flags.h"
 #include "examples/serving/demo_model.h"
 #include "examples/serving/http_client.h"
 #include "examples/serving/json.h"
@@ -133,29 +135,29 @@ std::string CheckReply(int64_t r, int batch, const std::string& body) {
   return "";
 }
 
-bool ParseArgs(int argc, char** argv, Config* c) {
-  for (int i = 1; i + 1 < argc; i += 2) {
-    std::string flag = argv[i];
-    double v = std::atof(argv[i + 1]);
-    if (flag == "--requests")
-      c->requests = static_cast<int64_t>(v);
-    else if (flag == "--connections")
-      c->connections = static_cast<int>(v);
-    else if (flag == "--batch")
-      c->batch = static_cast<int>(v);
-    else if (flag == "--workers")
-      c->workers = static_cast<int>(v);
-    else if (flag == "--io-threads")
-      c->io_threads = static_cast<int>(v);
-    else if (flag == "--max-seconds")
-      c->max_seconds = v;
-    else if (flag == "--port")
-      c->port = static_cast<int>(v);
-    else
-      return false;
-  }
-  return argc % 2 == 1 && c->requests > 0 && c->connections > 0 && c->batch > 0 && c->workers > 0 &&
-         c->io_threads > 0 && c->max_seconds > 0;
+// Declares load_test's flags; Parse fills `c`.
+void AddFlags(kiln::FlagParser& flags, Config* c) {
+  flags.AddInt("--requests", "N", "inference requests to send", 1, int64_t{1} << 40, &c->requests);
+  flags.AddInt("--connections", "N", "concurrent keep-alive connections (client threads)", 1, 4096,
+               &c->connections);
+  flags.AddInt("--batch", "N", "rows of x per request", 1, 1 << 20, &c->batch);
+  flags.AddInt("--workers", "N", "inference threads of the in-process server", 1, 1024,
+               &c->workers);
+  flags.AddInt("--io-threads", "N", "I/O threads of the in-process server", 1, 1024,
+               &c->io_threads);
+  flags.AddCustom("--max-seconds", "S", "fail if the requests take longer than S seconds", "60",
+                  false, [c](const std::string& v) -> Status {
+                    char* end = nullptr;
+                    c->max_seconds = std::strtod(v.c_str(), &end);
+                    if (v.empty() || *end != '\0' || !(c->max_seconds > 0)) {
+                      return kiln::InvalidArgument("wants a positive number, got '" + v + "'");
+                    }
+                    return Status::Ok();
+                  });
+  flags.AddInt("--port", "N",
+               "send to a running server with the affine model on this port (0: start one "
+               "in-process on an ephemeral port)",
+               0, 65535, &c->port);
 }
 
 double Percentile(const std::vector<double>& sorted, double p) {
@@ -168,12 +170,12 @@ double Percentile(const std::vector<double>& sorted, double p) {
 
 int main(int argc, char** argv) {
   Config cfg;
-  if (!ParseArgs(argc, argv, &cfg)) {
-    std::fprintf(stderr,
-                 "usage: load_test [--requests N] [--connections N] [--batch N] "
-                 "[--workers N] [--io-threads N] [--max-seconds S] [--port N]\n");
-    return 2;
-  }
+  kiln::FlagParser flags("load_test", "[flags]",
+                         "Sends value-checked inference requests to kiln_serve and prints "
+                         "throughput and latency percentiles; exits 0 only if every request got "
+                         "a correct 200 reply within --max-seconds.");
+  AddFlags(flags, &cfg);
+  if (std::optional<int> exit = flags.Parse(argc, argv)) return *exit;
 
   // (1) A server: in-process on an ephemeral port with the affine demo model, or a running one.
   std::unique_ptr<kiln::serving::Server> server;
@@ -183,13 +185,13 @@ int main(int argc, char** argv) {
     std::string path = std::string(tmp ? tmp : "/tmp") + "/load_test_affine.kiln";
     auto bytes = kiln::serving::BuildAffineModel();
     Status st = bytes.ok() ? kiln::serving::WriteBytes(path, *bytes) : bytes.status();
-    auto options = kiln::serving::MakeJitLoadOptions();
-    if (st.ok() && !options.ok()) st = options.status();
+    auto runtime = kiln::Runtime::Create();
+    if (st.ok() && !runtime.ok()) st = runtime.status();
     if (!st.ok()) {
       std::fprintf(stderr, "load_test: %s\n", st.ToString().c_str());
       return 1;
     }
-    auto repo = kiln::serving::ModelRepository::Load({{"affine", path}}, *options);
+    auto repo = kiln::serving::ModelRepository::Load({{"affine", path}}, *runtime);
     if (!repo.ok()) {
       std::fprintf(stderr, "load_test: %s\n", repo.status().ToString().c_str());
       return 1;

@@ -1,13 +1,7 @@
 // Loading served models and describing them in KServe metadata.
 #include "examples/serving/model_repository.h"
 
-#include <mutex>
-
 #include "examples/serving/tensor_json.h"
-#include "external/registry/registry.h"
-#include "jit/engine.h"
-#include "jit/kernel_provider.h"
-#include "embed/runtime.h"
 
 namespace kiln::serving {
 
@@ -68,7 +62,7 @@ std::string Model::MetadataJson() const {
 StatusOr<ModelSource> ParseModelFlag(std::string_view flag) {
   size_t eq = flag.find('=');
   if (eq == std::string_view::npos || eq == 0 || eq + 1 == flag.size()) {
-    return InvalidArgument("--model expects NAME=FILE, got '" + std::string(flag) + "'");
+    return InvalidArgument("wants NAME=FILE, got '" + std::string(flag) + "'");
   }
   ModelSource source{std::string(flag.substr(0, eq)), std::string(flag.substr(eq + 1))};
   for (char c : source.name) {
@@ -82,27 +76,13 @@ StatusOr<ModelSource> ParseModelFlag(std::string_view flag) {
   return source;
 }
 
-StatusOr<LoadOptions> MakeJitLoadOptions(const std::vector<std::string>& plugins) {
-  // One kiln::Runtime per process, never destroyed: it owns the JIT (compiled kernels are
-  // shared by every model) and the vendor registry (oneDNN, which runs the regions kiln compile
-  // gives it by default, and the plugins). Later calls add their plugins to it.
-  static std::mutex mu;
-  static std::shared_ptr<Runtime>* runtime = nullptr;
-  std::lock_guard<std::mutex> lock(mu);
-  if (runtime == nullptr) {
-    RuntimeOptions options;
-    options.plugins = plugins;
-    ASSIGN_OR_RETURN(std::shared_ptr<Runtime> r, Runtime::Create(options));
-    runtime = new std::shared_ptr<Runtime>(std::move(r));
-  } else {
-    for (const std::string& p : plugins) RETURN_IF_ERROR((*runtime)->vendors().LoadPlugin(p));
-  }
-  return (*runtime)->load_options();
-}
-
 StatusOr<std::shared_ptr<const ModelRepository>> ModelRepository::Load(
-    const std::vector<ModelSource>& sources, const LoadOptions& options) {
+    const std::vector<ModelSource>& sources, std::shared_ptr<const Runtime> runtime) {
+  if (runtime == nullptr && !sources.empty()) {
+    return InvalidArgument("ModelRepository::Load: models need a runtime");
+  }
   auto repo = std::shared_ptr<ModelRepository>(new ModelRepository());
+  repo->runtime_ = std::move(runtime);
   for (const ModelSource& source : sources) {
     std::string where = "model '" + source.name + "' (" + source.path + ")";
     if (repo->Find(source.name) != nullptr)
@@ -110,7 +90,7 @@ StatusOr<std::shared_ptr<const ModelRepository>> ModelRepository::Load(
     Model model;
     model.name = source.name;
     model.path = source.path;
-    auto exe = Executable::LoadFile(source.path, options);
+    auto exe = repo->runtime_->LoadFile(source.path);
     if (!exe.ok()) return exe.status().WithContext(where);
     model.exe = std::move(*exe);
     std::string entry(model.exe->entry_function());
@@ -120,6 +100,10 @@ StatusOr<std::shared_ptr<const ModelRepository>> ModelRepository::Load(
     repo->models_.push_back(std::move(model));
   }
   return std::shared_ptr<const ModelRepository>(std::move(repo));
+}
+
+StatusOr<std::unique_ptr<Context>> ModelRepository::NewContext(const Model& model) const {
+  return runtime_->NewContext(model.exe);
 }
 
 const Model* ModelRepository::Find(std::string_view name) const {

@@ -1,4 +1,4 @@
-// The models a server serves: loaded once (JIT kernels + vendor registry), shared by all workers.
+// The models a server serves: loaded once through a kiln::Runtime, shared by all workers.
 #ifndef KILN_EXAMPLES_SERVING_MODEL_REPOSITORY_H_
 #define KILN_EXAMPLES_SERVING_MODEL_REPOSITORY_H_
 
@@ -7,9 +7,11 @@
 #include <string_view>
 #include <vector>
 
-#include "examples/serving/json.h"
-#include "vm/executable.h"
 #include "base/status.h"
+#include "embed/runtime.h"
+#include "examples/serving/json.h"
+#include "vm/context.h"
+#include "vm/executable.h"
 
 namespace kiln::serving {
 
@@ -37,19 +39,19 @@ struct ModelSource {
 /// other than [A-Za-z0-9_.-] (names appear in URL paths).
 StatusOr<ModelSource> ParseModelFlag(std::string_view flag);
 
-/// LoadOptions binding kernels to the JIT (one LLVM ORC engine for the process) and external
-/// regions to the global vendor registry, after loading $KILN_PLUGINS and `plugins`, as the
-/// kiln CLI does. Errors name the plugin or the JIT failure.
-StatusOr<LoadOptions> MakeJitLoadOptions(const std::vector<std::string>& plugins = {});
-
 /// The set of models, by name. Thread-safe to read (it is never modified after Load).
 class ModelRepository {
  public:
-  /// Loads and verifies every source with `options`. Errors name the model and file;
-  /// InvalidArgument for a duplicate name or a model whose entry function has a tuple input
-  /// or output (not expressible in KServe).
+  /// Loads and verifies every source with `runtime` (its JIT, vendors, threads and allocator
+  /// serve every model; the repository keeps it alive). Errors name the model and file;
+  /// InvalidArgument for a null runtime with sources, a duplicate name or a model whose entry
+  /// function has a tuple input or output (not expressible in KServe).
   static StatusOr<std::shared_ptr<const ModelRepository>> Load(
-      const std::vector<ModelSource>& sources, const LoadOptions& options);
+      const std::vector<ModelSource>& sources, std::shared_ptr<const Runtime> runtime);
+
+  /// A context for `model` (one of models()) allocating from the runtime's allocator. Errors
+  /// are Runtime::NewContext's.
+  StatusOr<std::unique_ptr<Context>> NewContext(const Model& model) const;
 
   /// Null if no model is called `name`.
   const Model* Find(std::string_view name) const;
@@ -57,6 +59,7 @@ class ModelRepository {
 
  private:
   std::vector<Model> models_;
+  std::shared_ptr<const Runtime> runtime_;
 };
 
 }  // namespace kiln::serving

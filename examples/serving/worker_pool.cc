@@ -10,7 +10,7 @@ StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(std::shared_ptr<const Mo
   for (int i = 0; i < num_workers; ++i) {
     auto contexts = std::make_unique<WorkerContexts>();
     for (const Model& m : repo->models()) {
-      auto ctx = Context::Create(m.exe);
+      auto ctx = repo->NewContext(m);
       if (!ctx.ok()) return ctx.status().WithContext("model '" + m.name + "'");
       contexts->by_model.push_back(std::move(*ctx));
     }

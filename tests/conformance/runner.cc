@@ -13,7 +13,6 @@
 #include <fstream>
 
 #include "compiler/compile.h"
-#include "tools/runtime.h"
 #include "tools/tensor_file.h"
 #include "vm/context.h"
 
@@ -241,9 +240,9 @@ Status CompareTensors(const Tensor& got, const Tensor& want, const Tolerance& to
 }
 
 StatusOr<std::unique_ptr<Runner>> Runner::Create(const RunnerOptions& options) {
-  ASSIGN_OR_RETURN(tools::CliRuntime runtime, tools::MakeCliRuntime({}));
   std::unique_ptr<Runner> r(new Runner(options));
-  r->load_ = runtime.load;
+  ASSIGN_OR_RETURN(r->runtime_, Runtime::Create());
+  r->load_ = r->runtime_->load_options();
   return r;
 }
 

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "embed/runtime.h"
 #include "vm/executable.h"
 #include "base/status.h"
 #include "base/tensor.h"
@@ -61,7 +62,7 @@ struct RunnerOptions {
 /// runs. Not thread-safe: one test at a time.
 class Runner {
  public:
-  /// Creates the JIT engine and binds the vendor registry as `kiln run` does (tools/runtime.h).
+  /// Creates a kiln::Runtime (JIT, oneDNN, $KILN_PLUGINS) as `kiln run` does.
   static StatusOr<std::unique_ptr<Runner>> Create(const RunnerOptions& options = {});
 
   /// Compiles `dir`/model.onnx (CompileOnnxFile, default options but `external`), loads it, runs
@@ -76,7 +77,8 @@ class Runner {
   Status RunDataSet(const std::shared_ptr<const Executable>& exe, const std::string& dir);
 
   RunnerOptions options_;
-  LoadOptions load_;
+  std::shared_ptr<Runtime> runtime_;
+  LoadOptions load_;  // runtime_'s
 };
 
 /// Flattens a message to one line (newlines and tabs become spaces).

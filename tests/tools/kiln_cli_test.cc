@@ -1,6 +1,8 @@
 // The kiln binary end to end: compile (exit codes and the compiler's messages), inspect, run
 // (named and positional .npy / .pb inputs, --output-dir with .npy or .pb outputs,
-// --timeout-ms), exit codes and error messages for bad files, bad inputs and bad arguments.
+// --timeout-ms), exit codes and error messages for bad files, bad inputs and bad arguments, and
+// the one flag dialect of every subcommand (--flag=value or --flag value, -h, --version,
+// --threads, --dim).
 #define BOOST_TEST_MODULE kiln_cli_test
 #include <boost/test/unit_test.hpp>
 
@@ -16,9 +18,12 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "jit/compute.h"
 #include "jit/kir_serialize.h"
+#include "serializer/version.h"
 #include "tools/npy.h"
 #include "vm/builder.h"
 #include "vm/context.h"
@@ -160,6 +165,7 @@ BOOST_AUTO_TEST_CASE(run_rejects_inputs_that_do_not_match) {
   BOOST_TEST(Contains(r.out, "nope.npy"), r.out);
   r = Kiln("run " + path + " --bogus");
   BOOST_TEST(r.code == 2);
+  BOOST_TEST(Contains(r.out, "kiln run: unknown flag --bogus"), r.out);
   r = Kiln("run " + path + " --timeout-ms -5");
   BOOST_TEST(r.code == 2);
 }
@@ -215,7 +221,7 @@ BOOST_AUTO_TEST_CASE(run_reads_pb_inputs_named_and_positional) {
   r = Kiln("run " + path + " " + tp + " " + kp);
   BOOST_TEST(r.code == 0, r.out);
   BOOST_TEST(Contains(r.out, "x: f32[1, 3] [7, 8, 9]"), r.out);
-  // bench and profile take .pb inputs too (no --shape needed then).
+  // bench and profile take .pb inputs too (no --dim needed then).
   r = Kiln("bench " + path + " --input x=" + xp + " --input k=" + kp + " --iters 2 --json");
   BOOST_TEST(r.code == 0, r.out);
   r = Kiln("profile " + path + " --input x=" + xp + " --input k=" + kp + " --iters 1");
@@ -265,7 +271,7 @@ BOOST_AUTO_TEST_CASE(run_writes_pb_and_npy_outputs_that_round_trip) {
   BOOST_TEST(xn->data_as<float>()[0] == 0.25f);
   r = Kiln("run " + path + " " + xp + " " + kp + " --output-format json");
   BOOST_TEST(r.code == 2);
-  BOOST_TEST(Contains(r.out, "--output-format wants npy or pb"), r.out);
+  BOOST_TEST(Contains(r.out, "--output-format: wants npy|pb, got 'json'"), r.out);
 }
 
 BOOST_AUTO_TEST_CASE(run_rejects_pb_inputs_that_do_not_match_naming_the_input) {
@@ -368,7 +374,7 @@ BOOST_AUTO_TEST_CASE(compile_errors_print_the_compilers_message_and_exit_non_zer
   BOOST_TEST(r.code == 2);
   r = Kiln("compile " + relu + " -o " + out + " --frobnicate");
   BOOST_TEST(r.code == 2);
-  BOOST_TEST(Contains(r.out, "unknown option '--frobnicate'"), r.out);
+  BOOST_TEST(Contains(r.out, "kiln compile: unknown flag --frobnicate"), r.out);
   r = Kiln("compile --help");
   BOOST_TEST(r.code == 0);
   BOOST_TEST(Contains(r.out, "usage: kiln compile MODEL.onnx -o OUT.kiln"), r.out);
@@ -551,7 +557,7 @@ double JsonNumber(const std::string& json, const std::string& key) {
 
 BOOST_AUTO_TEST_CASE(bench_reports_first_call_percentiles_and_memory_as_json) {
   std::string path = WriteProgram();
-  Result r = Kiln("bench " + path + " --shape n=4 --iters 20 --warmup 2 --json");
+  Result r = Kiln("bench " + path + " --dim n=4 --iters 20 --warmup 2 --json");
   BOOST_TEST(r.code == 0, r.out);
   for (const char* key : {"first_ms", "p50_ms", "p90_ms", "p99_ms", "jit_compiles", "jit_ms", "peak_rss_mb"}) {
     BOOST_TEST(!std::isnan(JsonNumber(r.out, key)), key);
@@ -561,7 +567,7 @@ BOOST_AUTO_TEST_CASE(bench_reports_first_call_percentiles_and_memory_as_json) {
   BOOST_TEST(JsonNumber(r.out, "p90_ms") <= JsonNumber(r.out, "p99_ms"));
   BOOST_TEST(JsonNumber(r.out, "peak_rss_mb") > 1.0);
   BOOST_TEST(JsonNumber(r.out, "iters") == 20.0);
-  r = Kiln("bench " + path + " --shape n=4 --iters 3");
+  r = Kiln("bench " + path + " --dim n=4 --iters 3");
   BOOST_TEST(r.code == 0, r.out);
   BOOST_TEST(Contains(r.out, "first call"));
   BOOST_TEST(Contains(r.out, "p99"));
@@ -571,13 +577,13 @@ BOOST_AUTO_TEST_CASE(bench_errors_name_what_is_missing_or_wrong) {
   std::string path = WriteProgram();
   Result r = Kiln("bench " + path);
   BOOST_TEST(r.code == 1);
-  BOOST_TEST(Contains(r.out, "input 'x' (x: f32[n, 3]): dim 0 is symbolic: give --shape n=N"), r.out);
-  r = Kiln("bench " + path + " --shape n=-1");
+  BOOST_TEST(Contains(r.out, "input 'x' (x: f32[n, 3]): dim 0 is symbolic: give --dim n=N"), r.out);
+  r = Kiln("bench " + path + " --dim n=-1");
   BOOST_TEST(r.code == 2);
-  BOOST_TEST(Contains(r.out, "--shape wants a non-negative integer"), r.out);
+  BOOST_TEST(Contains(r.out, "--dim: n=-1: '-1' is not a non-negative integer"), r.out);
   r = Kiln("bench " + path + " --iters 0");
   BOOST_TEST(r.code == 2);
-  r = Kiln("bench " + path + " --function nope --shape n=1");
+  r = Kiln("bench " + path + " --function nope --dim n=1");
   BOOST_TEST(r.code == 1);
   BOOST_TEST(Contains(r.out, "no function named 'nope'"), r.out);
   r = Kiln("bench " + path + " --function spin --timeout-ms 50");  // loops forever
@@ -585,16 +591,22 @@ BOOST_AUTO_TEST_CASE(bench_errors_name_what_is_missing_or_wrong) {
   BOOST_TEST(Contains(r.out, "DEADLINE_EXCEEDED: in 'spin'"), r.out);
 }
 
+// y = Relu(x + b) over x: f32[N, 3], compiled with every op on the JIT; the executable's path.
+std::string CompileAddReluOnJit(const std::string& name) {
+  std::string model = WriteModel(name + ".onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[N, 3] x) => (float[N, 3] y) <float[3] b = {0.5, -1.0, 2.0}> {
+        t = Add(x, b) y = Relu(t) })");
+  std::string exe = TmpDir() + "/" + name + ".kiln";
+  Result r = Kiln("compile " + model + " -o " + exe + " --external=none --quiet");
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.out);
+  return exe;
+}
+
 // Shapes that come and go: every value gets its own p50, and the JIT keeps only the variants of
 // the shapes it still tracks (32 per kernel by default), freeing the rest.
 BOOST_AUTO_TEST_CASE(bench_sweep_measures_each_shape_and_frees_evicted_variants) {
-  std::string model = WriteModel("sweep.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
-      g (float[N, 3] x) => (float[N, 3] y) <float[3] b = {0.5, -1.0, 2.0}> {
-        t = Add(x, b) y = Relu(t) })");
-  std::string exe = TmpDir() + "/sweep.kiln";
-  Result r = Kiln("compile " + model + " -o " + exe + " --external=none");
-  BOOST_TEST(r.code == 0, r.out);
-  r = Kiln("bench " + exe + " --sweep N=1:40 --iters 1 --json");
+  std::string exe = CompileAddReluOnJit("sweep");
+  Result r = Kiln("bench " + exe + " --sweep N=1:40 --iters 1 --json");
   BOOST_TEST(r.code == 0, r.out);
   BOOST_TEST(Contains(r.out, "\"p50_ms\": [[1, "), r.out);
   BOOST_TEST(Contains(r.out, "[40, "), r.out);
@@ -612,19 +624,21 @@ BOOST_AUTO_TEST_CASE(bench_sweep_measures_each_shape_and_frees_evicted_variants)
   BOOST_TEST(Contains(r.out, "kernels alive"), r.out);
   r = Kiln("bench " + exe + " --sweep N=5:2");
   BOOST_TEST(r.code == 2);
-  BOOST_TEST(Contains(r.out, "--sweep N=5:2: HI is below LO"), r.out);
+  BOOST_TEST(Contains(r.out, "--sweep: N=5:2: HI is below LO"), r.out);
   r = Kiln("bench " + exe + " --sweep N");
   BOOST_TEST(r.code == 2);
-  BOOST_TEST(Contains(r.out, "--sweep wants SYMBOL=LO:HI, got 'N'"), r.out);
-  r = Kiln("bench " + exe + " --sweep M=1:2");  // N is still missing
+  BOOST_TEST(Contains(r.out, "--sweep: wants SYMBOL=LO:HI, got 'N'"), r.out);
+  r = Kiln("bench " + exe + " --sweep M=1:2");  // the model's symbol is N
   BOOST_TEST(r.code == 1);
-  BOOST_TEST(Contains(r.out, "give --shape N=N"), r.out);
+  BOOST_TEST(
+      Contains(r.out, "--sweep M: the inputs of 'main' have no symbolic dim 'M' (they have N)"),
+      r.out);
 }
 
 BOOST_AUTO_TEST_CASE(profile_prints_tables_and_writes_a_chrome_trace) {
   std::string path = WriteProgram();
   std::string trace = TmpDir() + "/trace.json";
-  Result r = Kiln("profile " + path + " --shape n=2 --iters 3 --trace " + trace);
+  Result r = Kiln("profile " + path + " --dim n=2 --iters 3 --trace " + trace);
   BOOST_TEST(r.code == 0, r.out);
   BOOST_TEST(Contains(r.out, "3 profiled runs after warm-up"), r.out);
   BOOST_TEST(Contains(r.out, "load_const"), r.out);
@@ -637,12 +651,165 @@ BOOST_AUTO_TEST_CASE(profile_prints_tables_and_writes_a_chrome_trace) {
   BOOST_TEST(Contains(text.str(), "\"node\": \"Identity_0\""), text.str());
   r = Kiln("profile " + path);
   BOOST_TEST(r.code == 1);
-  BOOST_TEST(Contains(r.out, "give --shape n=N"), r.out);
+  BOOST_TEST(Contains(r.out, "give --dim n=N"), r.out);
   r = Kiln("profile " + path + " --iters 0");
   BOOST_TEST(r.code == 2);
   r = Kiln("profile " + path + " --function spin --timeout-ms 50");
   BOOST_TEST(r.code == 1);
   BOOST_TEST(Contains(r.out, "DEADLINE_EXCEEDED"), r.out);
+}
+
+// Every subcommand: -h / --help anywhere on the line prints its help (exit 0), even after a bad
+// flag; an unknown flag is a usage error naming it (exit 2). kiln --version names kiln's, the
+// executable format's and LLVM's versions.
+BOOST_AUTO_TEST_CASE(help_version_and_unknown_flags_on_every_subcommand) {
+  std::string path = WriteProgram();
+  for (std::string cmd : {"compile", "inspect", "run", "bench", "profile"}) {
+    Result r = Kiln(cmd + " -h");
+    BOOST_TEST(r.code == 0, cmd + ": " + r.out);
+    BOOST_TEST(Contains(r.out, "usage: kiln " + cmd + " "), r.out);
+    BOOST_TEST(Contains(r.out, "  -h, --help  "), r.out);
+    r = Kiln(cmd + " " + path + " --bogus=1 --help");
+    BOOST_TEST(r.code == 0, cmd + ": " + r.out);
+    BOOST_TEST(Contains(r.out, "usage: kiln " + cmd + " "), r.out);
+    r = Kiln(cmd + " " + path + " --bogus");
+    BOOST_TEST(r.code == 2, cmd + ": " + r.out);
+    BOOST_TEST(Contains(r.out, "kiln " + cmd + ": unknown flag --bogus\n"), r.out);
+    BOOST_TEST(Contains(r.out, "'kiln " + cmd + " --help' describes every flag"), r.out);
+  }
+  for (std::string cmd : {"run", "bench", "profile"}) {
+    Result r = Kiln(cmd + " --help");
+    BOOST_TEST(Contains(r.out, "  --threads N  "), r.out);
+    BOOST_TEST(Contains(r.out, "  --dim NAME=VALUE  "), r.out);
+    BOOST_TEST(Contains(r.out, "(default: the model's entry function)"), r.out);
+    BOOST_TEST(!Contains(r.out, "--shape"), r.out);
+  }
+  Result r = Kiln("bench --help");
+  BOOST_TEST(Contains(r.out, "  --warmup N  "), r.out);
+  BOOST_TEST(Contains(r.out, "exactly N untimed runs"), r.out);
+  BOOST_TEST(Contains(r.out, "(default: 8)"), r.out);
+  BOOST_TEST(Contains(Kiln("compile --help").out, "  -o, --output OUT.kiln  "));
+  r = Kiln("--version");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "kiln 0."), r.out);
+  BOOST_TEST(Contains(r.out, "executable format " + std::to_string(kFormatMajor) + "." +
+                                 std::to_string(kFormatMinor)),
+             r.out);
+  BOOST_TEST(Contains(r.out, "LLVM 19."), r.out);
+}
+
+// Inputs of WriteProgram's @main as .npy files: x: f32[rows, 3] counting from 1, and k.
+std::pair<std::string, std::string> WriteMainInputs(const std::string& prefix, int rows,
+                                                    int64_t k) {
+  std::vector<float> x(rows * 3);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i + 1);
+  return {WriteNpyFile(prefix + "_x.npy", Tensor::Wrap(x.data(), DType::kF32, Shape{rows, 3})),
+          WriteNpyFile(prefix + "_k.npy", Tensor::Wrap(&k, DType::kI64, Shape()))};
+}
+
+// --flag=value and --flag value mean the same on every subcommand.
+BOOST_AUTO_TEST_CASE(flag_values_with_equals_or_apart) {
+  std::string path = WriteProgram();
+  auto [xp, kp] = WriteMainInputs("eq", 2, 7);
+  for (const char* eq : {"=", " "}) {
+    std::string e = eq;
+    Result r = Kiln("run " + path + " --input" + e + "x=" + xp + " --input" + e + "k=" + kp +
+                    " --function" + e + "main --timeout-ms" + e + "5000");
+    BOOST_TEST(r.code == 0, r.out);
+    BOOST_TEST(Contains(r.out, "k: i64[] [7]"), r.out);
+    r = Kiln("bench " + path + " --dim" + e + "n=4 --iters" + e + "3 --warmup" + e + "1 --json");
+    BOOST_TEST(r.code == 0, r.out);
+    BOOST_TEST(JsonNumber(r.out, "iters") == 3.0, r.out);
+    BOOST_TEST(JsonNumber(r.out, "warmup") == 1.0, r.out);
+    BOOST_TEST(Contains(r.out, "\"dims\": {\"n\": 4}"), r.out);
+    r = Kiln("profile " + path + " --dim" + e + "n=2 --iters" + e + "2");
+    BOOST_TEST(r.code == 0, r.out);
+    BOOST_TEST(Contains(r.out, " 2 profiled runs after warm-up"), r.out);
+  }
+  std::string model = WriteModel("eq_relu.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[N, 3] x) => (float[N, 3] y) { y = Relu(x) })");
+  for (std::string flags : {" -o=" + TmpDir() + "/eq1.kiln --dim=N=2 --external=none",
+                            " --output " + TmpDir() + "/eq1.kiln --dim N=2 --external none"}) {
+    Result r = Kiln("compile " + model + flags + " --quiet");
+    BOOST_TEST(r.code == 0, flags + ": " + r.out);
+    r = Kiln("inspect " + TmpDir() + "/eq1.kiln");
+    BOOST_TEST(Contains(r.out, "(x: f32[2, 3]) -> (y: f32[2, 3])"), flags + ": " + r.out);
+  }
+}
+
+// --threads reaches the runtime (bench reports the team size) on run, bench and profile.
+BOOST_AUTO_TEST_CASE(threads_flag_on_run_bench_and_profile) {
+  std::string path = WriteProgram();
+  auto [xp, kp] = WriteMainInputs("th", 1, 1);
+  for (int threads : {1, 2}) {
+    std::string t = std::to_string(threads);
+    Result r = Kiln("bench " + path + " --dim n=2 --iters 2 --threads " + t + " --json");
+    BOOST_TEST(r.code == 0, r.out);
+    BOOST_TEST(JsonNumber(r.out, "threads") == threads, r.out);
+    r = Kiln("bench " + path + " --dim n=2 --iters 2 --threads=" + t);
+    BOOST_TEST(Contains(r.out, ", " + t + " threads, "), r.out);
+    r = Kiln("profile " + path + " --dim n=2 --iters 1 --threads=" + t);
+    BOOST_TEST(r.code == 0, r.out);
+    BOOST_TEST(Contains(r.out, ", " + t + " threads, 1 profiled runs"), r.out);
+    r = Kiln("run " + path + " " + xp + " " + kp + " --threads " + t);
+    BOOST_TEST(r.code == 0, r.out);
+  }
+  Result r = Kiln("run " + path + " " + xp + " " + kp + " --threads -1");
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(Contains(r.out, "--threads: wants an integer from 0 to 1024, got '-1'"), r.out);
+}
+
+// A --dim naming no symbolic dim of the function's inputs is an error naming the flag; run
+// checks the input files against --dim.
+BOOST_AUTO_TEST_CASE(dim_symbols_are_checked) {
+  std::string path = WriteProgram();
+  for (std::string cmd : {"bench", "profile"}) {
+    Result r = Kiln(cmd + " " + path + " --dim n=4 --dim m=2 --iters 1");
+    BOOST_TEST(r.code == 1, r.out);
+    BOOST_TEST(
+        Contains(r.out, "--dim m=2: the inputs of 'main' have no symbolic dim 'm' (they have n)"),
+        r.out);
+  }
+  auto [xp, kp] = WriteMainInputs("dim", 2, 0);
+  Result r = Kiln("run " + path + " " + xp + " " + kp + " --dim q=1");
+  BOOST_TEST(r.code == 1, r.out);
+  BOOST_TEST(Contains(r.out, "--dim q=1: the inputs of 'main' have no symbolic dim 'q'"), r.out);
+  r = Kiln("run " + path + " " + xp + " " + kp + " --dim n=3");
+  BOOST_TEST(r.code == 1, r.out);
+  BOOST_TEST(Contains(r.out, "input 0 'x' (" + xp + "): dim 0 is 2, but --dim n=3"), r.out);
+  r = Kiln("run " + path + " " + xp + " " + kp + " --dim n=2");
+  BOOST_TEST(r.code == 0, r.out);
+  r = Kiln("bench " + path + " --input x=" + xp + " --input k=" + kp + " --dim n=5 --iters 1");
+  BOOST_TEST(r.code == 1, r.out);
+  BOOST_TEST(Contains(r.out, "dim 0 is 2, but --dim n=5"), r.out);
+  r = Kiln("bench " + path + " --dim n=4 --dim n=5");
+  BOOST_TEST(r.code == 2, r.out);
+  BOOST_TEST(Contains(r.out, "--dim: n=5: 'n' is given twice"), r.out);
+  r = Kiln("bench " + path + " --input y=" + xp + " --dim n=2 --iters 1");
+  BOOST_TEST(r.code == 1, r.out);
+  BOOST_TEST(Contains(r.out, "--input y=" + xp + ": 'main' has no input named 'y'"), r.out);
+}
+
+// bench --json records threads, warm-up runs and dims; --warmup N is exactly N runs: with 0 no
+// shape is seen often enough to get a specialized variant, with the default (8) every one is.
+BOOST_AUTO_TEST_CASE(bench_json_records_the_setup_and_warmup_is_exact) {
+  std::string exe = CompileAddReluOnJit("warm");
+  Result r = Kiln("bench " + exe + " --dim N=4 --iters 1 --warmup 0 --threads 1 --json");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(JsonNumber(r.out, "warmup") == 0.0, r.out);
+  BOOST_TEST(JsonNumber(r.out, "threads") == 1.0, r.out);
+  BOOST_TEST(Contains(r.out, "\"dims\": {\"N\": 4}"), r.out);
+  double cold = JsonNumber(r.out, "jit_compiles");
+  r = Kiln("bench " + exe + " --dim N=4 --iters 1 --threads 1 --json");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(JsonNumber(r.out, "warmup") == 8.0, r.out);
+  BOOST_TEST(JsonNumber(r.out, "jit_compiles") > cold, r.out);
+  r = Kiln("bench " + exe + " --dim N=4 --iters 1 --warmup 2");
+  BOOST_TEST(Contains(r.out, exe + " @main, N=4, "), r.out);
+  BOOST_TEST(Contains(r.out, "1 iterations after 2 warm-up"), r.out);
+  r = Kiln("bench " + exe + " --sweep N=2:3 --iters 1 --threads 1 --json");
+  BOOST_TEST(JsonNumber(r.out, "threads") == 1.0, r.out);
+  BOOST_TEST(Contains(r.out, "\"dims\": {}"), r.out);
 }
 
 // kiln run / bench bind the JIT: a kernel stored as kernel IR is compiled on first use.

@@ -1,4 +1,5 @@
-// End-to-end test of the kiln_serve binary: start it on a free port, serve, SIGTERM, clean exit.
+// End-to-end test of the kiln_serve binary: start it on a free port, serve, SIGTERM, clean exit;
+// its flags (errors naming the flag, exit 2; help with defaults).
 #define BOOST_TEST_MODULE kiln_serve_test
 #include <signal.h>
 #include <sys/types.h>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -20,13 +22,13 @@
 namespace kiln::serving {
 namespace {
 
-// A kiln_serve child process with its stdout on a pipe.
+// A kiln_serve child process with its stdout (and with `with_stderr` its stderr) on a pipe.
 struct Child {
   pid_t pid = -1;
   FILE* out = nullptr;
 };
 
-Child Spawn(const std::vector<std::string>& args) {
+Child Spawn(const std::vector<std::string>& args, bool with_stderr = false) {
   int fds[2];
   BOOST_REQUIRE(pipe(fds) == 0);
   Child c;
@@ -34,6 +36,7 @@ Child Spawn(const std::vector<std::string>& args) {
   BOOST_REQUIRE(c.pid >= 0);
   if (c.pid == 0) {
     dup2(fds[1], STDOUT_FILENO);
+    if (with_stderr) dup2(fds[1], STDERR_FILENO);
     close(fds[0]);
     close(fds[1]);
     std::vector<char*> argv;
@@ -60,7 +63,7 @@ BOOST_AUTO_TEST_CASE(serves_and_shuts_down_on_sigterm) {
   BOOST_REQUIRE(WriteBytes(path, *bytes).ok());
 
   Child child = Spawn({"examples/serving/kiln_serve", "--model", "affine=" + path, "--host",
-                       "127.0.0.1", "--port", "0", "--workers", "1"});
+                       "127.0.0.1", "--port=0", "--workers", "1", "--threads=1"});
   // "kiln_serve: 1 model(s) on http://127.0.0.1:PORT (...)"
   std::string banner = ReadLine(child.out);
   size_t colon = banner.find("127.0.0.1:");
@@ -99,17 +102,57 @@ BOOST_AUTO_TEST_CASE(serves_and_shuts_down_on_sigterm) {
   BOOST_TEST((*client)->WaitForClose(std::chrono::seconds(2)));
 }
 
-BOOST_AUTO_TEST_CASE(bad_flags_exit_2) {
+// Runs kiln_serve to its exit; its exit code and everything it printed.
+std::pair<int, std::string> RunToExit(const std::vector<std::string>& args) {
+  Child child = Spawn(args, /*with_stderr=*/true);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), child.out)) > 0) out.append(buf, n);
+  std::fclose(child.out);
+  int status = 0;
+  BOOST_REQUIRE(waitpid(child.pid, &status, 0) == child.pid);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+BOOST_AUTO_TEST_CASE(bad_flags_exit_2_naming_the_flag) {
+  const std::string serve = "examples/serving/kiln_serve";
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  } cases[] = {
+      {{serve}, "kiln_serve: at least one --model NAME=FILE is required"},
+      {{serve, "--model", "noequals"}, "kiln_serve: --model: wants NAME=FILE, got 'noequals'"},
+      {{serve, "--model", "a=b", "--port", "70000"},
+       "kiln_serve: --port: wants an integer from 0 to 65535, got '70000'"},
+      {{serve, "--model=a=b", "--bogus"}, "kiln_serve: unknown flag --bogus\n"},
+      {{serve, "--model", "a=b", "--threads", "-2"}, "kiln_serve: --threads: wants an integer"},
+      {{serve, "--model", "a=b", "--workers"}, "kiln_serve: --workers needs a value"},
+  };
+  for (const Case& c : cases) {
+    auto [code, out] = RunToExit(c.args);
+    BOOST_TEST(code == 2, out);
+    BOOST_TEST(out.find(c.message) != std::string::npos, out);
+    BOOST_TEST(out.find("usage: kiln_serve --model NAME=FILE.kiln") != std::string::npos, out);
+  }
+}
+
+// --help (anywhere, even after a bad flag) says what each flag does and its default.
+BOOST_AUTO_TEST_CASE(help_describes_every_flag_with_its_default) {
   for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
-           {"examples/serving/kiln_serve"},
-           {"examples/serving/kiln_serve", "--model", "noequals"},
-           {"examples/serving/kiln_serve", "--model", "a=b", "--port", "70000"}}) {
-    Child child = Spawn(args);
-    int status = 0;
-    BOOST_REQUIRE(waitpid(child.pid, &status, 0) == child.pid);
-    std::fclose(child.out);
-    BOOST_TEST(WIFEXITED(status));
-    BOOST_TEST(WEXITSTATUS(status) == 2);
+           {"examples/serving/kiln_serve", "--help"},
+           {"examples/serving/kiln_serve", "--model", "a=b", "--bogus", "-h"}}) {
+    auto [code, out] = RunToExit(args);
+    BOOST_TEST(code == 0, out);
+    for (const char* part :
+         {"  --model NAME=FILE  ", "  --host ADDR  ", "(default: 127.0.0.1)", "  --port N  ",
+          "(default: 8000)", "  --workers N  ", "(default: one per core)",
+          "  --threads N  ", "OpenMP threads", "  --io-threads N  ", "  --max-queue N  ",
+          "(default: 64)", "  --max-body-bytes N  ", "(default: 16 MiB)", "  --timeout-ms N  ",
+          "(default: 10000)", "  --invoke-timeout-ms N  ", "  --jit-cache-dir DIR  ",
+          "  --plugin PATH  ", "  -h, --help  "}) {
+      BOOST_TEST(out.find(part) != std::string::npos, part << " in\n" << out);
+    }
   }
 }
 

@@ -27,6 +27,16 @@ int64_t MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
 }
 
+// One runtime (JIT, vendors, allocator) for the whole test binary, as in kiln_serve.
+std::shared_ptr<const Runtime> TestRuntime() {
+  static std::shared_ptr<const Runtime> runtime = [] {
+    auto r = Runtime::Create();
+    BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
+    return std::shared_ptr<const Runtime>(*r);
+  }();
+  return runtime;
+}
+
 // The three demo models, written and loaded once for the whole test binary.
 std::shared_ptr<const ModelRepository> Repository() {
   static std::shared_ptr<const ModelRepository> repo = [] {
@@ -44,9 +54,7 @@ std::shared_ptr<const ModelRepository> Repository() {
       BOOST_REQUIRE(WriteBytes(path, *bytes).ok());
       sources.push_back({m.name, path});
     }
-    auto options = MakeJitLoadOptions();
-    BOOST_REQUIRE_MESSAGE(options.ok(), options.status().ToString());
-    auto r = ModelRepository::Load(sources, *options);
+    auto r = ModelRepository::Load(sources, TestRuntime());
     BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
     return *r;
   }();
@@ -585,15 +593,16 @@ BOOST_AUTO_TEST_CASE(model_flags) {
   for (const char* bad : {"noequals", "=file", "name=", "a/b=file", "a b=file"}) {
     BOOST_TEST(!ParseModelFlag(bad).ok(), bad);
   }
-  auto options = MakeJitLoadOptions();
-  BOOST_REQUIRE(options.ok());
-  auto missing = ModelRepository::Load({{"m", "/nonexistent/file.kiln"}}, *options);
+  auto missing = ModelRepository::Load({{"m", "/nonexistent/file.kiln"}}, TestRuntime());
   BOOST_REQUIRE(!missing.ok());
   BOOST_TEST(missing.status().message().find("model 'm' (/nonexistent/file.kiln)") == 0u);
   const Model& affine = *Repository()->Find("affine");
-  auto dup = ModelRepository::Load({{"m", affine.path}, {"m", affine.path}}, *options);
+  auto dup = ModelRepository::Load({{"m", affine.path}, {"m", affine.path}}, TestRuntime());
   BOOST_REQUIRE(!dup.ok());
   BOOST_TEST(dup.status().message().find("duplicate model name") != std::string::npos);
+  auto no_runtime = ModelRepository::Load({{"m", affine.path}}, nullptr);
+  BOOST_REQUIRE(!no_runtime.ok());
+  BOOST_TEST(no_runtime.status().message().find("need a runtime") != std::string::npos);
 }
 
 }  // namespace

@@ -44,7 +44,7 @@ struct Gate {
 };
 
 std::shared_ptr<const ModelRepository> EmptyRepository() {
-  auto repo = ModelRepository::Load({}, LoadOptions{});
+  auto repo = ModelRepository::Load({}, nullptr);
   BOOST_REQUIRE(repo.ok());
   return *repo;
 }
