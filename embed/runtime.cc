@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "external/onednn/runtime.h"
+#include "external/onednn/run/runtime.h"
 #include "jit/kernel_provider.h"
 
 namespace kiln {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "compiler/onnx/importer.h"
+#include "embed/compile.h"
 #include "tools/commands.h"
 
 namespace kiln::tools {
@@ -129,8 +130,7 @@ int CompileMain(int argc, char** argv) {
     };
   }
   compiler::CompileStats stats;
-  StatusOr<std::vector<uint8_t>> bytes =
-      compiler::CompileOnnxFile(args.model, args.options, &stats);
+  StatusOr<std::vector<uint8_t>> bytes = kiln::CompileOnnxFile(args.model, args.options, &stats);
   Status status = bytes.ok() ? WriteFileAtomically(args.output, *bytes) : bytes.status();
   if (!status.ok()) {
     std::fprintf(stderr, "kiln compile: %s\n", status.ToString().c_str());

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <mutex>
 
-#include "external/onednn/runtime.h"
+#include "external/onednn/run/runtime.h"
 #include "external/registry/registry.h"
 #include "jit/engine.h"
 

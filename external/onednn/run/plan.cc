@@ -1,6 +1,6 @@
 // Execution plans of a oneDNN region: shape propagation, primitive creation with blocked layouts
 // inside the region (reorders only at its boundaries), and execution.
-#include "external/onednn/plan.h"
+#include "external/onednn/run/plan.h"
 
 #include <algorithm>
 #include <chrono>
@@ -957,7 +957,7 @@ class Builder {
   }
 
   const RegionData& d_;
-  const Region& r_;
+  const RegionProgram& r_;
   WeightCache& weights_;
   std::atomic<int64_t>* primitives_;
   std::shared_ptr<Plan> plan_;
