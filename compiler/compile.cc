@@ -69,6 +69,8 @@ Status Offload(const Graph& graph, const External& external, const CompileOption
     const PartitionedRegion& r = regions[i];
     StatusOr<ExternalCode> code = external.compiler->Codegen(graph, r);
     if (!code.ok()) {
+      // The rules were more optimistic than the codegen: the region's nodes stay on the JIT,
+      // which computes the same, so the compile goes on.
       Progress(options, vendor + " codegen declined region " + std::to_string(i) + ": " +
                             code.status().message());
       continue;

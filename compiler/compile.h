@@ -24,8 +24,8 @@ struct CompileOptions {
   /// ("onednn", the default, once embed/compile.h registered the built-ins) or "none"
   /// (everything on the JIT). Anything else is Unsupported, naming the registered choices.
   std::string external = "onednn";
-  /// Options of that compiler (ExternalCompiler::Rules; `--external-option K=V`), e.g. the
-  /// oneDNN compiler's "regions_without_conv" = "1". Ignored with external == "none".
+  /// Options of that compiler (ExternalCompiler::Rules), e.g. the oneDNN compiler's
+  /// "regions_without_conv" = "1". Ignored with external == "none".
   ExternalOptions external_options;
   /// Where `external` is looked up; null: ExternalCompilerRegistry::Global(). Not owned; must
   /// outlive the call.

@@ -18,8 +18,8 @@
 
 namespace kiln::compiler {
 
-/// Vendor options as key -> value (CompileOptions::external_options, from
-/// `kiln compile --external-option K=V`). Each vendor documents its keys.
+/// Vendor options as key -> value (CompileOptions::external_options), strings so a command line
+/// can pass them through unparsed. Each vendor documents its keys.
 using ExternalOptions = std::map<std::string, std::string>;
 
 /// One constant of a region's blob; ExternalCode::constants[i] is the blob's constant index i

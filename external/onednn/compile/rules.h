@@ -29,7 +29,7 @@ struct RulesOptions {
 };
 compiler::VendorRules Rules(RulesOptions options = {});
 
-/// RulesOptions from the vendor options of `kiln compile --external-option K=V`: keys
+/// RulesOptions from string vendor options (CompileOptions::external_options): keys
 /// "constant_weight_gemms" and "regions_without_conv", values 0 / 1 / false / true; absent keys
 /// keep their defaults. InvalidArgument naming the key for an unknown key or another value.
 StatusOr<RulesOptions> ParseRulesOptions(const compiler::ExternalOptions& options);
