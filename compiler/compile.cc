@@ -1,4 +1,4 @@
-// The compiler driver.
+// The compiler driver: the stages in order, and the hand-off of regions to an external compiler.
 #include "compiler/compile.h"
 
 #include <chrono>
@@ -12,8 +12,6 @@
 #include "compiler/passes/fold_constants.h"
 #include "compiler/passes/pack_weights.h"
 #include "compiler/passes/partition.h"
-#include "external/onednn/codegen.h"
-#include "external/onednn/rules.h"
 #include "compiler/passes/shape_inference.h"
 #include "compiler/passes/simplify.h"
 
@@ -30,15 +28,77 @@ ImportOptions ImportOptionsFor(const CompileOptions& o) {
   return io;
 }
 
+// The external compiler `options` names with its rules, or a null compiler for "none".
+struct External {
+  std::shared_ptr<const ExternalCompiler> compiler;
+  VendorRules rules;
+};
+
+StatusOr<External> FindExternal(const CompileOptions& options) {
+  External e;
+  if (options.external == "none") return e;
+  const ExternalCompilerRegistry& registry = options.external_compilers != nullptr
+                                                 ? *options.external_compilers
+                                                 : ExternalCompilerRegistry::Global();
+  e.compiler = registry.Find(options.external);
+  if (e.compiler == nullptr) {
+    std::vector<std::string> names = registry.names();
+    std::string choices = "none";
+    for (const std::string& name : names) choices += ", " + name;
+    return Unsupported("--external=" + options.external +
+                       ": unknown external compiler (kiln has: " + choices + ")" +
+                       (names.empty() ? "; kiln::RegisterBuiltInCompilers (embed/compile.h) "
+                                        "registers the built-in ones"
+                                      : ""));
+  }
+  StatusOr<VendorRules> rules = e.compiler->Rules(options.external_options);
+  if (!rules.ok()) return rules.status().WithContext("--external=" + options.external);
+  e.rules = std::move(*rules);
+  e.rules.vendor = std::string(e.compiler->name());
+  return e;
+}
+
+// Partitions `graph` for `external` and keeps the regions its codegen accepts (a declined one
+// stays on the JIT) as `eo->regions`, named "<vendor>_<index>".
+Status Offload(const Graph& graph, const External& external, const CompileOptions& options,
+               EmitOptions* eo, CompileStats* st) {
+  ASSIGN_OR_RETURN(std::vector<PartitionedRegion> regions, PartitionGraph(graph, external.rules));
+  const std::string& vendor = external.rules.vendor;
+  int claimed = 0;
+  for (size_t i = 0; i < regions.size(); ++i) {
+    const PartitionedRegion& r = regions[i];
+    StatusOr<ExternalCode> code = external.compiler->Codegen(graph, r);
+    if (!code.ok()) {
+      // The rules were more optimistic than the codegen: the region's nodes stay on the JIT,
+      // which computes the same, so the compile goes on.
+      Progress(options, vendor + " codegen declined region " + std::to_string(i) + ": " +
+                            code.status().message());
+      continue;
+    }
+    ExternalRegionToEmit e;
+    e.vendor = vendor;
+    e.name = vendor + "_" + std::to_string(eo->regions.size());
+    e.nodes = r.nodes;
+    e.inputs = r.inputs;
+    e.outputs = r.outputs;
+    e.blob = std::move(code->blob);
+    for (const ExternalConstant& c : code->constants) e.constants.push_back({c.value, c.data});
+    claimed += static_cast<int>(r.nodes.size());
+    eo->regions.push_back(std::move(e));
+  }
+  st->external_regions = static_cast<int>(eo->regions.size());
+  st->external_nodes = claimed;
+  Progress(options, vendor + " claimed " + std::to_string(claimed) + " nodes in " +
+                        std::to_string(eo->regions.size()) + " regions");
+  return Status::Ok();
+}
+
 }  // namespace
 
 StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& options,
                                             CompileStats* stats) {
   auto start = std::chrono::steady_clock::now();
-  if (options.external != "none" && options.external != "onednn") {
-    return Unsupported("--external=" + options.external +
-                       ": unknown external compiler (kiln has: none, onednn)");
-  }
+  ASSIGN_OR_RETURN(External external, FindExternal(options));
   CompileStats local;
   CompileStats& st = stats ? *stats : local;
   st.nodes = graph.num_nodes();
@@ -58,34 +118,7 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   st.simplified_nodes = simplified.transposes_merged + simplified.views_shortcut;
   st.nodes_after_passes = graph.num_nodes();
   EmitOptions eo;
-  if (options.external == "onednn") {
-    ASSIGN_OR_RETURN(std::vector<Region> regions, PartitionGraph(graph, onednn::Rules(options.onednn)));
-    int claimed = 0;
-    for (size_t i = 0; i < regions.size(); ++i) {
-      const Region& r = regions[i];
-      StatusOr<onednn::RegionCode> code = onednn::Codegen(graph, r.nodes, r.inputs, r.outputs);
-      if (!code.ok()) {
-        // A region the codegen refuses stays on the JIT (the predicate was too optimistic).
-        Progress(options, "oneDNN codegen declined region " + std::to_string(i) + ": " +
-                              code.status().message());
-        continue;
-      }
-      ExternalRegionToEmit e;
-      e.vendor = r.vendor;
-      e.name = "onednn_" + std::to_string(eo.regions.size());
-      e.nodes = r.nodes;
-      e.inputs = r.inputs;
-      e.outputs = r.outputs;
-      e.blob = std::move(code->blob);
-      for (const onednn::RegionConstant& c : code->constants) e.constants.push_back({c.value, c.data});
-      claimed += static_cast<int>(r.nodes.size());
-      eo.regions.push_back(std::move(e));
-    }
-    st.external_regions = static_cast<int>(eo.regions.size());
-    st.external_nodes = claimed;
-    Progress(options, "oneDNN claimed " + std::to_string(claimed) + " nodes in " +
-                          std::to_string(eo.regions.size()) + " regions");
-  }
+  if (external.compiler != nullptr) RETURN_IF_ERROR(Offload(graph, external, options, &eo, &st));
   if (options.pack_weights) {
     std::set<NodeId> claimed;
     for (const ExternalRegionToEmit& r : eo.regions) claimed.insert(r.nodes.begin(), r.nodes.end());

@@ -1,5 +1,6 @@
 // The compiler driver: ONNX model -> .kiln bytes (import, shape inference, simplification,
-// constant folding, lowering, emission). What `kiln compile` calls.
+// constant folding, partitioning for an external compiler, lowering, emission). Vendors come
+// from an ExternalCompilerRegistry; embed/compile.h wraps these calls with the built-in ones.
 #ifndef KILN_COMPILER_COMPILE_H_
 #define KILN_COMPILER_COMPILE_H_
 
@@ -10,20 +11,25 @@
 #include <string_view>
 #include <vector>
 
-#include "compiler/ir/graph.h"
-#include "external/onednn/rules.h"
 #include "base/status.h"
+#include "compiler/external_compiler.h"
+#include "compiler/ir/graph.h"
 
 namespace kiln::compiler {
 
 struct CompileOptions {
   /// Pins symbolic dims to values (`--dim batch=1`): shapes become static, kernels specialize.
   std::map<std::string, int64_t> dim_pins;
-  /// Which external compiler claims regions: "onednn" (default) or "none" (everything on the
-  /// JIT). Anything else is Unsupported, naming the choices.
+  /// Which external compiler claims regions: a name registered in `external_compilers`
+  /// ("onednn", the default, once embed/compile.h registered the built-ins) or "none"
+  /// (everything on the JIT). Anything else is Unsupported, naming the registered choices.
   std::string external = "onednn";
-  /// What the oneDNN rules claim (external/onednn/rules.h), with external == "onednn".
-  onednn::RulesOptions onednn;
+  /// Options of that compiler (ExternalCompiler::Rules), e.g. the oneDNN compiler's
+  /// "regions_without_conv" = "1". Ignored with external == "none".
+  ExternalOptions external_options;
+  /// Where `external` is looked up; null: ExternalCompilerRegistry::Global(). Not owned; must
+  /// outlive the call.
+  const ExternalCompilerRegistry* external_compilers = nullptr;
   /// Evaluate nodes whose inputs are all constants at compile time (through the same kernels).
   bool fold_constants = true;
   /// Store the constant B of JIT MatMul / Gemm nodes prepacked for the GEMM's tiles
@@ -52,9 +58,11 @@ struct CompileStats {
 };
 
 /// Compiles the ONNX model at `path` (external data resolved next to it). Errors name what is
-/// wrong: Unsupported listing every unsupported op with a node name each; InvalidFormat naming
-/// the node for contradictory shapes or dtypes; NotFound / InvalidFormat for a missing or
-/// malformed file. `stats` may be null.
+/// wrong: Unsupported listing every unsupported op with a node name each, or naming an
+/// external compiler that is not registered; InvalidArgument from the external compiler's
+/// options; InvalidFormat naming the node for contradictory shapes or dtypes; NotFound /
+/// InvalidFormat for a missing or malformed file. `stats` may be null. A region the external
+/// codegen declines stays on the JIT (reported through `progress`).
 StatusOr<std::vector<uint8_t>> CompileOnnxFile(const std::string& path,
                                                const CompileOptions& options,
                                                CompileStats* stats = nullptr);

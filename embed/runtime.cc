@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "external/onednn/runtime.h"
+#include "external/onednn/run/runtime.h"
 #include "jit/kernel_provider.h"
 #include "llvm/Config/llvm-config.h"  // LLVM_VERSION_STRING only: LLVM types stay in jit/
 

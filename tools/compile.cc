@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "embed/compile.h"
 #include "embed/flags.h"
 #include "tools/commands.h"
 
@@ -82,8 +83,7 @@ int CompileMain(int argc, char** argv) {
     };
   }
   compiler::CompileStats stats;
-  StatusOr<std::vector<uint8_t>> bytes =
-      compiler::CompileOnnxFile(args.model, args.options, &stats);
+  StatusOr<std::vector<uint8_t>> bytes = kiln::CompileOnnxFile(args.model, args.options, &stats);
   Status status = bytes.ok() ? WriteFileAtomically(args.output, *bytes) : bytes.status();
   if (!status.ok()) {
     std::fprintf(stderr, "kiln compile: %s\n", status.ToString().c_str());

@@ -152,7 +152,7 @@ std::vector<NodeId> Producers(const Graph& g, NodeId n) {
 
 }  // namespace
 
-StatusOr<std::vector<Region>> PartitionGraph(const Graph& g, const VendorRules& rules) {
+StatusOr<std::vector<PartitionedRegion>> PartitionGraph(const Graph& g, const VendorRules& rules) {
   ASSIGN_OR_RETURN(std::vector<NodeId> order, g.TopologicalOrder());
   const int n = g.num_nodes();
   std::vector<int> pos(n, -1);
@@ -254,9 +254,9 @@ StatusOr<std::vector<Region>> PartitionGraph(const Graph& g, const VendorRules& 
       continue;
     }
   }
-  // 4. Regions with an anchor op, as Region records.
+  // 4. Regions with an anchor op, as PartitionedRegion records.
   std::set<ValueId> graph_outputs(g.outputs().begin(), g.outputs().end());
-  std::vector<Region> out;
+  std::vector<PartitionedRegion> out;
   for (size_t r = 0; r < regions.size(); ++r) {
     std::vector<NodeId> nodes = regions[r];
     if (nodes.empty()) continue;
@@ -269,7 +269,7 @@ StatusOr<std::vector<Region>> PartitionGraph(const Graph& g, const VendorRules& 
       if (!anchored) continue;
     }
     std::sort(nodes.begin(), nodes.end(), [&](NodeId a, NodeId b) { return pos[a] < pos[b]; });
-    Region reg;
+    PartitionedRegion reg;
     reg.vendor = rules.vendor;
     reg.nodes = nodes;
     const NodeSet& s = region_set[r];
@@ -297,7 +297,7 @@ StatusOr<std::vector<Region>> PartitionGraph(const Graph& g, const VendorRules& 
     }
     out.push_back(std::move(reg));
   }
-  std::sort(out.begin(), out.end(), [&](const Region& a, const Region& b) {
+  std::sort(out.begin(), out.end(), [&](const PartitionedRegion& a, const PartitionedRegion& b) {
     return pos[a.nodes[0]] < pos[b.nodes[0]];
   });
   return out;

@@ -71,8 +71,10 @@ struct VendorRules {
   std::vector<std::string> anchor_ops;
 };
 
-struct Region {
-  std::string vendor;
+/// One region PartitionGraph cut out for a vendor: what its codegen serializes and the emitter
+/// calls as one opaque unit.
+struct PartitionedRegion {
+  std::string vendor;           // VendorRules::vendor
   std::vector<NodeId> nodes;    // topological order
   std::vector<ValueId> inputs;  // read from outside (not constants), in first-use order
   std::vector<ValueId> outputs; // produced here and read outside or returned, in node order
@@ -83,7 +85,8 @@ struct Region {
 /// when the union stays convex (no path leaves the region and comes back, so contracting each
 /// region to one call keeps the program acyclic) — never through an unclaimed node. Composite
 /// members always share a region. Returns the regions in topological order of their first node.
-StatusOr<std::vector<Region>> PartitionGraph(const Graph& graph, const VendorRules& rules);
+StatusOr<std::vector<PartitionedRegion>> PartitionGraph(const Graph& graph,
+                                                       const VendorRules& rules);
 
 }  // namespace kiln::compiler
 

@@ -18,10 +18,10 @@
 #include <string_view>
 #include <vector>
 
-#include "compiler/compile.h"
+#include "embed/compile.h"
+#include "embed/runtime.h"
 #include "examples/quickstart/model_def.h"
 #include "examples/quickstart/reference.h"
-#include "embed/runtime.h"
 
 namespace {
 
@@ -183,7 +183,8 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  // (1) Compile the ONNX model to .kiln bytes (what `kiln compile` does).
+  // (1) Compile the ONNX model to .kiln bytes (what `kiln compile` does; kiln::CompileOnnxFile
+  //     is the compiler with the built-in external compilers, oneDNN's, registered).
   std::printf("(1) compiling %s (external: %s) ...\n", args.model.c_str(), args.external.c_str());
   std::fflush(stdout);
   kiln::compiler::CompileOptions copts;
@@ -193,7 +194,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   };
   kiln::compiler::CompileStats cs;
-  auto bytes = kiln::compiler::CompileOnnxFile(args.model, copts, &cs);
+  auto bytes = kiln::CompileOnnxFile(args.model, copts, &cs);
   if (!bytes.ok()) return Fail("compile", bytes.status());
   std::printf(
       "    %d nodes -> %d after passes; %d kernels (%d fused, absorbing %d nodes), "

@@ -168,7 +168,7 @@ Status GetOp(Reader& r, Op* op) {
   return Status::Ok();
 }
 
-Status DecodeBody(Reader& r, Region* region) {
+Status DecodeBody(Reader& r, RegionProgram* region) {
   uint32_t n;
   RETURN_IF_ERROR(r.GetCount(&n, 2, "tensor count"));
   region->tensors.resize(n);
@@ -203,7 +203,7 @@ std::string Where(size_t i, const Op& op) {
 
 class Validator {
  public:
-  explicit Validator(const Region& r) : r_(r), defined_(r.tensors.size(), false) {}
+  explicit Validator(const RegionProgram& r) : r_(r), defined_(r.tensors.size(), false) {}
 
   Status Run() {
     for (const TensorInfo& t : r_.tensors) {
@@ -385,7 +385,7 @@ class Validator {
     return Status::Ok();
   }
 
-  const Region& r_;
+  const RegionProgram& r_;
   std::vector<bool> defined_;
 };
 
@@ -406,7 +406,7 @@ const char* EltwiseAlgName(EltwiseAlg a) {
   return i < kNumEltwiseAlgs ? kNames[i] : "?";
 }
 
-std::vector<uint8_t> EncodeRegion(const Region& region) {
+std::vector<uint8_t> EncodeRegion(const RegionProgram& region) {
   Writer w;
   w.Put<uint32_t>(kRegionMagic);
   w.Put<uint16_t>(kRegionMajor);
@@ -426,7 +426,7 @@ std::vector<uint8_t> EncodeRegion(const Region& region) {
   return w.Take();
 }
 
-StatusOr<Region> DecodeRegion(const uint8_t* data, size_t size) {
+StatusOr<RegionProgram> DecodeRegion(const uint8_t* data, size_t size) {
   auto fail = [](const Status& s) { return s.WithContext("region blob"); };
   if (data == nullptr && size != 0) return InvalidFormat("region blob: null data");
   Reader r(data, size);
@@ -440,13 +440,13 @@ StatusOr<Region> DecodeRegion(const uint8_t* data, size_t size) {
     return Unsupported("region blob: version " + std::to_string(major) + "." +
                        std::to_string(minor) + " is not readable by this runtime (version " +
                        std::to_string(kRegionMajor) + "." + std::to_string(kRegionMinor) + ")");
-  Region region;
+  RegionProgram region;
   if (Status s = DecodeBody(r, &region); !s.ok()) return fail(s);
   if (Status s = ValidateRegion(region); !s.ok()) return fail(s);
   return region;
 }
 
-Status ValidateRegion(const Region& region) { return Validator(region).Run(); }
+Status ValidateRegion(const RegionProgram& region) { return Validator(region).Run(); }
 
 namespace {
 
@@ -489,7 +489,7 @@ std::string EltwiseParams(EltwiseAlg a, float alpha, float beta) {
 }  // namespace
 
 StatusOr<std::string> DescribeRegion(const uint8_t* data, size_t size) {
-  ASSIGN_OR_RETURN(Region r, DecodeRegion(data, size));
+  ASSIGN_OR_RETURN(RegionProgram r, DecodeRegion(data, size));
   std::vector<std::string> name(r.tensors.size());
   for (size_t i = 0; i < name.size(); ++i) name[i] = "t" + std::to_string(i);
   for (size_t i = 0; i < r.inputs.size(); ++i) name[r.inputs[i].tensor] = "in" + std::to_string(i);

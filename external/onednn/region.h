@@ -13,6 +13,10 @@
 
 namespace kiln::onednn {
 
+/// The vendor name both sides use: the compile side registers its ExternalCompiler under it,
+/// regions carry it (ExternalRegionSpec::vendor), the run side registers its runtime under it.
+inline constexpr const char* kVendorName = "onednn";
+
 // Binary layout (little-endian), version kRegionMajor.kRegionMinor:
 //   u32 magic 'KDNR' | u16 major | u16 minor
 //   u32 n, n x {u8 dtype, u8 rank}                         tensors (ids are positions)
@@ -121,7 +125,10 @@ struct BoundTensor {
   std::vector<int64_t> dims;
 };
 
-struct Region {
+/// What one region blob holds, decoded: tensors, boundary, constants and ops. The codegen builds
+/// it and encodes it; the runtime decodes it and builds plans from it. (Not the partitioner's
+/// compiler::PartitionedRegion, which is a set of graph nodes.)
+struct RegionProgram {
   std::vector<TensorInfo> tensors;
   std::vector<BoundTensor> inputs;     // region input i is tensor inputs[i].tensor
   std::vector<int32_t> outputs;        // region output i
@@ -130,20 +137,20 @@ struct Region {
 };
 
 /// The blob for `region` (does not validate; the codegen validates before encoding).
-std::vector<uint8_t> EncodeRegion(const Region& region);
+std::vector<uint8_t> EncodeRegion(const RegionProgram& region);
 
 /// Decodes and validates a blob. Never crashes or over-allocates on any bytes. InvalidFormat
 /// ("region blob: ...") for a bad magic, truncation, out-of-range enum or count, trailing bytes
 /// or a structure ValidateRegion rejects; Unsupported naming both versions for another major
 /// or a newer minor.
-StatusOr<Region> DecodeRegion(const uint8_t* data, size_t size);
+StatusOr<RegionProgram> DecodeRegion(const uint8_t* data, size_t size);
 
 /// Structural checks the runtime relies on: every tensor id in range and defined exactly once
 /// (as an input, a constant or one op's output) before it is used; outputs distinct and defined
 /// by ops; per-op input counts, ranks, attribute list lengths and values (strides, dilations,
 /// kernel > 0, pads >= 0, axis < rank, group >= 1); post-op tensors defined before their op.
 /// InvalidFormat naming the op ("ops[3] (Conv): ...").
-Status ValidateRegion(const Region& region);
+Status ValidateRegion(const RegionProgram& region);
 
 /// A decoded blob as text for `kiln inspect`, one newline-terminated line each: the inputs and
 /// constants with their dims ("in0 [?, 256]", "const1 [256, 768]"), then every op with its

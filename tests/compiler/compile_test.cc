@@ -10,7 +10,8 @@
 #include <numeric>
 
 #include "compiler/compile.h"
-#include "external/onednn/runtime.h"
+#include "embed/compile.h"
+#include "external/onednn/run/runtime.h"
 #include "external/registry/registry.h"
 #include "tests/compiler/e2e_util.h"
 #include "tests/compiler/lower/op_test_util.h"
@@ -45,7 +46,7 @@ Compiled Compile(const std::string& text, const std::string& external = "none",
   o.external = external;
   o.dim_pins = std::move(pins);
   Compiled c;
-  auto kiln = CompileOnnxBytes(bytes.data(), bytes.size(), o, &c.stats);
+  auto kiln = kiln::CompileOnnxBytes(bytes.data(), bytes.size(), o, &c.stats);
   if (!kiln.ok()) BOOST_FAIL(kiln.status().message());
   auto exe = testing::LoadWithJit(*kiln, Vendors());
   if (!exe.ok()) BOOST_FAIL(exe.status().message());
@@ -255,7 +256,7 @@ BOOST_AUTO_TEST_CASE(prepacked_weights_match_the_unpacked_jit_and_a_reference) {
     o.external = external;
     o.pack_weights = pack;
     Compiled out;
-    auto kiln = CompileOnnxBytes(bytes.data(), bytes.size(), o, &out.stats);
+    auto kiln = kiln::CompileOnnxBytes(bytes.data(), bytes.size(), o, &out.stats);
     if (!kiln.ok()) BOOST_FAIL(kiln.status().message());
     auto exe = testing::LoadWithJit(*kiln, Vendors());
     if (!exe.ok()) BOOST_FAIL(exe.status().message());
@@ -426,14 +427,14 @@ BOOST_AUTO_TEST_CASE(bad_models_fail_with_clear_errors) {
   CompileOptions o;
   o.external = "none";
   std::string junk = "not a protobuf at all";
-  auto r = CompileOnnxBytes(junk.data(), junk.size(), o);
+  auto r = kiln::CompileOnnxBytes(junk.data(), junk.size(), o);
   BOOST_TEST(!r.ok());
   // A shape contradiction names the node.
   std::string bytes = testing::ModelBytes(R"(
     <ir_version: 8, opset_import: ["" : 13]>
     g (float[2, 3] x, float[4] y) => (float[2, 3] z) { z = Add(x, y) }
   )");
-  r = CompileOnnxBytes(bytes.data(), bytes.size(), o);
+  r = kiln::CompileOnnxBytes(bytes.data(), bytes.size(), o);
   BOOST_REQUIRE(!r.ok());
   BOOST_TEST(r.status().message().find("Add") != std::string::npos, r.status().message());
   o.external = "tpu";
@@ -441,7 +442,7 @@ BOOST_AUTO_TEST_CASE(bad_models_fail_with_clear_errors) {
     <ir_version: 8, opset_import: ["" : 13]>
     g (float[3] x) => (float[3] z) { z = Relu(x) }
   )");
-  r = CompileOnnxBytes(bytes.data(), bytes.size(), o);
+  r = kiln::CompileOnnxBytes(bytes.data(), bytes.size(), o);
   BOOST_REQUIRE(!r.ok());
   BOOST_TEST(r.status().message().find("tpu") != std::string::npos);
 }

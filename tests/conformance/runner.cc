@@ -13,6 +13,7 @@
 #include <fstream>
 
 #include "compiler/compile.h"
+#include "embed/compile.h"
 #include "tools/tensor_file.h"
 #include "vm/context.h"
 
@@ -295,7 +296,7 @@ TestResult Runner::Run(const std::string& dir) {
   };
   compiler::CompileOptions options;
   if (!options_.external.empty()) options.external = options_.external;
-  StatusOr<std::vector<uint8_t>> bytes = compiler::CompileOnnxFile(dir + "/model.onnx", options);
+  StatusOr<std::vector<uint8_t>> bytes = kiln::CompileOnnxFile(dir + "/model.onnx", options);
   if (!bytes.ok()) return finish("compile", bytes.status());
   auto shared = std::make_shared<std::vector<uint8_t>>(std::move(*bytes));
   StatusOr<std::shared_ptr<const Executable>> exe =

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "compiler/compile.h"
+#include "embed/compile.h"
 #include "tests/compiler/test_util.h"
 
 namespace kiln::compiler {
@@ -44,7 +45,7 @@ void BM_Compile(benchmark::State& state) {
   o.external = state.range(1) ? "onednn" : "none";
   CompileStats stats;
   for (auto _ : state) {
-    auto r = CompileOnnxBytes(bytes.data(), bytes.size(), o, &stats);
+    auto r = kiln::CompileOnnxBytes(bytes.data(), bytes.size(), o, &stats);
     if (!r.ok()) {
       state.SkipWithError(r.status().message().c_str());
       return;

@@ -40,10 +40,10 @@ std::vector<std::string> ValueNames(const Graph& g, const std::vector<ValueId>& 
 }
 
 // Contracting every region to one node must leave the graph acyclic.
-void CheckAcyclic(const Graph& g, const std::vector<Region>& regions) {
+void CheckAcyclic(const Graph& g, const std::vector<PartitionedRegion>& regions) {
   std::map<NodeId, int> unit;
   int next = 0;
-  for (const Region& r : regions) {
+  for (const PartitionedRegion& r : regions) {
     for (NodeId n : r.nodes) unit[n] = next;
     ++next;
   }
@@ -183,7 +183,7 @@ BOOST_AUTO_TEST_CASE(a_composite_whose_inner_value_escapes_does_not_match) {
   BOOST_REQUIRE(regions.ok());
   // Only the two Muls (supported alone); Div, Erf and Add stay outside.
   std::set<std::string> claimed;
-  for (const Region& r : *regions) {
+  for (const PartitionedRegion& r : *regions) {
     for (const std::string& n : Names(g, r.nodes)) claimed.insert(n);
   }
   BOOST_TEST(claimed == std::set<std::string>({"m", "y"}));

@@ -13,9 +13,9 @@
 #include <string>
 
 #include "compiler/passes/partition.h"
-#include "external/onednn/codegen.h"
+#include "external/onednn/compile/codegen.h"
 #include "external/onednn/region.h"
-#include "external/onednn/rules.h"
+#include "external/onednn/compile/rules.h"
 #include "tests/external/onednn/test_util.h"
 
 namespace kiln::onednn::testing {
@@ -23,8 +23,8 @@ namespace {
 
 namespace data = boost::unit_test::data;
 
-Region Decoded(const CompiledRegion& r) {
-  StatusOr<Region> region = DecodeRegion(r.code.blob.data(), r.code.blob.size());
+RegionProgram Decoded(const CompiledRegion& r) {
+  StatusOr<RegionProgram> region = DecodeRegion(r.code.blob.data(), r.code.blob.size());
   BOOST_REQUIRE(region.ok());
   return *region;
 }
@@ -46,22 +46,23 @@ BOOST_AUTO_TEST_CASE(gap_flatten_gemm_runs_in_one_region) {
   // With constant-weight GEMMs claimed, the partitioner takes all three nodes (Flatten no
   // longer splits the region). By default the Gemm stays on the JIT (prepacked weights), and
   // the pool and Flatten, a region with no Conv, too.
-  StatusOr<std::vector<compiler::Region>> regions =
+  StatusOr<std::vector<compiler::PartitionedRegion>> regions =
       compiler::PartitionGraph(g, Rules({/*constant_weight_gemms=*/true}));
   BOOST_REQUIRE(regions.ok());
   BOOST_REQUIRE(regions->size() == 1u);
   BOOST_TEST((*regions)[0].nodes.size() == 3u);
-  StatusOr<std::vector<compiler::Region>> by_default = compiler::PartitionGraph(g, Rules());
+  StatusOr<std::vector<compiler::PartitionedRegion>> by_default =
+      compiler::PartitionGraph(g, Rules());
   BOOST_REQUIRE(by_default.ok());
   BOOST_TEST(by_default->empty());
-  StatusOr<std::vector<compiler::Region>> convless =
+  StatusOr<std::vector<compiler::PartitionedRegion>> convless =
       compiler::PartitionGraph(g, Rules({/*constant_weight_gemms=*/false,
                                          /*regions_without_conv=*/true}));
   BOOST_REQUIRE(convless.ok());
   BOOST_REQUIRE(convless->size() == 1u);
   BOOST_TEST((*convless)[0].nodes.size() == 2u);  // GlobalAveragePool, Flatten
   CompiledRegion r = Compile(std::move(g));
-  Region region = Decoded(r);
+  RegionProgram region = Decoded(r);
   BOOST_REQUIRE(region.ops.size() == 3u);
   BOOST_TEST((region.ops[1].kind == OpKind::kFlatten));
   for (int64_t n : {1, 3}) {
@@ -101,7 +102,7 @@ BOOST_DATA_TEST_CASE(flatten_of_a_region_input_any_axis, data::make({0, 1, 2, 3}
 }
 
 BOOST_AUTO_TEST_CASE(flatten_axis_out_of_range_is_rejected_by_validation) {
-  Region r;
+  RegionProgram r;
   r.tensors = {{DType::kF32, 3}, {DType::kF32, 2}};
   r.inputs = {{0, {2, 3, 4}}};
   r.outputs = {1};
@@ -115,7 +116,7 @@ BOOST_AUTO_TEST_CASE(flatten_axis_out_of_range_is_rejected_by_validation) {
   r.ops[0].axis = 3;
   BOOST_TEST(ValidateRegion(r).ok());
   std::vector<uint8_t> blob = EncodeRegion(r);
-  StatusOr<Region> d = DecodeRegion(blob.data(), blob.size());
+  StatusOr<RegionProgram> d = DecodeRegion(blob.data(), blob.size());
   BOOST_REQUIRE(d.ok());
   BOOST_TEST((d->ops[0].kind == OpKind::kFlatten));
   BOOST_TEST(d->ops[0].axis == 3);
@@ -136,7 +137,7 @@ BOOST_AUTO_TEST_CASE(matmul_shared_weight_bias_residual_and_broadcast_mul) {
       Y = Mul(s, M)
     })",
                                        {{"W", {k, n}, w}, {"B", {n}, b}}));
-  Region region = Decoded(r);
+  RegionProgram region = Decoded(r);
   BOOST_REQUIRE(region.ops.size() == 1u);  // bias, sum and binary fused
   for (int64_t s : {1, 7}) {
     Dims xd = {s, 1, k};
@@ -194,7 +195,7 @@ BOOST_AUTO_TEST_CASE(ffn_matmul_gelu_matmul) {
                                         {"Sqrt2", {}, {std::sqrt(2.0f)}},
                                         {"One", {}, {1.0f}},
                                         {"Half", {}, {0.5f}}}));
-  Region region = Decoded(r);
+  RegionProgram region = Decoded(r);
   BOOST_REQUIRE(region.ops.size() == 2u);
   BOOST_REQUIRE(region.ops[0].post_ops.size() == 1u);
   BOOST_TEST((region.ops[0].post_ops[0].eltwise == EltwiseAlg::kGeluErf));
@@ -274,7 +275,7 @@ BOOST_DATA_TEST_CASE(conv_sum_runs_in_place_only_over_a_dead_residual,
   ResidualBlock block;
   CompiledRegion r = block.Build(use);
   CompiledRegion copied = block.Build(ResidualUse::kRegionOutput);
-  Region region = Decoded(r);
+  RegionProgram region = Decoded(r);
   BOOST_REQUIRE(region.ops.size() == (use == ResidualUse::kLaterOp ? 4u : 3u));
   const Op& sum_op = region.ops[2];
   BOOST_REQUIRE(sum_op.post_ops.size() == 2u);
@@ -377,14 +378,14 @@ BOOST_AUTO_TEST_CASE(a_second_sum_post_op_adds_its_residual_too) {
       Y = Add(c, R)
     })",
                                        {{"W", wd, w}}));
-  Region region = Decoded(r);
+  RegionProgram region = Decoded(r);
   BOOST_REQUIRE(region.ops.size() == 1u);
   BOOST_REQUIRE(region.ops[0].post_ops.size() == 1u);
   BOOST_REQUIRE((region.ops[0].post_ops[0].kind == PostOpKind::kSum));
   PostOp second = region.ops[0].post_ops[0];
   second.tensor = region.ops[0].inputs[0];  // X: Y = conv(X) + R + X
   region.ops[0].post_ops.push_back(second);
-  RegionCode code = r.code;
+  compiler::ExternalCode code = r.code;
   code.blob = EncodeRegion(region);
   OneDnnRuntime runtime;
   StatusOr<std::unique_ptr<TensorFunction>> fn =
@@ -416,7 +417,7 @@ BOOST_DATA_TEST_CASE(matmul_sum_runs_in_place_only_over_a_dead_residual,
       Y = Softmax <axis = 1> (H)
       )" + (z ? "Z = Sigmoid(P)" : "") + "\n}",
                                        {{"W1", {k, n}, w1}, {"W2", {k, n}, w2}}));
-  Region region = Decoded(r);
+  RegionProgram region = Decoded(r);
   BOOST_REQUIRE(region.ops.size() == (z ? 4u : 3u));
   BOOST_REQUIRE(region.ops[1].post_ops.size() == 2u);
   BOOST_REQUIRE((region.ops[1].post_ops[0].kind == PostOpKind::kSum));
@@ -470,15 +471,16 @@ BOOST_DATA_TEST_CASE(decomposed_layernorm_is_one_op, data::make({false, true}), 
   BOOST_REQUIRE(groups.size() == 1u);
   BOOST_TEST(groups[0].size() == 9u);
   // A LayerNorm on its own is claimed only with regions_without_conv (the JIT's by default).
-  StatusOr<std::vector<compiler::Region>> regions = compiler::PartitionGraph(
+  StatusOr<std::vector<compiler::PartitionedRegion>> regions = compiler::PartitionGraph(
       g, Rules({/*constant_weight_gemms=*/false, /*regions_without_conv=*/true}));
   BOOST_REQUIRE(regions.ok());
   BOOST_REQUIRE(regions->size() == 1u);
-  StatusOr<std::vector<compiler::Region>> by_default = compiler::PartitionGraph(g, Rules());
+  StatusOr<std::vector<compiler::PartitionedRegion>> by_default =
+      compiler::PartitionGraph(g, Rules());
   BOOST_REQUIRE(by_default.ok());
   BOOST_TEST(by_default->empty());
   CompiledRegion r = Compile(std::move(g));
-  Region region = Decoded(r);
+  RegionProgram region = Decoded(r);
   BOOST_REQUIRE(region.ops.size() == 1u);
   BOOST_TEST((region.ops[0].kind == OpKind::kLayerNorm));
   BOOST_TEST(region.ops[0].axis == 2);

@@ -38,8 +38,8 @@ struct NodeIdOf {
   }
 };
 
-Region Decoded(const CompiledRegion& r) {
-  StatusOr<Region> region = DecodeRegion(r.code.blob.data(), r.code.blob.size());
+RegionProgram Decoded(const CompiledRegion& r) {
+  StatusOr<RegionProgram> region = DecodeRegion(r.code.blob.data(), r.code.blob.size());
   BOOST_REQUIRE(region.ok());
   return *region;
 }
@@ -83,7 +83,7 @@ BOOST_DATA_TEST_CASE(conv_bias_relu_matches_reference, data::make(kConvCases), c
       "]> (X, W, B)\n"
       "  Y = Relu(c)\n}";
   CompiledRegion r = Compile(MakeGraph(text, {{"W", wd, w}, {"B", {cc.o}, b}}));
-  Region region = Decoded(r);
+  RegionProgram region = Decoded(r);
   BOOST_TEST(region.ops.size() == 1u);  // Relu fused as a post-op
   BOOST_TEST(region.ops[0].post_ops.size() == 1u);
   for (int64_t n : {1, 2}) {
@@ -126,7 +126,7 @@ BOOST_AUTO_TEST_CASE(conv_residual_add_relu_fuses_into_one_op) {
       Y = Relu(s)
     })",
                                        {{"W", wd, w}, {"B", {16}, b}}));
-  Region region = Decoded(r);
+  RegionProgram region = Decoded(r);
   BOOST_REQUIRE(region.ops.size() == 1u);
   BOOST_REQUIRE(region.ops[0].post_ops.size() == 2u);
   BOOST_TEST(static_cast<int>(region.ops[0].post_ops[0].kind) ==
@@ -178,11 +178,11 @@ BOOST_AUTO_TEST_CASE(batchnorm_folds_into_conv) {
                                         {"Be", {6}, beta},
                                         {"M", {6}, mean},
                                         {"V", {6}, var}}));
-  Region region = Decoded(r);
+  RegionProgram region = Decoded(r);
   BOOST_REQUIRE(region.ops.size() == 1u);
   BOOST_TEST(region.ops[0].post_ops.size() == 1u);
   BOOST_REQUIRE(r.code.constants.size() == 2u);  // the folded weights and bias, both new
-  for (const RegionConstant& c : r.code.constants) {
+  for (const compiler::ExternalConstant& c : r.code.constants) {
     BOOST_TEST(c.value == compiler::kNoValue);
     BOOST_TEST(c.data != nullptr);
   }
@@ -241,7 +241,7 @@ BOOST_AUTO_TEST_CASE(matmul_bias_gelu_fuses_into_one_op) {
   std::vector<std::vector<compiler::NodeId>> groups = FindComposites(*r.graph);
   BOOST_REQUIRE(groups.size() == 1u);
   BOOST_TEST(groups[0].size() == 5u);  // Div, Erf, Add, Mul, Mul (not MatMul and its bias Add)
-  Region region = Decoded(r);
+  RegionProgram region = Decoded(r);
   BOOST_REQUIRE(region.ops.size() == 1u);
   BOOST_TEST(region.ops[0].inputs.size() == 3u);  // bias
   BOOST_REQUIRE(region.ops[0].post_ops.size() == 1u);
@@ -602,7 +602,7 @@ BOOST_AUTO_TEST_CASE(conv_add_constant_becomes_bias_and_mul_a_binary_post_op) {
       Y = Mul(a, M)
     })",
                         {{"W", wd, w}, {"A", {4, 1, 1}, add}, {"M", {1, 4, 1, 1}, mul}}));
-  Region region = Decoded(r);
+  RegionProgram region = Decoded(r);
   BOOST_REQUIRE(region.ops.size() == 1u);
   BOOST_TEST(region.ops[0].inputs.size() == 3u);
   BOOST_REQUIRE(region.ops[0].post_ops.size() == 1u);
@@ -666,7 +666,8 @@ BOOST_AUTO_TEST_CASE(codegen_errors_name_the_node_or_value) {
     })");
   NodeIdOf id{g};
   // Z is read but not passed as an input.
-  StatusOr<RegionCode> c = Codegen(g, {id("a"), id("Y")}, {*g.FindValue("X")}, {*g.FindValue("Y")});
+  StatusOr<compiler::ExternalCode> c =
+      Codegen(g, {id("a"), id("Y")}, {*g.FindValue("X")}, {*g.FindValue("Y")});
   BOOST_TEST(c.status().code() == StatusCode::kInvalidArgument);
   BOOST_TEST(c.status().message() ==
              "oneDNN codegen: node 'Add_1' (Add): value 'Z' is neither a "

@@ -13,7 +13,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace kiln::onednn;
-  kiln::StatusOr<Region> region = DecodeRegion(data, size);
+  kiln::StatusOr<RegionProgram> region = DecodeRegion(data, size);
   if (!region.ok()) return 0;
   if (!ValidateRegion(*region).ok()) std::abort();
   std::vector<uint8_t> again = EncodeRegion(*region);

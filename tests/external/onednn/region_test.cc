@@ -12,8 +12,8 @@ namespace kiln::onednn {
 namespace {
 
 // x -> conv(w, b) + relu + sum(x) -> y; then softmax(y) -> z. Tensors: x0 w1 b2 y3 z4.
-Region Sample() {
-  Region r;
+RegionProgram Sample() {
+  RegionProgram r;
   r.tensors = {
       {DType::kF32, 4}, {DType::kF32, 4}, {DType::kF32, 1}, {DType::kF32, 4}, {DType::kF32, 4}};
   r.inputs = {{0, {-1, 8, 16, 16}}};
@@ -38,9 +38,9 @@ Region Sample() {
 }
 
 BOOST_AUTO_TEST_CASE(round_trip_preserves_everything) {
-  Region r = Sample();
+  RegionProgram r = Sample();
   std::vector<uint8_t> blob = EncodeRegion(r);
-  StatusOr<Region> d = DecodeRegion(blob.data(), blob.size());
+  StatusOr<RegionProgram> d = DecodeRegion(blob.data(), blob.size());
   BOOST_REQUIRE(d.ok());
   BOOST_TEST(EncodeRegion(*d) == blob);
   BOOST_TEST(d->inputs[0].dims == (std::vector<int64_t>{-1, 8, 16, 16}));
@@ -67,13 +67,13 @@ BOOST_AUTO_TEST_CASE(describe_lists_inputs_constants_and_ops) {
 BOOST_AUTO_TEST_CASE(every_truncation_is_invalid_format) {
   std::vector<uint8_t> blob = EncodeRegion(Sample());
   for (size_t n = 0; n < blob.size(); ++n) {
-    StatusOr<Region> d = DecodeRegion(blob.data(), n);
+    StatusOr<RegionProgram> d = DecodeRegion(blob.data(), n);
     BOOST_TEST_REQUIRE(!d.ok());
     BOOST_TEST(d.status().code() == StatusCode::kInvalidFormat);
   }
   std::vector<uint8_t> longer = blob;
   longer.push_back(0);
-  StatusOr<Region> d = DecodeRegion(longer.data(), longer.size());
+  StatusOr<RegionProgram> d = DecodeRegion(longer.data(), longer.size());
   BOOST_TEST(d.status().message() == "region blob: 1 trailing bytes after the last op");
   BOOST_TEST(DecodeRegion(nullptr, 0).status().message() ==
              "region blob: truncated at byte 0 reading magic");
@@ -82,7 +82,7 @@ BOOST_AUTO_TEST_CASE(every_truncation_is_invalid_format) {
 BOOST_AUTO_TEST_CASE(version_rule_same_major_older_minor) {
   std::vector<uint8_t> blob = EncodeRegion(Sample());
   blob[6] = 7;  // minor 7 > ours
-  StatusOr<Region> d = DecodeRegion(blob.data(), blob.size());
+  StatusOr<RegionProgram> d = DecodeRegion(blob.data(), blob.size());
   BOOST_TEST(d.status().code() == StatusCode::kUnsupported);
   BOOST_TEST(d.status().message() ==
              "region blob: version 1.7 is not readable by this runtime (version 1." +
@@ -93,8 +93,8 @@ BOOST_AUTO_TEST_CASE(version_rule_same_major_older_minor) {
 }
 
 BOOST_AUTO_TEST_CASE(validation_names_the_op) {
-  auto error = [](const Region& r) { return ValidateRegion(r).message(); };
-  Region r = Sample();
+  auto error = [](const RegionProgram& r) { return ValidateRegion(r).message(); };
+  RegionProgram r = Sample();
   r.ops[1].inputs = {4};
   BOOST_TEST(error(r) == "ops[1] (Softmax) input: tensor 4 is used before it is defined");
   r = Sample();
@@ -150,7 +150,7 @@ BOOST_AUTO_TEST_CASE(corrupted_blobs_never_crash) {
     std::vector<uint8_t> m = blob;
     int flips = 1 + static_cast<int>(rng() % 4);
     for (int f = 0; f < flips; ++f) m[rng() % m.size()] = static_cast<uint8_t>(rng());
-    StatusOr<Region> d = DecodeRegion(m.data(), m.size());
+    StatusOr<RegionProgram> d = DecodeRegion(m.data(), m.size());
     if (d.ok()) {
       ++accepted;
       BOOST_TEST_REQUIRE(ValidateRegion(*d).ok());

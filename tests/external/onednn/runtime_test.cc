@@ -208,7 +208,7 @@ struct Fixture {
   CompiledRegion r = Compile(Block().Graph());
   Status Create(const std::vector<uint8_t>& blob, const std::vector<Tensor>& constants,
                 int inputs = 1, int outputs = 1) {
-    RegionCode code;
+    compiler::ExternalCode code;
     code.blob = blob;
     OneDnnRuntime runtime;
     return runtime.CreateRegion(MakeSpec(code, constants, inputs, outputs, "block7")).status();
@@ -284,9 +284,9 @@ BOOST_FIXTURE_TEST_CASE(wrong_input_and_output_counts_are_rejected, Fixture) {
 }
 
 BOOST_FIXTURE_TEST_CASE(structurally_bad_region_is_rejected, Fixture) {
-  StatusOr<Region> region = DecodeRegion(r.code.blob.data(), r.code.blob.size());
+  StatusOr<RegionProgram> region = DecodeRegion(r.code.blob.data(), r.code.blob.size());
   BOOST_REQUIRE(region.ok());
-  Region bad = *region;
+  RegionProgram bad = *region;
   bad.ops[0].inputs[0] = 99;
   Status s = Create(EncodeRegion(bad), r.constants);
   BOOST_TEST(s.code() == StatusCode::kInvalidFormat);
@@ -300,7 +300,7 @@ BOOST_FIXTURE_TEST_CASE(structurally_bad_region_is_rejected, Fixture) {
 }
 
 BOOST_AUTO_TEST_CASE(f32_only) {
-  Region region;
+  RegionProgram region;
   region.tensors = {{DType::kI64, 1}, {DType::kI64, 1}};
   region.inputs = {{0, {4}}};
   Op op;
@@ -309,7 +309,7 @@ BOOST_AUTO_TEST_CASE(f32_only) {
   op.output = 1;
   region.ops = {op};
   region.outputs = {1};
-  RegionCode code;
+  compiler::ExternalCode code;
   code.blob = EncodeRegion(region);
   OneDnnRuntime runtime;
   Status s = runtime.CreateRegion(MakeSpec(code, {}, 1, 1, "ints")).status();

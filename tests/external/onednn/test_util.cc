@@ -74,14 +74,15 @@ Shape ToShape(const Dims& d) {
 
 }  // namespace
 
-StatusOr<RegionCode> CodegenAll(const Graph& graph) {
+StatusOr<compiler::ExternalCode> CodegenAll(const Graph& graph) {
   std::vector<compiler::NodeId> nodes;
   for (int i = 0; i < graph.num_nodes(); ++i) nodes.push_back(i);
   return Codegen(graph, nodes, RegionInputs(graph), graph.outputs());
 }
 
-ExternalRegionSpec MakeSpec(const RegionCode& code, const std::vector<Tensor>& constants,
-                            int num_inputs, int num_outputs, const char* name) {
+ExternalRegionSpec MakeSpec(const compiler::ExternalCode& code,
+                            const std::vector<Tensor>& constants, int num_inputs, int num_outputs,
+                            const char* name) {
   ExternalRegionSpec spec;
   spec.name = name;
   spec.vendor = kVendorName;
@@ -96,10 +97,10 @@ ExternalRegionSpec MakeSpec(const RegionCode& code, const std::vector<Tensor>& c
 CompiledRegion Compile(Graph graph, OneDnnOptions options) {
   CompiledRegion r;
   r.graph = std::make_shared<Graph>(std::move(graph));
-  StatusOr<RegionCode> code = CodegenAll(*r.graph);
+  StatusOr<compiler::ExternalCode> code = CodegenAll(*r.graph);
   if (!code.ok()) throw std::runtime_error(code.status().ToString());
   r.code = std::move(*code);
-  for (const RegionConstant& c : r.code.constants) {
+  for (const compiler::ExternalConstant& c : r.code.constants) {
     const compiler::TensorData& d =
         c.value != compiler::kNoValue ? *r.graph->value(c.value).data : *c.data;
     r.constants.push_back(Tensor::Wrap(const_cast<void*>(d.data()), d.dtype(), ToShape(d.dims())));

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "compiler/ir/graph.h"
-#include "external/onednn/codegen.h"
-#include "external/onednn/runtime.h"
+#include "external/onednn/compile/codegen.h"
+#include "external/onednn/run/runtime.h"
 #include "vm/providers.h"
 #include "base/tensor.h"
 
@@ -38,7 +38,7 @@ int64_t Numel(const Dims& d);
 /// generated and created through the runtime with its constants wrapped as kiln Tensors.
 struct CompiledRegion {
   std::shared_ptr<compiler::Graph> graph;
-  RegionCode code;
+  compiler::ExternalCode code;
   std::vector<Tensor> constants;
   std::unique_ptr<TensorFunction> fn;
 
@@ -55,10 +55,11 @@ struct CompiledRegion {
 /// Throws std::runtime_error with the status on failure.
 CompiledRegion Compile(compiler::Graph graph, OneDnnOptions options = {});
 /// The spec a loader would build for `code` over `constants`.
-ExternalRegionSpec MakeSpec(const RegionCode& code, const std::vector<Tensor>& constants,
-                            int num_inputs, int num_outputs, const char* name = "test_region");
+ExternalRegionSpec MakeSpec(const compiler::ExternalCode& code,
+                            const std::vector<Tensor>& constants, int num_inputs, int num_outputs,
+                            const char* name = "test_region");
 /// Codegen only (all nodes, graph inputs / outputs).
-StatusOr<RegionCode> CodegenAll(const compiler::Graph& graph);
+StatusOr<compiler::ExternalCode> CodegenAll(const compiler::Graph& graph);
 
 // ---- Reference kernels (row-major, f32 in, double accumulation) ----
 

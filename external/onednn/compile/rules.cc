@@ -1,6 +1,8 @@
-#include "external/onednn/rules.h"
+// The oneDNN vendor's annotation rules (composites, anchors) and their options.
+#include "external/onednn/compile/rules.h"
 
-#include "external/onednn/codegen.h"
+#include "external/onednn/compile/codegen.h"
+#include "external/onednn/region.h"
 
 namespace kiln::onednn {
 
@@ -13,12 +15,41 @@ bool IsConstantWeightGemm(const compiler::Graph& g, compiler::NodeId id) {
   return n.inputs[1] != compiler::kNoValue && g.value(n.inputs[1]).data != nullptr;
 }
 
+// "0" / "1" / "false" / "true" -> *out; InvalidArgument naming the key otherwise.
+Status ParseBool(const std::string& key, const std::string& value, bool* out) {
+  if (value == "1" || value == "true") {
+    *out = true;
+  } else if (value == "0" || value == "false") {
+    *out = false;
+  } else {
+    return InvalidArgument("onednn option " + key + "=" + value +
+                           ": expected 0, 1, false or true");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
+
+StatusOr<RulesOptions> ParseRulesOptions(const compiler::ExternalOptions& options) {
+  RulesOptions parsed;
+  for (const auto& [key, value] : options) {
+    if (key == "constant_weight_gemms") {
+      RETURN_IF_ERROR(ParseBool(key, value, &parsed.constant_weight_gemms));
+    } else if (key == "regions_without_conv") {
+      RETURN_IF_ERROR(ParseBool(key, value, &parsed.regions_without_conv));
+    } else {
+      return InvalidArgument("onednn option '" + key +
+                             "' is unknown (options: constant_weight_gemms, "
+                             "regions_without_conv)");
+    }
+  }
+  return parsed;
+}
 
 compiler::VendorRules Rules(RulesOptions options) {
   using P = compiler::Pattern;
   compiler::VendorRules r;
-  r.vendor = "onednn";
+  r.vendor = kVendorName;
   r.supported = [options](const compiler::Graph& g, compiler::NodeId n) {
     if (!options.constant_weight_gemms && IsConstantWeightGemm(g, n)) return false;
     return IsSupported(g, n);

@@ -1,7 +1,8 @@
-// Execution plans of a oneDNN region (internal to external/onednn): for one set of input shapes,
-// the primitives, the memory slots they read and write, and a pool of per-call workspaces.
-#ifndef KILN_EXTERNAL_ONEDNN_PLAN_H_
-#define KILN_EXTERNAL_ONEDNN_PLAN_H_
+// Execution plans of a oneDNN region (internal to external/onednn/run): for one set of input
+// shapes, the primitives, the memory slots they read and write, and a pool of per-call
+// workspaces.
+#ifndef KILN_EXTERNAL_ONEDNN_RUN_PLAN_H_
+#define KILN_EXTERNAL_ONEDNN_RUN_PLAN_H_
 
 #include <atomic>
 #include <cstdint>
@@ -13,7 +14,7 @@
 #include <vector>
 
 #include "external/onednn/region.h"
-#include "external/onednn/runtime.h"
+#include "external/onednn/run/runtime.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "base/status.h"
 #include "base/tensor.h"
@@ -73,7 +74,7 @@ struct Plan {
 /// What a region is after creation: the decoded blob and its constants (by reference).
 struct RegionData {
   std::string name;
-  Region region;
+  RegionProgram region;
   std::vector<const void*> constant_data;  // per tensor; null unless the tensor is a constant
   std::vector<Tensor> constants;           // keeps the executable's storage referenced
   /// How constant-weight MatMuls choose the layout of their weights (OneDnnOptions).
@@ -119,4 +120,4 @@ Status ExecutePlan(Plan& plan, const Tensor* const* args, int num_inputs, int nu
 
 }  // namespace kiln::onednn::internal
 
-#endif  // KILN_EXTERNAL_ONEDNN_PLAN_H_
+#endif  // KILN_EXTERNAL_ONEDNN_RUN_PLAN_H_

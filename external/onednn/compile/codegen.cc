@@ -1,6 +1,6 @@
 // The oneDNN codegen: support predicates per op, and region -> blob with BatchNormalization
 // folding and post-op fusion (see codegen.h).
-#include "external/onednn/codegen.h"
+#include "external/onednn/compile/codegen.h"
 
 #include <algorithm>
 #include <cmath>
@@ -469,7 +469,7 @@ class Generator {
     in_region_.insert(nodes.begin(), nodes.end());
   }
 
-  StatusOr<RegionCode> Run() {
+  StatusOr<compiler::ExternalCode> Run() {
     ASSIGN_OR_RETURN(std::vector<NodeId> topo, g_.TopologicalOrder());
     for (NodeId n : topo) {
       if (in_region_.count(n)) order_.push_back(n);
@@ -933,8 +933,8 @@ class Generator {
   std::vector<LnMatch> lns_;
   std::map<NodeId, int> ln_root_;  // root Add -> lns_ index
   std::set<NodeId> ln_member_;
-  onednn::Region region_;
-  RegionCode code_;
+  onednn::RegionProgram region_;
+  compiler::ExternalCode code_;
 };
 
 }  // namespace
@@ -967,9 +967,9 @@ std::vector<std::vector<NodeId>> FindComposites(const Graph& graph) {
   return groups;
 }
 
-StatusOr<RegionCode> Codegen(const Graph& graph, const std::vector<NodeId>& nodes,
-                             const std::vector<ValueId>& inputs,
-                             const std::vector<ValueId>& outputs) {
+StatusOr<compiler::ExternalCode> Codegen(const Graph& graph, const std::vector<NodeId>& nodes,
+                                         const std::vector<ValueId>& inputs,
+                                         const std::vector<ValueId>& outputs) {
   for (NodeId n : nodes) {
     if (n < 0 || n >= graph.num_nodes())
       return InvalidArgument("oneDNN codegen: node id " + std::to_string(n) + " is out of range");

@@ -1,6 +1,6 @@
 // The oneDNN vendor runtime: region creation (blob + constants checked once), a bounded LRU of
 // execution plans per input-shape key, and thread-safe runs.
-#include "external/onednn/runtime.h"
+#include "external/onednn/run/runtime.h"
 
 #include <algorithm>
 #include <list>
@@ -10,7 +10,7 @@
 #include <string>
 #include <utility>
 
-#include "external/onednn/plan.h"
+#include "external/onednn/run/plan.h"
 #include "external/onednn/region.h"
 
 namespace kiln::onednn {
@@ -50,7 +50,7 @@ class RegionImpl : public OneDnnRegion {
   }
 
   Status Run(const Tensor* const* args, int num_inputs, int num_outputs) override {
-    Status s = RunUnchecked(args, num_inputs, num_outputs);
+    Status s = CheckAndRun(args, num_inputs, num_outputs);
     if (!s.ok()) return s.WithContext("region '" + data_.name + "'");
     return s;
   }
@@ -75,8 +75,10 @@ class RegionImpl : public OneDnnRegion {
   using Key = std::vector<int64_t>;
   using Lru = std::list<std::pair<Key, std::shared_ptr<Plan>>>;
 
-  Status RunUnchecked(const Tensor* const* args, int num_inputs, int num_outputs) {
-    const Region& r = data_.region;
+  // Checks the arguments against the blob (counts, dtypes, ranks, static dims), finds or builds
+  // the plan for the input shapes, checks the outputs against what it computes, then runs it.
+  Status CheckAndRun(const Tensor* const* args, int num_inputs, int num_outputs) {
+    const RegionProgram& r = data_.region;
     if (num_inputs != static_cast<int>(r.inputs.size()) ||
         num_outputs != static_cast<int>(r.outputs.size()))
       return InvalidArgument("called with " + std::to_string(num_inputs) + " inputs and " +
@@ -179,7 +181,7 @@ StatusOr<RegionData> Bind(const ExternalRegionSpec& spec) {
   RegionData data;
   data.name = std::string(spec.name);
   ASSIGN_OR_RETURN(data.region, DecodeRegion(spec.blob, spec.blob_size));
-  const Region& r = data.region;
+  const RegionProgram& r = data.region;
   if (spec.num_inputs != static_cast<int>(r.inputs.size()) ||
       spec.num_outputs != static_cast<int>(r.outputs.size()))
     return InvalidArgument("the executable declares " + std::to_string(spec.num_inputs) +

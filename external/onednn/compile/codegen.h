@@ -1,32 +1,16 @@
 // The oneDNN codegen (compile side of BYOC): which graph nodes oneDNN can run, and a region of
-// them -> the blob external/onednn/runtime.h runs. Depends on the graph IR only (no oneDNN).
-#ifndef KILN_EXTERNAL_ONEDNN_CODEGEN_H_
-#define KILN_EXTERNAL_ONEDNN_CODEGEN_H_
+// them -> the blob external/onednn/run/runtime.h runs. Depends on the graph IR only (no oneDNN).
+#ifndef KILN_EXTERNAL_ONEDNN_COMPILE_CODEGEN_H_
+#define KILN_EXTERNAL_ONEDNN_COMPILE_CODEGEN_H_
 
 #include <cstdint>
 #include <vector>
 
-#include "compiler/ir/graph.h"
 #include "base/status.h"
+#include "compiler/external_compiler.h"
+#include "compiler/ir/graph.h"
 
 namespace kiln::onednn {
-
-/// One constant of the blob; RegionCode::constants[i] is the blob's constant index i (and must
-/// become ExternalRegionSpec::constants[i] at load). Exactly one of the two fields is set:
-///  - `value`: a graph value holding data (an initializer, or a node output shape inference
-///    folded); the emitter stores its bytes once in the constant section and refers to them;
-///  - `data`: a NEW constant the codegen computed (Conv weights and bias with a
-///    BatchNormalization folded in, Gemm weights / bias scaled by alpha / beta, a broadcast
-///    bias reshaped to [C]); the emitter adds these bytes to the constant section.
-struct RegionConstant {
-  compiler::ValueId value = compiler::kNoValue;
-  compiler::TensorDataRef data;
-};
-
-struct RegionCode {
-  std::vector<uint8_t> blob;
-  std::vector<RegionConstant> constants;
-};
 
 /// True when oneDNN runs `node` on its own: default domain; f32 data inputs and outputs with
 /// known ranks (symbolic dims allowed, e.g. a dynamic batch); attributes in the supported
@@ -66,14 +50,17 @@ bool IsLayerNormRoot(const compiler::Graph& graph, compiler::NodeId node);
 /// (new weights); elementwise ops, erf-Gelu, and Add / Sub / Mul with a tensor into a preceding
 /// Conv / MatMul / Gemm as post-ops (a same-shape Add is a residual sum), a constant broadcast
 /// Add after MatMul or Conv as its bias.
+/// Constants (compiler::ExternalConstant) are graph values with data, or new ones: Conv weights
+/// and bias with a BatchNormalization folded in, Gemm weights / bias scaled by alpha / beta, a
+/// broadcast bias reshaped to [C].
 /// Errors: InvalidArgument naming the node or value (an unsupported node, a value that is not
 /// available, an output not produced by the region); Internal if the generated region fails
 /// validation (a bug).
-StatusOr<RegionCode> Codegen(const compiler::Graph& graph,
-                             const std::vector<compiler::NodeId>& nodes,
-                             const std::vector<compiler::ValueId>& inputs,
-                             const std::vector<compiler::ValueId>& outputs);
+StatusOr<compiler::ExternalCode> Codegen(const compiler::Graph& graph,
+                                         const std::vector<compiler::NodeId>& nodes,
+                                         const std::vector<compiler::ValueId>& inputs,
+                                         const std::vector<compiler::ValueId>& outputs);
 
 }  // namespace kiln::onednn
 
-#endif  // KILN_EXTERNAL_ONEDNN_CODEGEN_H_
+#endif  // KILN_EXTERNAL_ONEDNN_COMPILE_CODEGEN_H_

@@ -1,18 +1,17 @@
-// The oneDNN vendor runtime ("onednn", run side of BYOC): runs the regions external/onednn's
-// codegen serialized, with weights in oneDNN's blocked layouts and primitives cached per shape.
-#ifndef KILN_EXTERNAL_ONEDNN_RUNTIME_H_
-#define KILN_EXTERNAL_ONEDNN_RUNTIME_H_
+// The oneDNN vendor runtime ("onednn", run side of BYOC): runs the regions
+// external/onednn/compile's codegen serialized, with weights in oneDNN's blocked layouts and
+// primitives cached per shape.
+#ifndef KILN_EXTERNAL_ONEDNN_RUN_RUNTIME_H_
+#define KILN_EXTERNAL_ONEDNN_RUN_RUNTIME_H_
 
 #include <cstdint>
 #include <memory>
 
+#include "external/onednn/region.h"
 #include "external/registry/registry.h"
 #include "vm/providers.h"
 
 namespace kiln::onednn {
-
-/// The vendor name regions carry (ExternalRegionSpec::vendor).
-inline constexpr const char* kVendorName = "onednn";
 
 struct OneDnnOptions {
   /// Execution plans (primitives for one set of input shapes) kept per region; the least
@@ -80,4 +79,4 @@ Status RegisterOneDnn(ExternalRegistry& registry, OneDnnOptions options = {});
 
 }  // namespace kiln::onednn
 
-#endif  // KILN_EXTERNAL_ONEDNN_RUNTIME_H_
+#endif  // KILN_EXTERNAL_ONEDNN_RUN_RUNTIME_H_

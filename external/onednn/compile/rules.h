@@ -1,8 +1,10 @@
 // The oneDNN vendor's annotation rules for compiler/passes/partition (compile side): which nodes
 // it claims, its composite patterns and the ops that make a region worth offloading.
-#ifndef KILN_EXTERNAL_ONEDNN_RULES_H_
-#define KILN_EXTERNAL_ONEDNN_RULES_H_
+#ifndef KILN_EXTERNAL_ONEDNN_COMPILE_RULES_H_
+#define KILN_EXTERNAL_ONEDNN_COMPILE_RULES_H_
 
+#include "base/status.h"
+#include "compiler/external_compiler.h"
 #include "compiler/passes/partition.h"
 
 namespace kiln::onednn {
@@ -27,6 +29,11 @@ struct RulesOptions {
 };
 compiler::VendorRules Rules(RulesOptions options = {});
 
+/// RulesOptions from string vendor options (CompileOptions::external_options): keys
+/// "constant_weight_gemms" and "regions_without_conv", values 0 / 1 / false / true; absent keys
+/// keep their defaults. InvalidArgument naming the key for an unknown key or another value.
+StatusOr<RulesOptions> ParseRulesOptions(const compiler::ExternalOptions& options);
+
 }  // namespace kiln::onednn
 
-#endif  // KILN_EXTERNAL_ONEDNN_RULES_H_
+#endif  // KILN_EXTERNAL_ONEDNN_COMPILE_RULES_H_

@@ -1,0 +1,140 @@
+// Execution plans of a oneDNN region: the process's engine, plans' workspace pools, the weight
+// cache shared by a region's plans, and running a plan. Building one is plan_builder.h's job.
+#include "external/onednn/run/plan.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <unordered_map>
+
+#include "external/onednn/run/plan_builder.h"
+
+namespace kiln::onednn::internal {
+namespace {
+
+using dnnl::memory;
+using Kind = Slot::Kind;
+
+constexpr size_t kMaxPooledWorkspaces = 16;
+
+}  // namespace
+
+const dnnl::engine& Engine() {
+  static const dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+Workspace::~Workspace() { std::free(buffer); }
+
+std::unique_ptr<Workspace> Plan::Acquire() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_.empty()) {
+      std::unique_ptr<Workspace> ws = std::move(free_.back());
+      free_.pop_back();
+      return ws;
+    }
+  }
+  auto ws = std::make_unique<Workspace>();
+  ws->buffer = static_cast<uint8_t*>(std::aligned_alloc(kAlign, AlignUp(work_bytes)));
+  if (ws->buffer == nullptr) throw std::bad_alloc();
+  // Fault the pages in now: a fresh page costs ~10 us on first touch, inside a run it would
+  // land on the request path.
+  std::memset(ws->buffer, 0, AlignUp(work_bytes));
+  ws->mems.reserve(slots.size());
+  for (const Slot& s : slots) {
+    void* handle = s.kind == Kind::kWork    ? ws->buffer + s.offset
+                   : s.kind == Kind::kConst ? s.ptr
+                                            : DNNL_MEMORY_NONE;
+    ws->mems.emplace_back(s.md, Engine(), handle);
+  }
+  // dnnl::memory is a handle: the maps share the objects whose data handles a run sets.
+  for (const Step& step : steps) {
+    std::unordered_map<int, memory>& args = ws->step_args.emplace_back();
+    for (const auto& [arg, slot] : step.args) args.emplace(arg, ws->mems[slot]);
+  }
+  ws->stream = dnnl::stream(Engine());
+  return ws;
+}
+
+void Plan::Release(std::unique_ptr<Workspace> ws) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (free_.size() < kMaxPooledWorkspaces) free_.push_back(std::move(ws));
+}
+
+void* WeightCache::Get(int op, const memory::desc& plain, const void* data,
+                       const memory::desc& want, std::atomic<int64_t>* primitives) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Entry& e = entries_[op];
+  for (auto& [md, bytes] : e.layouts) {
+    if (md == want) return bytes.get();
+  }
+  if (want == plain) {
+    e.layouts.push_back(
+        {want, std::shared_ptr<uint8_t>(static_cast<uint8_t*>(const_cast<void*>(data)),
+                                        [](uint8_t*) {})});
+    return const_cast<void*>(data);
+  }
+  size_t size = AlignUp(std::max<size_t>(want.get_size(), 1));
+  std::shared_ptr<uint8_t> bytes(static_cast<uint8_t*>(std::aligned_alloc(kAlign, size)),
+                                 [](uint8_t* p) { std::free(p); });
+  if (!bytes) throw std::bad_alloc();
+  memory src(plain, Engine(), const_cast<void*>(data));
+  memory dst(want, Engine(), bytes.get());
+  dnnl::stream stream(Engine());
+  dnnl::reorder(src, dst).execute(stream, src, dst);
+  stream.wait();
+  primitives->fetch_add(1, std::memory_order_relaxed);
+  e.layouts.push_back({want, bytes});
+  return bytes.get();
+}
+
+int WeightCache::LayoutChoice(int op, int64_t bucket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [b, choice] : entries_[op].choices) {
+    if (b == bucket) return choice;
+  }
+  return -1;
+}
+
+void WeightCache::SetLayoutChoice(int op, int64_t bucket, int choice) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [b, c] : entries_[op].choices) {
+    if (b == bucket) return;  // another thread measured it first; keep one answer
+  }
+  entries_[op].choices.push_back({bucket, choice});
+  measurements_.fetch_add(1, std::memory_order_relaxed);
+}
+
+bool WeightCache::Preferred(int op, memory::desc* md) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (entries_[op].layouts.empty()) return false;
+  *md = entries_[op].layouts.front().first;
+  return true;
+}
+
+StatusOr<std::shared_ptr<Plan>> BuildPlan(const RegionData& data, WeightCache& weights,
+                                          const std::vector<Dims>& inputs,
+                                          std::atomic<int64_t>* primitives) {
+  ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, Builder(data, weights, primitives).Build(inputs));
+  // One workspace ready before the first run (plans of static shapes are built at load).
+  plan->Release(plan->Acquire());
+  return plan;
+}
+
+Status ExecutePlan(Plan& plan, const Tensor* const* args, int num_inputs, int num_outputs) {
+  std::unique_ptr<Workspace> ws = plan.Acquire();
+  for (size_t i = 0; i < plan.slots.size(); ++i) {
+    const Slot& s = plan.slots[i];
+    if (s.kind == Kind::kInput) ws->mems[i].set_data_handle(args[s.index]->data());
+    if (s.kind == Kind::kOutput) ws->mems[i].set_data_handle(args[num_inputs + s.index]->data());
+  }
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    plan.steps[i].prim.execute(ws->stream, ws->step_args[i]);
+  ws->stream.wait();
+  plan.Release(std::move(ws));
+  return Status::Ok();
+}
+
+}  // namespace kiln::onednn::internal

@@ -1,0 +1,124 @@
+// The plan builder (internal to external/onednn/run): the class that turns a region's ops into
+// primitives for one set of input shapes, and the dims / memory-descriptor helpers its files
+// share. plan_builder.cc holds the core (slots, layouts, post-ops, workspace placement); one
+// file per primitive family holds the ops (plan_conv_pool.cc, plan_matmul.cc,
+// plan_eltwise_binary.cc, plan_norm.cc).
+#ifndef KILN_EXTERNAL_ONEDNN_RUN_PLAN_BUILDER_H_
+#define KILN_EXTERNAL_ONEDNN_RUN_PLAN_BUILDER_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "external/onednn/region.h"
+#include "external/onednn/run/plan.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace kiln::onednn::internal {
+
+/// Workspace buffers, intermediates and reordered weights are aligned to this many bytes.
+inline constexpr size_t kAlign = 64;
+inline size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+/// "[2, 3]".
+std::string DimsToString(const Dims& d);
+/// Row-major f32 layout of `dims`; a rank-0 tensor is viewed as [1] (oneDNN has no scalars).
+dnnl::memory::desc PlainMd(Dims dims);
+/// A row-major tensor stored with its last two dims swapped, described with logical `dims`.
+dnnl::memory::desc TransposedMd(const Dims& dims);
+/// `d` with leading 1s up to `rank` (numpy broadcasting's alignment).
+Dims AlignRank(const Dims& d, size_t rank);
+/// d[from, to).
+Dims Sub(const Dims& d, size_t from, size_t to);
+int64_t Product(const Dims& d);
+/// Operand `d` (aligned to the rank of `out`) as a matrix over `out` viewed as
+/// [prod(out[0, r-1)), out[r-1]]: [1, n] when it broadcasts over all leading dims, [rows, n] when
+/// it has them all; empty when it varies over some leading dims but not others.
+Dims CollapseOperand(const Dims& d, const Dims& out);
+dnnl::algorithm EltwiseAlgorithm(EltwiseAlg a);
+dnnl::algorithm BinaryAlgorithm(BinaryAlg a);
+
+/// Builds one plan. Each op's primitives are created first with the layouts its inputs already
+/// have (blocked ones inside the region); if oneDNN refuses, the op is rebuilt from plain
+/// copies. Used once per plan, by one thread; primitive constructors may throw dnnl::error
+/// (BuildOpWithFallback catches it per op).
+class Builder {
+ public:
+  Builder(const RegionData& data, WeightCache& weights, std::atomic<int64_t>* primitives)
+      : d_(data), r_(data.region), weights_(weights), primitives_(primitives) {}
+
+  /// The plan for input dims `inputs`; BuildPlan's errors.
+  StatusOr<std::shared_ptr<Plan>> Build(const std::vector<Dims>& inputs);
+
+ private:
+  struct Snapshot;
+  struct MatMulShapes;
+  using Args = std::vector<std::pair<int, int>>;  // oneDNN argument -> slot
+
+  // ---- Core (plan_builder.cc) ----
+  Status BuildOpWithFallback(const Op& op);
+  Status BuildOp(const Op& op, bool plain);
+  void AssignOffsets();
+
+  // Slots and steps.
+  int AddSlot(Slot s);
+  int NewWork(const dnnl::memory::desc& md);
+  int View(int slot, const dnnl::memory::desc& md);
+  const dnnl::memory::desc& Md(int slot) const { return plan_->slots[slot].md; }
+  int OutputSlot(int32_t t);
+  bool IntoCaller(int32_t t, const dnnl::memory::desc& md);
+  int Define(int32_t t, const dnnl::memory::desc& md);
+  int DefineOn(int32_t t, const dnnl::memory::desc& md, int slot);
+  dnnl::primitive_attr Attr() const;
+  void AddPrimitive(dnnl::primitive p, size_t scratch, Args args);
+  void AddReorder(int from, int to);
+  int As(int slot, const dnnl::memory::desc& md);
+  int Plain(int32_t t);
+  int PlainView(int32_t t, const Dims& dims) { return View(Plain(t), PlainMd(dims)); }
+  int Current(int32_t t, bool plain) { return plain ? Plain(t) : slot_of_[t]; }
+
+  // Post-ops, accumulation into residuals, weights (Conv, MatMul).
+  Status PostOps(const Op& op, const Dims& out, dnnl::primitive_attr* attr, Args* args,
+                 int32_t* residual, bool collapsed = false);
+  int DefineAccumulator(const Op& op, const dnnl::memory::desc& md, int32_t residual,
+                        const Args& args);
+  bool CanOverwrite(int32_t t, const dnnl::memory::desc& md, const Args& args) const;
+  int Weights(int32_t t, const dnnl::memory::desc& plain_md, const dnnl::memory::desc& want);
+
+  // ---- Ops, by family ----
+  Status Conv(const Op& op, bool plain);  // plan_conv_pool.cc
+  Status Pool(const Op& op, bool plain);
+  Status MatMul(const Op& op);  // plan_matmul.cc
+  StatusOr<MatMulShapes> MatMulShapesOf(const Op& op);
+  bool Collapsible(const Op& op, const MatMulShapes& s) const;
+  dnnl::matmul::primitive_desc MatMulPrimitive(const Op& op, const MatMulShapes& s,
+                                               const dnnl::primitive_attr& attr);
+  int FasterLayout(const dnnl::memory::desc& a_md, const dnnl::memory::desc& out_md,
+                   const std::vector<dnnl::memory::desc>& layouts, int stored);
+  Status Eltwise(const Op& op, bool plain);  // plan_eltwise_binary.cc
+  Status Binary(const Op& op, bool plain);
+  Status Concat(const Op& op, bool plain);
+  Status Flatten(const Op& op);
+  Status Softmax(const Op& op, bool plain);  // plan_norm.cc
+  Status LayerNorm(const Op& op);
+  Status BatchNorm(const Op& op, bool plain);
+
+  const RegionData& d_;
+  const RegionProgram& r_;
+  WeightCache& weights_;
+  std::atomic<int64_t>* primitives_;
+  std::shared_ptr<Plan> plan_;
+  std::vector<Dims> dims_;
+  std::vector<int> slot_of_, plain_of_, output_index_;
+  std::vector<size_t> buffer_sizes_;  // per intermediate, aligned
+  size_t scratch_ = 0;
+  int op_index_ = -1;
+};
+
+}  // namespace kiln::onednn::internal
+
+#endif  // KILN_EXTERNAL_ONEDNN_RUN_PLAN_BUILDER_H_

@@ -1,0 +1,162 @@
+// The plan builder's windowed ops: convolution and pooling (ONNX windows -> oneDNN paddings).
+#include <algorithm>
+#include <string>
+
+#include "external/onednn/run/plan_builder.h"
+
+namespace kiln::onednn::internal {
+namespace {
+
+using dnnl::memory;
+using dt = memory::data_type;
+
+struct Window {
+  Dims strides, dilations, pad_l, pad_r, out;  // dilations in oneDNN terms (0 = dense)
+};
+
+// ONNX window semantics (compiler/ops/nn.cc WindowOutput) -> oneDNN paddings and output dims.
+StatusOr<Window> ResolveWindow(const Op& op, const Dims& in, const Dims& kernel, bool pool) {
+  Window w;
+  size_t n = in.size();
+  for (size_t i = 0; i < n; ++i) {
+    int64_t s = op.strides[i], d = op.dilations[i], ext = (kernel[i] - 1) * d + 1;
+    int64_t pl = op.pads[i], pr = op.pads[i + n], out;
+    if (op.auto_pad == AutoPad::kSameUpper || op.auto_pad == AutoPad::kSameLower) {
+      out = (in[i] + s - 1) / s;
+      int64_t total = std::max<int64_t>(0, (out - 1) * s + ext - in[i]);
+      pl = op.auto_pad == AutoPad::kSameUpper ? total / 2 : total - total / 2;
+      pr = total - pl;
+    } else {
+      if (op.auto_pad == AutoPad::kValid) pl = pr = 0;
+      int64_t span = in[i] + pl + pr - ext;
+      if (span < 0)
+        return InvalidArgument("spatial dim " + std::to_string(i) + ": padded input " +
+                               std::to_string(in[i] + pl + pr) +
+                               " is smaller than the kernel extent " + std::to_string(ext));
+      out = (pool && op.ceil_mode ? (span + s - 1) / s : span / s) + 1;
+      if (pool && op.ceil_mode) {
+        int64_t eff = (out - 1) * s + ext - in[i] - pl;
+        if (eff > pr && op.pool == PoolAlg::kAvgIncludePad)
+          return Unsupported("ceil_mode with count_include_pad");
+        pr = std::max(pr, eff);
+      }
+    }
+    w.strides.push_back(s);
+    w.dilations.push_back(d - 1);
+    w.pad_l.push_back(pl);
+    w.pad_r.push_back(pr);
+    w.out.push_back(out);
+  }
+  return w;
+}
+
+// Checks a Conv's operands against each other (input channels against W and the group, a
+// non-empty W that matches kernel_shape, one bias value per output channel) and resolves its
+// window; `*out` receives the output dims.
+StatusOr<Window> ConvWindow(const Op& op, const Dims& xd, const Dims& wd, const Dims* bias,
+                            Dims* out) {
+  int64_t g = op.group;
+  if (xd[1] != wd[1] * g || wd[0] % g != 0)
+    return InvalidArgument("input channels " + std::to_string(xd[1]) + " vs W " + DimsToString(wd) +
+                           " with group " + std::to_string(g));
+  Dims kernel = Sub(wd, 2, wd.size());
+  if (std::find(kernel.begin(), kernel.end(), 0) != kernel.end() || wd[0] == 0)
+    return InvalidArgument("W " + DimsToString(wd) + " is empty");
+  if (!op.kernel.empty() && op.kernel != kernel)
+    return InvalidArgument("kernel_shape does not match W " + DimsToString(wd));
+  ASSIGN_OR_RETURN(Window win, ResolveWindow(op, Sub(xd, 2, xd.size()), kernel, false));
+  *out = {xd[0], wd[0]};
+  out->insert(out->end(), win.out.begin(), win.out.end());
+  if (bias != nullptr && *bias != Dims{wd[0]})
+    return InvalidArgument("bias " + DimsToString(*bias) + " for " + std::to_string(wd[0]) +
+                           " output channels");
+  return win;
+}
+
+}  // namespace
+
+Status Builder::Conv(const Op& op, bool plain) {
+  int32_t x = op.inputs[0], w = op.inputs[1];
+  const Dims &xd = dims_[x], &wd = dims_[w];
+  const Dims* bias = op.inputs.size() == 3 ? &dims_[op.inputs[2]] : nullptr;
+  Dims out;
+  ASSIGN_OR_RETURN(Window win, ConvWindow(op, xd, wd, bias, &out));
+  dims_[op.output] = out;
+  int64_t g = op.group;
+  Dims gw = wd;
+  if (g > 1) {
+    gw = {g, wd[0] / g};
+    gw.insert(gw.end(), wd.begin() + 1, wd.end());
+  }
+  memory::desc w_plain = PlainMd(gw);
+  memory::desc any_src(xd, dt::f32, memory::format_tag::any);
+  memory::desc any_dst(out, dt::f32, memory::format_tag::any);
+  memory::desc bias_md = op.inputs.size() == 3 ? PlainMd({wd[0]}) : memory::desc();
+  dnnl::primitive_attr attr = Attr();
+  Args args;
+  int32_t residual = -1;
+  RETURN_IF_ERROR(PostOps(op, out, &attr, &args, &residual));
+  auto make = [&](const memory::desc& src, const memory::desc& wmd) {
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_inference,
+                                         dnnl::algorithm::convolution_direct, src, wmd, bias_md,
+                                         any_dst, win.strides, win.dilations, win.pad_l, win.pad_r);
+    return dnnl::convolution_forward::primitive_desc(desc, attr, Engine());
+  };
+  memory::desc src_md = plain ? PlainMd(xd) : any_src;
+  memory::desc w_md(gw, dt::f32, memory::format_tag::any);
+  dnnl::convolution_forward::primitive_desc pd;
+  memory::desc preferred;
+  if (!plain && d_.constant_data[w] && weights_.Preferred(op_index_, &preferred)) {
+    try {
+      pd = make(src_md, preferred);
+    } catch (const dnnl::error&) {
+      pd = make(src_md, w_md);
+    }
+  } else {
+    pd = make(src_md, plain ? w_plain : w_md);
+  }
+  int src = As(Current(x, plain), pd.src_desc());
+  int wts = Weights(w, w_plain, pd.weights_desc());
+  if (op.inputs.size() == 3) args.push_back({DNNL_ARG_BIAS, Plain(op.inputs[2])});
+  args.push_back({DNNL_ARG_SRC, src});
+  args.push_back({DNNL_ARG_WEIGHTS, wts});
+  int dst = DefineAccumulator(op, pd.dst_desc(), residual, args);
+  args.push_back({DNNL_ARG_DST, dst});
+  AddPrimitive(dnnl::convolution_forward(pd), pd.scratchpad_desc().get_size(), args);
+  return Status::Ok();
+}
+
+Status Builder::Pool(const Op& op, bool plain) {
+  int32_t x = op.inputs[0];
+  const Dims& xd = dims_[x];
+  size_t spatial = xd.size() - 2;
+  Op window = op;
+  Dims kernel = op.kernel;
+  if (op.global) {
+    kernel = Sub(xd, 2, xd.size());
+    window.strides.assign(spatial, 1);
+    window.dilations.assign(spatial, 1);
+    window.pads.assign(2 * spatial, 0);
+    window.auto_pad = AutoPad::kNotSet;
+    window.ceil_mode = false;
+  }
+  ASSIGN_OR_RETURN(Window win, ResolveWindow(window, Sub(xd, 2, xd.size()), kernel, true));
+  Dims out = {xd[0], xd[1]};
+  out.insert(out.end(), win.out.begin(), win.out.end());
+  dims_[op.output] = out;
+  dnnl::algorithm alg = op.pool == PoolAlg::kMax ? dnnl::algorithm::pooling_max
+                        : op.pool == PoolAlg::kAvgIncludePad
+                            ? dnnl::algorithm::pooling_avg_include_padding
+                            : dnnl::algorithm::pooling_avg_exclude_padding;
+  int src = Current(x, plain);
+  dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, alg, Md(src),
+                                      memory::desc(out, dt::f32, memory::format_tag::any),
+                                      win.strides, kernel, win.dilations, win.pad_l, win.pad_r);
+  dnnl::pooling_v2_forward::primitive_desc pd(desc, Attr(), Engine());
+  int dst = Define(op.output, pd.dst_desc());
+  AddPrimitive(dnnl::pooling_v2_forward(pd), pd.scratchpad_desc().get_size(),
+               {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+  return Status::Ok();
+}
+
+}  // namespace kiln::onednn::internal
