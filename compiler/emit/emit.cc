@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "compiler/lower/fusion.h"
-#include "jit/kir_serialize.h"
+#include "jit/kernel_ir_serialize.h"
 #include "vm/builder.h"
 #include "base/dtype.h"
 

@@ -2,23 +2,22 @@
 // (named and positional .npy / .pb inputs, --output-dir with .npy or .pb outputs,
 // --timeout-ms), exit codes and error messages for bad files, bad inputs and bad arguments.
 #define BOOST_TEST_MODULE kiln_cli_test
-#include <boost/test/unit_test.hpp>
-
 #include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "jit/compute.h"
-#include "jit/kir_serialize.h"
+#include "jit/kernel_ir_serialize.h"
 #include "tools/npy.h"
 #include "vm/builder.h"
 #include "vm/context.h"
