@@ -1,4 +1,4 @@
-// Compute-style builders: operators as index functions over an output, lowered to loop nests.
+// Compute-style builders: operators as index functions over an output, generated to loop nests.
 #ifndef KILN_JIT_COMPUTE_H_
 #define KILN_JIT_COMPUTE_H_
 
@@ -17,7 +17,7 @@ namespace kiln::jit {
 // kernel never checks shapes itself. Buffer parameter order is documented per builder and is the
 // order of the compiled ABI's `buffers` array. Builders taking axes, permutations or windows
 // return kInvalidArgument for values out of range; dtype mistakes surface from ValidateKernel
-// (run by the lowering). Builders are pure functions: thread-safe.
+// (run by the code generator). Builders are pure functions: thread-safe.
 
 /// Maps an output multi-index to the value stored there.
 using IndexFn = std::function<Expr(const std::vector<Expr>& index)>;

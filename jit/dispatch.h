@@ -16,10 +16,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/status.h"
 #include "jit/engine.h"
 #include "jit/kernel_ir.h"
-#include "jit/kir_serialize.h"
-#include "base/status.h"
+#include "jit/kernel_ir_serialize.h"
 
 namespace kiln::jit {
 

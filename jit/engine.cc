@@ -141,7 +141,7 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   Status status;
   std::vector<bool> loaded = AddHostSymbols(*impl->jit, {"libm.so.6", "libmvec.so.1"}, &status);
   RETURN_IF_ERROR(status);
-  if (!loaded[1]) impl->options.lower.use_libmvec = false;
+  if (!loaded[1]) impl->options.codegen.use_libmvec = false;
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -254,7 +254,7 @@ StatusOr<KernelFn> Engine::Impl::Compile(const Kernel& kernel,
   if (cache != nullptr) {
     // With a persistent cache the symbol must not depend on the process: derive it from the key.
     RETURN_IF_ERROR(ValidateKernel(kernel));
-    key = ObjectCacheKey(kernel, target, options.lower);
+    key = ObjectCacheKey(kernel, target, options.codegen);
     symbol = "kiln_" + key;
     if (std::unique_ptr<llvm::MemoryBuffer> object = cache->Load(key)) {
       if (llvm::Error error = jit->addObjectFile(rt, std::move(object))) {
@@ -273,10 +273,10 @@ StatusOr<KernelFn> Engine::Impl::Compile(const Kernel& kernel,
     symbol = "kiln_" + SanitizedName(kernel.name) + "_" +
              std::to_string(next_symbol.fetch_add(1));
   }
-  ASSIGN_OR_RETURN(LoweredKernel lowered, LowerKernel(kernel, symbol, target, options.lower));
-  std::shared_ptr<std::string> llvm_errors = lowered.llvm_errors;
-  if (cache != nullptr) lowered.module->setModuleIdentifier(key);  // the ObjectCache's key
-  llvm::orc::ThreadSafeModule module(std::move(lowered.module), std::move(lowered.context));
+  ASSIGN_OR_RETURN(KernelModule generated, GenerateModule(kernel, symbol, target, options.codegen));
+  std::shared_ptr<std::string> llvm_errors = generated.llvm_errors;
+  if (cache != nullptr) generated.module->setModuleIdentifier(key);  // the ObjectCache's key
+  llvm::orc::ThreadSafeModule module(std::move(generated.module), std::move(generated.context));
   if (llvm::Error error = jit->addIRModule(rt, std::move(module))) {
     return fail(Internal("kernel '" + kernel.name +
                          "': cannot add to the JIT: " + ErrorText(std::move(error))));
@@ -312,6 +312,6 @@ EngineStats Engine::stats() const {
 
 const TargetInfo& Engine::target() const { return impl_->target; }
 
-bool Engine::uses_libmvec() const { return impl_->options.lower.use_libmvec; }
+bool Engine::uses_libmvec() const { return impl_->options.codegen.use_libmvec; }
 
 }  // namespace kiln::jit

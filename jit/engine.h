@@ -6,14 +6,14 @@
 #include <memory>
 #include <string>
 
-#include "jit/kernel_ir.h"
-#include "jit/lower_llvm.h"
 #include "base/status.h"
+#include "jit/codegen.h"
+#include "jit/kernel_ir.h"
 
 namespace kiln::jit {
 
 struct EngineOptions {
-  LowerOptions lower;  // lower.use_libmvec is turned off if libmvec.so.1 cannot be loaded
+  CodegenOptions codegen;  // codegen.use_libmvec is turned off if libmvec.so.1 cannot be loaded
   /// Non-empty: a persistent object cache in this directory (created if missing; see
   /// jit/object_cache.h), so a restarted process loads kernels instead of recompiling them.
   std::string object_cache_dir;
@@ -21,7 +21,7 @@ struct EngineOptions {
 
 /// Counters since the engine was created (a consistent snapshot).
 struct EngineStats {
-  int64_t compilations = 0;    // kernels lowered and compiled, including failed attempts
+  int64_t compilations = 0;    // kernels generated and compiled, including failed attempts
   int64_t failures = 0;        // compilations that returned an error
   int64_t cache_hits = 0;      // requests served without compiling (including waits on a
                                // compilation another thread had started)
@@ -69,7 +69,7 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  /// Returns the compiled entry point of `kernel` (ABI in jit/lower_llvm.h), compiling it on the
+  /// Returns the compiled entry point of `kernel` (ABI in jit/codegen.h), compiling it on the
   /// first request, and pins it: its code lives as long as the engine. Errors: kInvalidArgument
   /// for an invalid kernel, kInternal for an LLVM failure; messages name the kernel.
   StatusOr<KernelFn> GetOrCompile(const Kernel& kernel);

@@ -13,7 +13,7 @@
 
 namespace kiln::jit {
 
-// Semantics, shared by the lowering and the tests:
+// Semantics, shared by the code generator and the tests:
 // - Integer arithmetic wraps (two's complement). Integer division or remainder by zero gives 0;
 //   INT_MIN / -1 gives INT_MIN. Div truncates toward zero, Mod is C's remainder (sign of the
 //   dividend); FloorDiv/FloorMod round toward negative infinity (Python/numpy).
@@ -186,7 +186,7 @@ class Stmt {
 };
 
 /// A compilable kernel. Parameters appear in the compiled ABI in the order listed here
-/// (see jit/lower_llvm.h). Names do not affect HashKernel or StructurallyEqual.
+/// (see jit/codegen.h). Names do not affect HashKernel or StructurallyEqual.
 struct Kernel {
   std::string name;
   std::vector<Buffer> buffers;  // kParam buffers
@@ -199,7 +199,7 @@ struct Kernel {
 
 /// An integer (or bool) constant.
 Expr IntImm(int64_t value, DType dtype = DType::kI64);
-/// A float constant; rounded to dtype when lowered.
+/// A float constant; rounded to dtype when generated.
 Expr FloatImm(double value, DType dtype = DType::kF32);
 /// A constant of `dtype` holding `value` (IntImm or FloatImm as the dtype asks).
 Expr Const(DType dtype, double value);
@@ -354,7 +354,7 @@ inline constexpr int kMaxDepth = 1000;
 
 /// Checks types, scoping (every var and buffer bound where used, no var bound twice on one path),
 /// index counts, dim axes and local sizes. Returns kInvalidArgument naming the kernel and the path
-/// to the offending node. Lowering calls it; nothing else is checked at run time.
+/// to the offending node. Code generation calls it; nothing else is checked at run time.
 Status ValidateKernel(const Kernel& kernel);
 
 /// Structural hash: equal for kernels that differ only in names or in Var/Buffer object identity.

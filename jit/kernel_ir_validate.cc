@@ -1,4 +1,4 @@
-// ValidateKernel: type, scope and size checks run before a kernel is lowered.
+// ValidateKernel: type, scope and size checks run before a kernel is generated.
 #include <string>
 #include <unordered_set>
 #include <vector>

@@ -4,9 +4,9 @@
 #include <string>
 #include <utility>
 
-#include "jit/kir_serialize.h"
-#include "jit/precondition.h"
 #include "base/epoch.h"
+#include "jit/kernel_ir_serialize.h"
+#include "jit/precondition.h"
 
 namespace kiln::jit {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "jit/lower_llvm.h"
+#include "jit/codegen.h"
 
 namespace kiln::jit {
 namespace {

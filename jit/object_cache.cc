@@ -48,7 +48,7 @@ uint64_t GetU64(const char* p) {
 }  // namespace
 
 std::string ObjectCacheKey(const Kernel& kernel, const TargetInfo& target,
-                           const LowerOptions& options) {
+                           const CodegenOptions& options) {
   std::vector<uint64_t> form = CanonicalForm(kernel);
   std::string context = std::string(kObjectCacheVersion) + "|" + target.triple + "|" + target.cpu +
                         "|" + target.features + "|" + (options.optimize ? "O3" : "O0") +
@@ -151,7 +151,7 @@ void DiskObjectCache::notifyObjectCompiled(const llvm::Module* module,
 }
 
 std::unique_ptr<llvm::MemoryBuffer> DiskObjectCache::getObject(const llvm::Module* module) {
-  // The engine looked the key up (and counted it) before lowering; this second look only
+  // The engine looked the key up (and counted it) before generating code; this second look only
   // matters for other users of the llvm::ObjectCache interface.
   return LoadImpl(module->getModuleIdentifier(), false);
 }

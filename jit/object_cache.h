@@ -10,21 +10,21 @@
 #include <memory>
 #include <string>
 
-#include "jit/kernel_ir.h"
-#include "jit/lower_llvm.h"
 #include "base/status.h"
+#include "jit/codegen.h"
+#include "jit/kernel_ir.h"
 
 namespace kiln::jit {
 
-/// Part of every cache key: bump it whenever the lowering or the runtime ABI changes, so a new
+/// Part of every cache key: bump it whenever code generation or the runtime ABI changes, so a new
 /// build never loads objects an older one wrote.
 inline constexpr const char* kObjectCacheVersion = "kiln-jit-1";
 
 /// The cache key of `kernel` compiled for `target` with `options`: "k" and 32 hex digits, two
 /// independent 64-bit hashes of the kernel's canonical form (names do not matter), the target
-/// triple, CPU and features, the lowering options and kObjectCacheVersion.
+/// triple, CPU and features, the code generation options and kObjectCacheVersion.
 std::string ObjectCacheKey(const Kernel& kernel, const TargetInfo& target,
-                           const LowerOptions& options);
+                           const CodegenOptions& options);
 
 struct ObjectCacheStats {
   int64_t hits = 0;            // objects loaded from disk

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "compiler/emit/emitter.h"
-#include "jit/kir_serialize.h"
+#include "jit/kernel_ir_serialize.h"
 
 namespace kiln::compiler::emit_internal {
 namespace {

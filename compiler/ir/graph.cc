@@ -354,11 +354,12 @@ std::optional<NodeId> Graph::FindNode(std::string_view name) const {
   return it->second;
 }
 
-std::string Graph::DescribeNode(NodeId id) const {
-  const Node& n = nodes_[id];
-  std::string op = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
-  return "node '" + n.name + "' (" + op + ")";
+std::string Node::Describe() const {
+  std::string op = domain.empty() ? op_type : domain + "." + op_type;
+  return "node '" + name + "' (" + op + ")";
 }
+
+std::string Graph::DescribeNode(NodeId id) const { return nodes_[id].Describe(); }
 
 int64_t Graph::OpsetFor(std::string_view domain) const {
   std::string d(domain == "ai.onnx" ? "" : domain);

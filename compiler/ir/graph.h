@@ -183,6 +183,8 @@ struct Node {
   std::vector<DimFact> dim_facts;
 
   const Attribute* FindAttribute(std::string_view attr_name) const;
+  /// "node 'name' (Op)" ("(domain.Op)" outside the default domain), for error messages.
+  std::string Describe() const;
 };
 
 /// A graph: values, nodes, inputs and outputs. Owns its values, nodes and (through graph

@@ -29,64 +29,26 @@ constexpr double kLn2 = 0.69314718055994530942;
 
 // ---- Building blocks -------------------------------------------------------------------------
 
-// Formulas bind every value they reuse (the kernel IR has no common-subexpression elimination).
-using Lets = ElementLets;
-
-// What shape inference proved about each dim of input `slot` against output 0 (numpy alignment).
-std::vector<BroadcastDim> Hints(const LowerContext& ctx, int slot) {
-  const SymbolicShape& in = ctx.input_shape(slot);
-  const SymbolicShape& out = ctx.output_shape(0);
-  size_t offset = out.size() - in.size();
-  std::vector<BroadcastDim> hints;
-  for (size_t d = 0; d < in.size(); ++d) {
-    if (in[d] == DimExpr(1)) {
-      hints.push_back(BroadcastDim::kOne);
-    } else if (in[d] == out[offset + d]) {
-      hints.push_back(BroadcastDim::kSame);
-    } else {
-      hints.push_back(BroadcastDim::kUnknown);
-    }
-  }
-  return hints;
-}
-
 // out(0)[i] = f(inputs `slots` broadcast to i), cast to out(0)'s dtype. Inputs whose innermost
-// dim is only known at run time get one loop nest per case (size 1 or not, up to two inputs), so
-// each nest's inner loop vectorizes (as jit::Elementwise does).
+// dim is only known at run time get one loop nest per case (BroadcastNest), so each nest's inner
+// loop vectorizes (as jit::Elementwise does).
 Stmt BroadcastCompute(const LowerContext& ctx, const std::vector<int>& slots, const ElementFn& f) {
   const jit::Buffer out = ctx.out(0);
+  std::vector<jit::Buffer> inputs;
   std::vector<std::vector<BroadcastDim>> hints;
-  std::vector<size_t> versioned;
-  for (size_t k = 0; k < slots.size(); ++k) {
-    hints.push_back(Hints(ctx, slots[k]));
-    if (!hints.back().empty() && hints.back().back() == BroadcastDim::kUnknown &&
-        versioned.size() < 2) {
-      versioned.push_back(k);
-    }
+  for (int slot : slots) {
+    inputs.push_back(ctx.in(slot));
+    hints.push_back(BroadcastHints(ctx.input_shape(slot), ctx.output_shape(0)));
   }
-  std::vector<Expr> dims = ctx.OutputDims(0);
-  std::function<Stmt(size_t)> version = [&](size_t level) -> Stmt {
-    if (level == versioned.size()) {
-      return ParallelNest(dims, [&](const std::vector<Expr>& index) {
+  return BroadcastNest(
+      ctx.OutputDims(0), inputs, std::move(hints),
+      [&](const std::vector<Expr>& index, const std::vector<std::vector<BroadcastDim>>& h) {
         Lets lets;
         std::vector<Expr> values;
-        for (size_t k = 0; k < slots.size(); ++k) {
-          values.push_back(
-              lets.Bind(jit::Widen(jit::BroadcastLoad(ctx.in(slots[k]), index, hints[k]))));
-        }
+        for (size_t k = 0; k < inputs.size(); ++k)
+          values.push_back(lets.Bind(jit::Widen(jit::BroadcastLoad(inputs[k], index, h[k]))));
         return lets.Wrap(Store(out, index, jit::Cast(out->dtype, f(lets, values))));
       });
-    }
-    size_t k = versioned[level];
-    const jit::Buffer in = ctx.in(slots[k]);
-    hints[k].back() = BroadcastDim::kOne;
-    Stmt repeated = version(level + 1);
-    hints[k].back() = BroadcastDim::kSame;
-    Stmt matching = version(level + 1);
-    hints[k].back() = BroadcastDim::kUnknown;
-    return If(jit::Eq(jit::DimOf(in, in->rank - 1), jit::IntImm(1)), repeated, matching);
-  };
-  return version(0);
 }
 
 // Output 0 = f(inputs `slots` broadcast): the unfused kernel, and f recorded for fusion (so f

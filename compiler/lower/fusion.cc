@@ -1,3 +1,5 @@
+// Fusion: elementwise chains -> one kernel; a chain reading a private kernel output -> that
+// kernel's epilogue.
 #include "compiler/lower/fusion.h"
 
 #include <algorithm>
@@ -14,21 +16,6 @@ namespace {
 using jit::BroadcastDim;
 using jit::Expr;
 using jit::Stmt;
-
-std::vector<BroadcastDim> HintsAgainst(const SymbolicShape& in, const SymbolicShape& out) {
-  std::vector<BroadcastDim> hints;
-  size_t offset = out.size() - in.size();
-  for (size_t d = 0; d < in.size(); ++d) {
-    if (in[d] == DimExpr(1)) {
-      hints.push_back(BroadcastDim::kOne);
-    } else if (in[d] == out[offset + d]) {
-      hints.push_back(BroadcastDim::kSame);
-    } else {
-      hints.push_back(BroadcastDim::kUnknown);
-    }
-  }
-  return hints;
-}
 
 struct Group {
   std::vector<ValueId> external;  // in first-use order
@@ -55,7 +42,7 @@ Group Analyze(const Graph& g, const std::vector<ElementwiseMember>& members) {
 
 // The group's math at one element: `values` holds every external input's (widened) value.
 Expr Evaluate(const Graph& g, const std::vector<ElementwiseMember>& members,
-              std::map<ValueId, Expr>& values, ElementLets& lets) {
+              std::map<ValueId, Expr>& values, Lets& lets) {
   Expr last;
   for (size_t i = 0; i < members.size(); ++i) {
     const ElementwiseMember& m = members[i];
@@ -91,45 +78,30 @@ StatusOr<FusedKernel> FuseElementwise(const Graph& g, const std::vector<Elementw
     const Value& v = g.value(group.external[k]);
     in.push_back(jit::Buffer::Param("in" + std::to_string(k), v.dtype,
                                     static_cast<int>(v.shape->size())));
-    hints.push_back(HintsAgainst(*v.shape, shape));
+    hints.push_back(BroadcastHints(*v.shape, shape));
   }
   std::vector<Expr> dims;
   for (size_t a = 0; a < shape.size(); ++a) {
     dims.push_back(shape[a].is_const() ? jit::IntImm(shape[a].const_value())
                                        : jit::DimOf(out, static_cast<int>(a)));
   }
-  // Inputs whose innermost dim may or may not repeat get a loop nest per case (at most two),
+  // Inputs whose innermost dim may or may not repeat get a loop nest per case (BroadcastNest),
   // so each nest's inner loop vectorizes.
-  std::vector<size_t> versioned;
-  for (size_t k = 0; k < hints.size() && versioned.size() < 2; ++k) {
-    if (!hints[k].empty() && hints[k].back() == BroadcastDim::kUnknown) versioned.push_back(k);
-  }
-  std::function<Stmt(size_t)> version = [&](size_t level) -> Stmt {
-    if (level == versioned.size()) {
-      return ParallelNest(dims, [&](const std::vector<Expr>& index) {
-        ElementLets lets;
+  Stmt body = BroadcastNest(
+      dims, in, std::move(hints),
+      [&](const std::vector<Expr>& index, const std::vector<std::vector<BroadcastDim>>& h) {
+        Lets lets;
         std::map<ValueId, Expr> values;
-        for (size_t k = 0; k < in.size(); ++k) {
-          values[group.external[k]] =
-              lets.Bind(jit::Widen(jit::BroadcastLoad(in[k], index, hints[k])));
-        }
+        for (size_t k = 0; k < in.size(); ++k)
+          values[group.external[k]] = lets.Bind(jit::Widen(jit::BroadcastLoad(in[k], index, h[k])));
         Expr r = Evaluate(g, members, values, lets);
         return lets.Wrap(jit::Store(out, index, jit::Cast(out_value.dtype, r)));
       });
-    }
-    size_t k = versioned[level];
-    hints[k].back() = BroadcastDim::kOne;
-    Stmt repeated = version(level + 1);
-    hints[k].back() = BroadcastDim::kSame;
-    Stmt matching = version(level + 1);
-    hints[k].back() = BroadcastDim::kUnknown;
-    return jit::If(jit::Eq(jit::DimOf(in[k], in[k]->rank - 1), jit::IntImm(1)), repeated, matching);
-  };
   fk.kernel.name = "fused_" + g.node(members.back().node).op_type + "_" +
                    std::to_string(members.size());
   fk.kernel.buffers = in;
   fk.kernel.buffers.push_back(out);
-  fk.kernel.body = version(0);
+  fk.kernel.body = body;
   Status valid = jit::ValidateKernel(fk.kernel);
   if (!valid.ok()) return Internal("fused kernel: " + valid.message());
   return fk;
@@ -159,12 +131,12 @@ std::optional<FusedKernel> FuseEpilogue(const Graph& g, const jit::Kernel& ancho
     const Value& val = g.value(v);
     extra.emplace_back(v, jit::Buffer::Param("epi" + std::to_string(extra.size()), val.dtype,
                                              static_cast<int>(val.shape->size())));
-    hints.push_back(HintsAgainst(*val.shape, shape));
+    hints.push_back(BroadcastHints(*val.shape, shape));
     fk.inputs.push_back(v);
   }
   Stmt body = jit::RewriteStores(anchor.body, anchor_out,
                                  [&](const std::vector<Expr>& index, const Expr& stored) {
-                                   ElementLets lets;
+                                   Lets lets;
                                    std::map<ValueId, Expr> values;
                                    values[anchor_value] = lets.Bind(jit::Widen(stored));
                                    for (size_t k = 0; k < extra.size(); ++k) {

@@ -27,27 +27,6 @@ using jit::IntImm;
 using jit::Stmt;
 using jit::Var;
 
-// Scalars computed once per kernel call (parameters loaded from small inputs, clamped bounds),
-// bound by Lets around the loop nest: the kernel IR has no common-subexpression elimination, so
-// an expression left inside the nest would be recomputed for every element.
-class Hoisted {
- public:
-  Expr Bind(Expr e) {
-    if (e->op == jit::ExprOp::kIntImm || e->op == jit::ExprOp::kFloatImm) return e;
-    Var v("p" + std::to_string(lets_.size()), e.dtype());
-    lets_.emplace_back(v, std::move(e));
-    return v;
-  }
-  Stmt Wrap(Stmt body) const {
-    for (auto it = lets_.rbegin(); it != lets_.rend(); ++it)
-      body = jit::Let(it->first, it->second, body);
-    return body;
-  }
-
- private:
-  std::vector<std::pair<Var, Expr>> lets_;
-};
-
 Expr Clamp(Expr v, Expr lo, Expr hi) { return jit::Max(jit::Min(std::move(v), std::move(hi)), lo); }
 Expr True() { return IntImm(1, DType::kBool); }
 Expr InRange(const Expr& i, const Expr& n) {
@@ -58,26 +37,6 @@ Expr InRange(const Expr& i, const Expr& n) {
 Expr Normalize(Expr raw, const Expr& n) {
   Expr i = jit::Cast(DType::kI64, std::move(raw));
   return jit::Select(jit::Lt(i, IntImm(0)), i + n, i);
-}
-
-// A serial loop nest over `extents` in row-major order (for order-dependent updates). Loops
-// listed in `parallel_dim` (-1 for none) run in parallel, as the outermost loop.
-Stmt SerialNest(const std::vector<Expr>& extents,
-                const std::function<Stmt(const std::vector<Expr>&)>& body, int parallel_dim = -1) {
-  int rank = static_cast<int>(extents.size());
-  std::vector<Var> vars;
-  std::vector<Expr> index;
-  for (int d = 0; d < rank; ++d) {
-    vars.emplace_back("s" + std::to_string(d));
-    index.push_back(vars.back());
-  }
-  Stmt s = body(index);
-  for (int d = rank - 1; d >= 0; --d) {
-    if (d != parallel_dim) s = jit::For(vars[d], extents[d], ForKind::kSerial, s);
-  }
-  if (parallel_dim >= 0)
-    s = jit::For(vars[parallel_dim], extents[parallel_dim], ForKind::kParallel, s);
-  return s;
 }
 
 // Element k of the rank-0/1 integer input i as i64: constant when known, else loaded.
@@ -213,7 +172,7 @@ Status LowerScatterElements(LowerContext& ctx) {
         return jit::Let(i, Normalize(jit::Load(ctx.in(1), index), n),
                         jit::If(inside, jit::Store(ctx.out(0), dst, v)));
       },
-      parallel);
+      ForKind::kSerial, parallel, "s");
   // Updates must have the shape of indices (not checked by the shape rule): otherwise no update
   // is applied rather than reading outside `updates`.
   Expr same = True();
@@ -235,31 +194,34 @@ Status LowerScatterND(LowerContext& ctx) {
   tuples.pop_back();
   std::vector<Expr> slab;
   for (int d = q; d < rank; ++d) slab.push_back(ctx.InputDim(0, d));
-  Stmt scatter = SerialNest(tuples, [&](const std::vector<Expr>& t) {
-    std::vector<Var> target;
-    Expr valid = True();
-    std::vector<Expr> at = t;
-    at.push_back(Expr());
-    for (int k = 0; k < q; ++k) {
-      at.back() = IntImm(k);
-      target.emplace_back("t" + std::to_string(k));
-      valid = jit::And(valid, InRange(target.back(), ctx.InputDim(0, k)));
-    }
-    Stmt copy = ParallelNest(slab, [&](const std::vector<Expr>& r) {
-      std::vector<Expr> dst(target.begin(), target.end());
-      dst.insert(dst.end(), r.begin(), r.end());
-      std::vector<Expr> src = t;
-      src.insert(src.end(), r.begin(), r.end());
-      Expr v = combine(jit::Load(ctx.out(0), dst), jit::Load(ctx.in(2), src));
-      return jit::Store(ctx.out(0), dst, jit::Cast(ctx.output_dtype(0), v));
-    });
-    Stmt s = jit::If(valid, copy);
-    for (int k = q - 1; k >= 0; --k) {
-      at.back() = IntImm(k);
-      s = jit::Let(target[k], Normalize(jit::Load(ctx.in(1), at), ctx.InputDim(0, k)), s);
-    }
-    return s;
-  });
+  Stmt scatter = SerialNest(
+      tuples,
+      [&](const std::vector<Expr>& t) {
+        std::vector<Var> target;
+        Expr valid = True();
+        std::vector<Expr> at = t;
+        at.push_back(Expr());
+        for (int k = 0; k < q; ++k) {
+          at.back() = IntImm(k);
+          target.emplace_back("t" + std::to_string(k));
+          valid = jit::And(valid, InRange(target.back(), ctx.InputDim(0, k)));
+        }
+        Stmt copy = ParallelNest(slab, [&](const std::vector<Expr>& r) {
+          std::vector<Expr> dst(target.begin(), target.end());
+          dst.insert(dst.end(), r.begin(), r.end());
+          std::vector<Expr> src = t;
+          src.insert(src.end(), r.begin(), r.end());
+          Expr v = combine(jit::Load(ctx.out(0), dst), jit::Load(ctx.in(2), src));
+          return jit::Store(ctx.out(0), dst, jit::Cast(ctx.output_dtype(0), v));
+        });
+        Stmt s = jit::If(valid, copy);
+        for (int k = q - 1; k >= 0; --k) {
+          at.back() = IntImm(k);
+          s = jit::Let(target[k], Normalize(jit::Load(ctx.in(1), at), ctx.InputDim(0, k)), s);
+        }
+        return s;
+      },
+      ForKind::kSerial, -1, "s");
   // Updates must have shape indices[:-1] + data[q:] (not checked by the shape rule): otherwise
   // no update is applied rather than reading outside `updates`.
   std::vector<Expr> want = tuples;
@@ -281,9 +243,9 @@ Status LowerOneHot(LowerContext& ctx) {
   ASSIGN_OR_RETURN(int64_t axis_attr, ctx.GetInt("axis", -1));
   ASSIGN_OR_RETURN(int axis, ctx.NormalizeAxis(axis_attr, out_rank));
   Expr depth = ctx.OutputDim(0, axis);
-  Hoisted h;
-  Expr off = h.Bind(jit::Load(ctx.in(2), {IntImm(0)})),
-       on = h.Bind(jit::Load(ctx.in(2), {IntImm(1)}));
+  Lets h("p");  // per-call parameters, bound outside the nest
+  Expr off = h.Hoist(jit::Load(ctx.in(2), {IntImm(0)})),
+       on = h.Hoist(jit::Load(ctx.in(2), {IntImm(1)}));
   ctx.SetBody(h.Wrap(jit::ComputeInto(ctx.out(0), [&](const std::vector<Expr>& index) {
     std::vector<Expr> at = index;
     at.erase(at.begin() + axis);
@@ -332,15 +294,18 @@ Status LowerNonZero(LowerContext& ctx) {
   int rank = ctx.input_rank(0);
   jit::Buffer count = jit::Buffer::Local("count", DType::kI64, {1});
   Expr columns = ctx.OutputDim(0, 1);
-  Stmt scan = SerialNest(ctx.InputDims(0), [&](const std::vector<Expr>& index) {
-    Var c("c");
-    std::vector<Stmt> stores;
-    for (int d = 0; d < rank; ++d)
-      stores.push_back(jit::Store(ctx.out(0), {IntImm(d), c}, index[d]));
-    stores.push_back(jit::Store(count, {IntImm(0)}, c + 1));
-    Expr hit = jit::And(IsNonZero(jit::Load(ctx.in(0), index)), jit::Lt(c, columns));
-    return jit::Let(c, jit::Load(count, {IntImm(0)}), jit::If(hit, jit::Seq(stores)));
-  });
+  Stmt scan = SerialNest(
+      ctx.InputDims(0),
+      [&](const std::vector<Expr>& index) {
+        Var c("c");
+        std::vector<Stmt> stores;
+        for (int d = 0; d < rank; ++d)
+          stores.push_back(jit::Store(ctx.out(0), {IntImm(d), c}, index[d]));
+        stores.push_back(jit::Store(count, {IntImm(0)}, c + 1));
+        Expr hit = jit::And(IsNonZero(jit::Load(ctx.in(0), index)), jit::Lt(c, columns));
+        return jit::Let(c, jit::Load(count, {IntImm(0)}), jit::If(hit, jit::Seq(stores)));
+      },
+      ForKind::kSerial, -1, "s");
   ctx.SetBody(jit::Allocate(count, jit::Seq({jit::Store(count, {IntImm(0)}, IntImm(0)), scan})));
   return Status::Ok();
 }
@@ -401,17 +366,20 @@ Status LowerCompress(LowerContext& ctx) {
                           jit::If(hit, jit::Seq({copy, jit::Store(count, {IntImm(0)}, c + 1)}))));
   } else {
     Expr len = CompressExtent(ctx, axis);
-    scan = SerialNest(ctx.InputDims(0), [&](const std::vector<Expr>& index) {
-      Expr flat = IntImm(0);
-      for (int d = 0; d < rank; ++d) flat = flat * ctx.InputDim(0, d) + index[d];
-      Var c("c"), f("f");
-      Expr hit = jit::And(jit::Lt(f, len), jit::Lt(c, limit));
-      // The condition load must stay in bounds even where f >= len.
-      hit = jit::And(hit, jit::Load(ctx.in(1), {jit::Min(f, jit::Max(len - 1, IntImm(0)))}));
-      Stmt take = jit::Seq({jit::Store(ctx.out(0), {c}, jit::Load(ctx.in(0), index)),
-                            jit::Store(count, {IntImm(0)}, c + 1)});
-      return jit::Let(f, flat, jit::Let(c, jit::Load(count, {IntImm(0)}), jit::If(hit, take)));
-    });
+    scan = SerialNest(
+        ctx.InputDims(0),
+        [&](const std::vector<Expr>& index) {
+          Expr flat = IntImm(0);
+          for (int d = 0; d < rank; ++d) flat = flat * ctx.InputDim(0, d) + index[d];
+          Var c("c"), f("f");
+          Expr hit = jit::And(jit::Lt(f, len), jit::Lt(c, limit));
+          // The condition load must stay in bounds even where f >= len.
+          hit = jit::And(hit, jit::Load(ctx.in(1), {jit::Min(f, jit::Max(len - 1, IntImm(0)))}));
+          Stmt take = jit::Seq({jit::Store(ctx.out(0), {c}, jit::Load(ctx.in(0), index)),
+                                jit::Store(count, {IntImm(0)}, c + 1)});
+          return jit::Let(f, flat, jit::Let(c, jit::Load(count, {IntImm(0)}), jit::If(hit, take)));
+        },
+        ForKind::kSerial, -1, "s");
     // An empty condition selects nothing (and must not be read).
     scan = jit::If(jit::Gt(len, IntImm(0)), scan);
   }
@@ -569,8 +537,8 @@ Status LowerCumSum(LowerContext& ctx) {
 Status LowerTrilu(LowerContext& ctx) {
   int rank = ctx.input_rank(0);
   ASSIGN_OR_RETURN(int64_t upper, ctx.GetInt("upper", 1));
-  Hoisted h;
-  Expr k = h.Bind(ctx.has_input(1) ? IntParam(ctx, 1, 0) : IntImm(0));
+  Lets h("p");  // per-call parameters, bound outside the nest
+  Expr k = h.Hoist(ctx.has_input(1) ? IntParam(ctx, 1, 0) : IntImm(0));
   ctx.SetBody(h.Wrap(jit::ComputeInto(ctx.out(0), [&](const std::vector<Expr>& index) {
     Expr diff = index[rank - 1] - index[rank - 2];
     Expr keep = upper ? jit::Ge(diff, k) : jit::Le(diff, k);

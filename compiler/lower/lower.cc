@@ -18,16 +18,6 @@ std::string Sanitize(std::string_view s) {
   return out;
 }
 
-StatusOr<const Attribute*> FindTyped(const NodeContext& ctx, std::string_view name,
-                                     Attribute::Type type) {
-  const Attribute* a = ctx.node().FindAttribute(name);
-  if (a && a->type() != type) {
-    return ctx.Error("attribute '" + std::string(name) + "' is " + Attribute::TypeName(a->type()) +
-                     ", expected " + Attribute::TypeName(type));
-  }
-  return a;
-}
-
 jit::Expr DimExprOrDimOf(const DimExpr& d, const jit::Buffer& b, int axis) {
   if (d.is_const()) return jit::IntImm(d.const_value());
   return jit::DimOf(b, axis);
@@ -35,23 +25,10 @@ jit::Expr DimExprOrDimOf(const DimExpr& d, const jit::Buffer& b, int axis) {
 
 }  // namespace
 
-// ---- ElementLets ----------------------------------------------------------------------------
-
-jit::Expr ElementLets::Bind(jit::Expr value) {
-  jit::Var v("e" + std::to_string(lets_.size()), value.dtype());
-  lets_.emplace_back(v, std::move(value));
-  return v;
-}
-
-jit::Stmt ElementLets::Wrap(jit::Stmt body) const {
-  for (auto it = lets_.rbegin(); it != lets_.rend(); ++it) body = jit::Let(it->first, it->second, body);
-  return body;
-}
-
 // ---- NodeContext ----------------------------------------------------------------------------
 
 NodeContext::NodeContext(const Graph& graph, NodeId node, int64_t opset)
-    : graph_(graph), node_(node), opset_(opset) {
+    : NodeContextBase(graph, node, opset) {
   const Node& n = graph.node(node);
   for (int i = 0; i < static_cast<int>(n.inputs.size()); ++i) {
     if (n.inputs[i] == kNoValue) continue;
@@ -63,13 +40,6 @@ NodeContext::NodeContext(const Graph& graph, NodeId node, int64_t opset)
 
 std::string NodeContext::KernelName() const {
   return Sanitize(node().op_type) + "_" + Sanitize(node().name);
-}
-
-const TensorData* NodeContext::input_data(int i) const {
-  if (!has_input(i)) return nullptr;
-  const Value& v = input(i);
-  if (v.kind == ValueKind::kGraphInput) return nullptr;
-  return v.data.get();
 }
 
 std::optional<std::vector<int64_t>> NodeContext::InputConstInts(int i) const {
@@ -108,55 +78,6 @@ std::vector<jit::Expr> NodeContext::InputDims(int i) const {
   std::vector<jit::Expr> out;
   for (int a = 0; a < input_rank(i); ++a) out.push_back(InputDim(i, a));
   return out;
-}
-
-StatusOr<int64_t> NodeContext::GetInt(std::string_view name, int64_t default_value) const {
-  ASSIGN_OR_RETURN(const Attribute* a, FindTyped(*this, name, Attribute::Type::kInt));
-  return a ? a->i() : default_value;
-}
-
-StatusOr<float> NodeContext::GetFloat(std::string_view name, float default_value) const {
-  ASSIGN_OR_RETURN(const Attribute* a, FindTyped(*this, name, Attribute::Type::kFloat));
-  return a ? a->f() : default_value;
-}
-
-StatusOr<std::string> NodeContext::GetString(std::string_view name,
-                                             std::string default_value) const {
-  ASSIGN_OR_RETURN(const Attribute* a, FindTyped(*this, name, Attribute::Type::kString));
-  return a ? a->s() : default_value;
-}
-
-StatusOr<std::optional<std::vector<int64_t>>> NodeContext::GetInts(std::string_view name) const {
-  ASSIGN_OR_RETURN(const Attribute* a, FindTyped(*this, name, Attribute::Type::kInts));
-  if (!a) return std::optional<std::vector<int64_t>>();
-  return std::optional<std::vector<int64_t>>(a->ints());
-}
-
-StatusOr<std::optional<std::vector<float>>> NodeContext::GetFloats(std::string_view name) const {
-  ASSIGN_OR_RETURN(const Attribute* a, FindTyped(*this, name, Attribute::Type::kFloats));
-  if (!a) return std::optional<std::vector<float>>();
-  return std::optional<std::vector<float>>(a->floats());
-}
-
-StatusOr<TensorDataRef> NodeContext::GetTensor(std::string_view name) const {
-  ASSIGN_OR_RETURN(const Attribute* a, FindTyped(*this, name, Attribute::Type::kTensor));
-  return a ? a->tensor() : TensorDataRef();
-}
-
-Status NodeContext::Error(std::string_view message) const {
-  return InvalidFormat(graph_.DescribeNode(node_) + ": " + std::string(message));
-}
-
-Status NodeContext::UnsupportedError(std::string_view message) const {
-  return Unsupported(graph_.DescribeNode(node_) + ": " + std::string(message));
-}
-
-StatusOr<int> NodeContext::NormalizeAxis(int64_t axis, int rank, std::string_view what) const {
-  if (axis < -rank || axis >= rank) {
-    return Error(std::string(what) + " " + std::to_string(axis) + " is out of range for rank " +
-                 std::to_string(rank));
-  }
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
 std::vector<jit::Buffer> NodeContext::InputBuffers() const {

@@ -28,55 +28,30 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/ir/graph.h"
-#include "jit/kernel_ir.h"
 #include "base/status.h"
+#include "compiler/ir/graph.h"
+#include "compiler/lower/loops.h"
+#include "compiler/ops/node_context.h"
+#include "jit/kernel_ir.h"
 
 namespace kiln::compiler {
-
-/// Values computed once per element of an elementwise kernel. The kernel IR has no common-
-/// subexpression elimination (an Expr used twice is emitted twice), so element functions bind
-/// every value they reuse; the bindings become Lets around the element's store.
-class ElementLets {
- public:
-  jit::Expr Bind(jit::Expr value);
-  jit::Stmt Wrap(jit::Stmt body) const;
-
- private:
-  std::vector<std::pair<jit::Var, jit::Expr>> lets_;
-};
 
 /// An elementwise op's math for one element: `values` are its inputs at that element (loaded,
 /// broadcast and widened: f16/bf16 as f32), in the order of the slots it was registered with;
 /// the result is cast to the output dtype by the caller.
-using ElementFn = std::function<jit::Expr(ElementLets& lets, const std::vector<jit::Expr>& values)>;
+using ElementFn = std::function<jit::Expr(Lets& lets, const std::vector<jit::Expr>& values)>;
 
-/// What every lowering sees of its node: inputs (types, symbolic shapes, compile-time values),
-/// attributes, and the kernel parameter buffers of the inputs. Borrowed graph; not thread-safe.
-class NodeContext {
+/// What every lowering sees of its node: NodeContextBase (inputs, attributes, errors naming
+/// the node) plus compile-time input values and the kernel parameter buffers of the inputs.
+/// Borrowed graph; not thread-safe.
+class NodeContext : public NodeContextBase {
  public:
   NodeContext(const Graph& graph, NodeId node, int64_t opset);
-  virtual ~NodeContext() = default;
 
-  const Graph& graph() const { return graph_; }
-  NodeId node_id() const { return node_; }
-  const Node& node() const { return graph_.node(node_); }
-  int64_t opset() const { return opset_; }
   /// A kernel name for this node: "<op_type>_<node name>" with characters outside
   /// [A-Za-z0-9_] replaced by '_'.
   std::string KernelName() const;
 
-  // ---- Inputs (index i counts omitted optional inputs) ----
-  int num_inputs() const { return static_cast<int>(node().inputs.size()); }
-  bool has_input(int i) const {
-    return i >= 0 && i < num_inputs() && node().inputs[i] != kNoValue;
-  }
-  const Value& input(int i) const { return graph_.value(node().inputs[i]); }
-  DType input_dtype(int i) const { return input(i).dtype; }
-  const SymbolicShape& input_shape(int i) const { return *input(i).shape; }
-  int input_rank(int i) const { return static_cast<int>(input_shape(i).size()); }
-  /// Compile-time constant data of input i (initializer or folded value), else nullptr.
-  const TensorData* input_data(int i) const;
   /// The elements of a rank-0/1 integer input when every one is a compile-time constant.
   std::optional<std::vector<int64_t>> InputConstInts(int i) const;
   /// The elements of a rank-0/1 float or integer input as doubles when compile-time constant.
@@ -89,31 +64,10 @@ class NodeContext {
   jit::Expr InputDim(int i, int axis) const;
   std::vector<jit::Expr> InputDims(int i) const;
 
-  // ---- Attributes (InvalidFormat naming node and attribute on a type mismatch) ----
-  bool HasAttr(std::string_view name) const { return node().FindAttribute(name) != nullptr; }
-  StatusOr<int64_t> GetInt(std::string_view name, int64_t default_value) const;
-  StatusOr<float> GetFloat(std::string_view name, float default_value) const;
-  StatusOr<std::string> GetString(std::string_view name, std::string default_value) const;
-  StatusOr<std::optional<std::vector<int64_t>>> GetInts(std::string_view name) const;
-  StatusOr<std::optional<std::vector<float>>> GetFloats(std::string_view name) const;
-  /// Absent -> nullptr.
-  StatusOr<TensorDataRef> GetTensor(std::string_view name) const;
-
-  // ---- Errors, naming the node ----
-  /// InvalidFormat "node 'name' (Op): message".
-  Status Error(std::string_view message) const;
-  /// Unsupported "node 'name' (Op): message" (valid ONNX this lowering does not handle).
-  Status UnsupportedError(std::string_view message) const;
-  /// axis in [-rank, rank) -> [0, rank); Error otherwise.
-  StatusOr<int> NormalizeAxis(int64_t axis, int rank, std::string_view what = "axis") const;
-
   /// Kernel buffers in ABI order for the inputs (present ones, in slot order).
   std::vector<jit::Buffer> InputBuffers() const;
 
  protected:
-  const Graph& graph_;
-  NodeId node_;
-  int64_t opset_;
   std::map<int, jit::Buffer> in_;  // by input slot
 };
 
@@ -123,10 +77,6 @@ class LowerContext : public NodeContext {
   LowerContext(const Graph& graph, NodeId node, int64_t opset);
 
   // ---- Outputs ----
-  int num_outputs() const { return static_cast<int>(node().outputs.size()); }
-  bool has_output(int i) const {
-    return i >= 0 && i < num_outputs() && node().outputs[i] != kNoValue;
-  }
   const Value& output(int i) const { return graph_.value(node().outputs[i]); }
   DType output_dtype(int i) const { return output(i).dtype; }
   const SymbolicShape& output_shape(int i) const { return *output(i).shape; }
@@ -176,10 +126,6 @@ class ShapeFuncContext : public NodeContext {
  public:
   ShapeFuncContext(const Graph& graph, NodeId node, int64_t opset);
 
-  int num_outputs() const { return static_cast<int>(node().outputs.size()); }
-  bool has_output(int i) const {
-    return i >= 0 && i < num_outputs() && node().outputs[i] != kNoValue;
-  }
   const Value& output(int i) const { return graph_.value(node().outputs[i]); }
   int output_rank(int i) const { return static_cast<int>(output(i).shape->size()); }
   DType output_dtype(int i) const { return output(i).dtype; }

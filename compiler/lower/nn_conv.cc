@@ -21,6 +21,7 @@ namespace {
 constexpr int64_t kRowTile = 64;
 
 // The constant spatial dims of W (Conv, ConvTranspose), if every one is constant.
+// The weights' spatial dims when all are constant (they stand in for kernel_shape).
 std::optional<std::vector<int64_t>> KernelFromWeights(const LowerContext& ctx) {
   std::vector<int64_t> k;
   const SymbolicShape& w = ctx.input_shape(1);
@@ -352,12 +353,10 @@ Status ConvAsGemm(LowerContext& ctx, const WindowAttrs& win, int64_t group) {
 
 Status LowerConv(LowerContext& ctx) {
   const int s = ctx.input_rank(0) - 2;
-  ASSIGN_OR_RETURN(int64_t group, ctx.GetInt("group", 1));
-  if (group <= 0) return ctx.Error("group must be positive");
-  std::optional<std::vector<int64_t>> wk = KernelFromWeights(ctx);
+  ASSIGN_OR_RETURN(ConvAttributes conv, ParseConvAttributes(ctx.node(), s, KernelFromWeights(ctx)));
+  const int64_t group = conv.group;
   std::vector<Expr> in_dims = Spatial(ctx.InputDims(0)), out_dims = Spatial(ctx.OutputDims(0));
-  ASSIGN_OR_RETURN(WindowAttrs win,
-                   ReadWindowAttrs(ctx, s, wk ? &*wk : nullptr, in_dims, out_dims));
+  WindowAttrs win = ResolvePads(conv, in_dims, out_dims);
   std::optional<int64_t> cout = ConstOf(ctx.OutputDim(0, 1));
   // Few output channels per group (depthwise) waste most of a GEMM tile: go direct.
   if (!cout || *cout / group >= 4) return ConvAsGemm(ctx, win, group);
@@ -378,27 +377,19 @@ Status LowerConv(LowerContext& ctx) {
 
 Status LowerConvTranspose(LowerContext& ctx) {
   const int s = ctx.input_rank(0) - 2;
-  ASSIGN_OR_RETURN(int64_t group, ctx.GetInt("group", 1));
-  if (group <= 0) return ctx.Error("group must be positive");
-  std::optional<std::vector<int64_t>> wk = KernelFromWeights(ctx);
+  ASSIGN_OR_RETURN(ConvAttributes conv, ParseConvAttributes(ctx.node(), s, KernelFromWeights(ctx)));
+  const int64_t group = conv.group;
   std::vector<Expr> in_dims = Spatial(ctx.InputDims(0)), out_dims = Spatial(ctx.OutputDims(0));
-  ASSIGN_OR_RETURN(WindowAttrs win, ReadWindowAttrs(ctx, s, wk ? &*wk : nullptr, in_dims, in_dims));
-  ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> output_padding,
-                   ctx.GetInts("output_padding"));
-  ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> output_shape, ctx.GetInts("output_shape"));
-  bool explicit_shape = output_shape && !output_shape->empty();
+  WindowAttrs win = ResolvePads(conv, in_dims, in_dims);
+  const bool explicit_shape = !conv.output_shape.empty();
   for (int d = 0; d < s; ++d) {
-    if (!explicit_shape && (win.auto_pad == "NOTSET" || win.auto_pad == "VALID")) {
-      if (win.auto_pad == "VALID") win.pad_begin[d] = I(0);
-      continue;  // the pads attribute (already in pad_begin)
-    }
+    if (!explicit_shape && !win.same()) continue;  // pad_begin: the pads attribute, or 0 (VALID)
     // The output size is fixed: the pads follow, split as the ONNX spec does with floor division
     // (a negative total, from an output_shape past the natural size, extends the end).
-    int64_t op = output_padding && !output_padding->empty() ? (*output_padding)[d] : 0;
-    Expr extent = I((win.kernel[d] - 1) * win.dilations[d] + 1);
-    Expr total = I(win.strides[d]) * (in_dims[d] - I(1)) + I(op) + extent - out_dims[d];
+    Expr total = I(win.strides[d]) * (in_dims[d] - I(1)) + I(conv.output_padding[d]) +
+                 I(win.extent(d)) - out_dims[d];
     win.pad_begin[d] =
-        win.auto_pad == "SAME_UPPER" ? FloorDiv(total, I(2)) : total - FloorDiv(total, I(2));
+        win.auto_pad == AutoPad::kSameUpper ? FloorDiv(total, I(2)) : total - FloorDiv(total, I(2));
   }
   DirectWindow p;
   p.x = ctx.in(0);
@@ -438,11 +429,11 @@ Status LowerPool(LowerContext& ctx, PoolKind kind) {
   const int s = ctx.input_rank(0) - 2;
   if (s < 1) return ctx.Error("X must have rank >= 3");
   std::vector<Expr> in_dims = Spatial(ctx.InputDims(0)), out_dims = Spatial(ctx.OutputDims(0));
-  ASSIGN_OR_RETURN(WindowAttrs win, ReadWindowAttrs(ctx, s, nullptr, in_dims, out_dims));
-  ASSIGN_OR_RETURN(int64_t count_include_pad, ctx.GetInt("count_include_pad", 0));
-  ASSIGN_OR_RETURN(int64_t storage_order, ctx.GetInt("storage_order", 0));
-  ASSIGN_OR_RETURN(int64_t p_int, ctx.GetInt("p", 2));
-  double p = static_cast<double>(p_int);
+  ASSIGN_OR_RETURN(PoolAttributes pool, ParsePoolAttributes(ctx.node(), s));
+  WindowAttrs win = ResolvePads(pool, in_dims, out_dims);
+  const bool count_include_pad = pool.count_include_pad;
+  const int64_t storage_order = pool.storage_order;
+  double p = static_cast<double>(pool.p);
   Buffer X = ctx.in(0), Y = ctx.out(0);
   DType dtype = ctx.input_dtype(0), acc = AccType(dtype);
   bool indices = kind == PoolKind::kMax && ctx.has_output(1);
@@ -456,7 +447,7 @@ Status LowerPool(LowerContext& ctx, PoolKind kind) {
     r.spatial = s;
     r.acc = acc;
     r.win = win;
-    r.count_include_pad = count_include_pad != 0;
+    r.count_include_pad = count_include_pad;
     r.p = p;
     ctx.SetBody(RowWindowLoops(r, out_dims, in_dims));
     return Status::Ok();

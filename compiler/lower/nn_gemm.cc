@@ -371,67 +371,34 @@ struct EinsumPlan {
   std::vector<char> out;                 // output labels
 };
 
-// Ellipsis dims get labels '0'..'9'+ right-aligned across operands (numpy broadcasting).
-StatusOr<EinsumPlan> ParseEinsum(const LowerContext& ctx, std::string eq) {
-  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
-  size_t arrow = eq.find("->");
-  std::string lhs = eq.substr(0, arrow);
-  std::vector<std::string> terms;
-  for (size_t start = 0;;) {
-    size_t comma = lhs.find(',', start);
-    terms.push_back(lhs.substr(start, comma == std::string::npos ? comma : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (static_cast<int>(terms.size()) != ctx.num_inputs()) return ctx.Error("operand count");
-  EinsumPlan plan;
+// The equation (parsed once, compiler/ops/attributes.h) with one label per operand dim:
+// ellipsis dims get labels '0'..'9' right-aligned across operands (numpy broadcasting).
+StatusOr<EinsumPlan> PlanEinsum(const LowerContext& ctx) {
+  ASSIGN_OR_RETURN(EinsumEquation eq, ParseEinsumEquation(ctx.node()));
   int ell_rank = 0;
-  std::map<char, int> count;
   std::vector<int> ells;
-  for (size_t t = 0; t < terms.size(); ++t) {
-    size_t dots = terms[t].find("...");
-    int letters = static_cast<int>(terms[t].size()) - (dots == std::string::npos ? 0 : 3);
-    int ell = ctx.input_rank(static_cast<int>(t)) - letters;
-    if (ell < 0 || (dots == std::string::npos && ell != 0)) return ctx.Error("operand rank");
-    if (ell > 10) return ctx.UnsupportedError("more than 10 ellipsis dims");
-    ell_rank = std::max(ell_rank, ell);
-    ells.push_back(ell);
+  for (size_t t = 0; t < eq.inputs.size(); ++t) {
+    std::optional<int> ell = eq.inputs[t].EllipsisRank(ctx.input_rank(static_cast<int>(t)));
+    if (!ell)
+      return ctx.Error("equation '" + eq.text + "': operand " + std::to_string(t) +
+                       " does not match its rank");
+    if (*ell > 10) return ctx.UnsupportedError("more than 10 ellipsis dims");
+    ell_rank = std::max(ell_rank, *ell);
+    ells.push_back(*ell);
   }
-  for (size_t t = 0; t < terms.size(); ++t) {
-    const std::string& term = terms[t];
-    size_t dots = term.find("...");
+  auto expand = [ell_rank](const EinsumEquation::Term& term, int ell) {
     std::vector<char> labels;
-    for (size_t c = 0; c < term.size(); ++c) {
-      if (c == dots) {
-        // Right-aligned across operands, as numpy broadcasting aligns them.
-        for (int e = 0; e < ells[t]; ++e)
-          labels.push_back(static_cast<char>('0' + e + ell_rank - ells[t]));
-        c += 2;
-        continue;
+    for (size_t c = 0; c <= term.labels.size(); ++c) {
+      if (static_cast<int>(c) == term.ellipsis_at) {
+        for (int e = 0; e < ell; ++e) labels.push_back(static_cast<char>('0' + e + ell_rank - ell));
       }
-      if (!std::isalpha(static_cast<unsigned char>(term[c]))) return ctx.Error("bad equation");
-      labels.push_back(term[c]);
-      ++count[term[c]];
+      if (c < term.labels.size()) labels.push_back(term.labels[c]);
     }
-    plan.terms.push_back(labels);
-  }
-  std::vector<char> ell_labels;
-  for (int e = 0; e < ell_rank; ++e) ell_labels.push_back(static_cast<char>('0' + e));
-  if (arrow == std::string::npos) {
-    plan.out = ell_labels;
-    for (auto& [l, n] : count)
-      if (n == 1) plan.out.push_back(l);
-  } else {
-    std::string rhs = eq.substr(arrow + 2);
-    for (size_t c = 0; c < rhs.size(); ++c) {
-      if (rhs.compare(c, 3, "...") == 0) {
-        plan.out.insert(plan.out.end(), ell_labels.begin(), ell_labels.end());
-        c += 2;
-      } else {
-        plan.out.push_back(rhs[c]);
-      }
-    }
-  }
+    return labels;
+  };
+  EinsumPlan plan;
+  for (size_t t = 0; t < eq.inputs.size(); ++t) plan.terms.push_back(expand(eq.inputs[t], ells[t]));
+  plan.out = expand(eq.output, ell_rank);
   return plan;
 }
 
@@ -548,8 +515,7 @@ bool EinsumAsGemm(LowerContext& ctx, const EinsumPlan& plan) {
 // transposes, broadcasting ellipses, three or more operands) on the direct form: every output
 // element is a sum, over the labels not in the output, of the product of the operands.
 Status LowerEinsum(LowerContext& ctx) {
-  ASSIGN_OR_RETURN(std::string eq, ctx.GetString("equation", ""));
-  ASSIGN_OR_RETURN(EinsumPlan plan, ParseEinsum(ctx, eq));
+  ASSIGN_OR_RETURN(EinsumPlan plan, PlanEinsum(ctx));
   if (EinsumAsGemm(ctx, plan)) return Status::Ok();
   DType out_type = ctx.output_dtype(0);
   DType acc = AccType(out_type);

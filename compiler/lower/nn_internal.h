@@ -9,11 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "compiler/lower/loops.h"
 #include "compiler/lower/lower.h"
+#include "compiler/ops/attributes.h"
 #include "jit/compute.h"
 #include "jit/kernel_ir.h"
-#include "base/status.h"
 
 namespace kiln::compiler::nn {
 
@@ -22,11 +23,6 @@ using jit::Expr;
 using jit::ForKind;
 using jit::Stmt;
 using jit::Var;
-
-/// Serial nest (innermost `inner`), for loops inside a parallel one (ParallelNest, loops.h, for
-/// the parallel nests).
-Stmt SerialNest(const std::vector<Expr>& extents, const IndexBody& body,
-                ForKind inner = ForKind::kVectorized);
 
 /// Accumulator dtype: f32 for f16/bf16, else the dtype itself.
 DType AccType(DType t);
@@ -40,25 +36,18 @@ Expr Clamp(const Expr& p, const Expr& n);
 Expr CeilDivE(const Expr& a, const Expr& b);
 /// The integer i64 constant v.
 inline Expr I(int64_t v) { return jit::IntImm(v); }
-/// Hint for a broadcast input dim from shape inference.
-std::vector<jit::BroadcastDim> BroadcastHints(const SymbolicShape& in, const SymbolicShape& out);
 
-/// Sliding-window attributes of Conv, ConvTranspose and pooling, with the begin pads resolved for
-/// auto_pad (as run-time expressions when the input dims are symbolic).
-struct WindowAttrs {
-  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: begins then ends
-  std::string auto_pad;
-  bool ceil_mode = false;
+/// A window parsed once (ConvAttributes / PoolAttributes, compiler/ops/attributes.h) with its
+/// pads resolved for auto_pad, as run-time expressions when the input dims are symbolic.
+struct WindowAttrs : WindowAttributes {
   std::vector<Expr> pad_begin;  // per spatial dim
   std::vector<Expr> pad_end;    // per spatial dim (AveragePool's count_include_pad)
 };
-/// Reads the attributes for `spatial` dims; `kernel_from_weights` when kernel_shape is absent.
-/// For Conv/pooling the begin pads of SAME_* follow from input dim `in_dims[d]` and output dim
-/// `out_dims[d]`: total = max(0, (out - 1) * stride + extent - in).
-StatusOr<WindowAttrs> ReadWindowAttrs(const LowerContext& ctx, int spatial,
-                                      const std::vector<int64_t>* kernel_from_weights,
-                                      const std::vector<Expr>& in_dims,
-                                      const std::vector<Expr>& out_dims);
+/// The pads of `w` for Conv and pooling: explicit for NOTSET, 0 for VALID; for SAME_* they follow
+/// from input dim `in_dims[d]` and output dim `out_dims[d]`: total = max(0, (out - 1) * stride +
+/// extent - in), split as attributes.h says.
+WindowAttrs ResolvePads(const WindowAttributes& w, const std::vector<Expr>& in_dims,
+                        const std::vector<Expr>& out_dims);
 
 // ---- Tiled GEMM ----------------------------------------------------------------------------
 

@@ -29,27 +29,6 @@ using jit::Var;
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 
-// Scalars computed once per kernel call (parameters loaded from small inputs, clamped bounds),
-// bound by Lets around the loop nest: the kernel IR has no common-subexpression elimination, so
-// an expression left inside the nest would be recomputed for every element.
-class Hoisted {
- public:
-  Expr Bind(Expr e) {
-    if (e->op == jit::ExprOp::kIntImm || e->op == jit::ExprOp::kFloatImm) return e;
-    Var v("p" + std::to_string(lets_.size()), e.dtype());
-    lets_.emplace_back(v, std::move(e));
-    return v;
-  }
-  Stmt Wrap(Stmt body) const {
-    for (auto it = lets_.rbegin(); it != lets_.rend(); ++it)
-      body = jit::Let(it->first, it->second, body);
-    return body;
-  }
-
- private:
-  std::vector<std::pair<Var, Expr>> lets_;
-};
-
 Expr Clamp(Expr v, Expr lo, Expr hi) { return jit::Max(jit::Min(std::move(v), std::move(hi)), lo); }
 
 // Element k of the rank-0/1 integer (or integral float) input i as i64: a constant when shape
@@ -522,11 +501,11 @@ StatusOr<std::vector<SliceDim>> SliceDims(const NodeContext& ctx) {
 Status LowerSlice(LowerContext& ctx) {
   ASSIGN_OR_RETURN(std::vector<SliceDim> dims, SliceDims(ctx));
   int rank = ctx.input_rank(0);
-  Hoisted h;
+  Lets h("p");  // per-call parameters, bound outside the nest
   for (SliceDim& d : dims) {
     if (!d.sliced) continue;
-    d.start = h.Bind(d.start);
-    d.step = h.Bind(d.step);
+    d.start = h.Hoist(d.start);
+    d.step = h.Hoist(d.step);
   }
   ctx.SetBody(h.Wrap(jit::ComputeInto(ctx.out(0), [&](const std::vector<Expr>& index) {
     std::vector<Expr> src(rank);
@@ -645,8 +624,8 @@ Status LowerPad(LowerContext& ctx) {
   if (mode != "constant" && mode != "edge" && mode != "reflect")
     return ctx.UnsupportedError("mode '" + mode + "'");
   ASSIGN_OR_RETURN(std::vector<Expr> pads, Pads(ctx));
-  Hoisted h;
-  for (int d = 0; d < rank; ++d) pads[d] = h.Bind(pads[d]);
+  Lets h("p");  // per-call parameters, bound outside the nest
+  for (int d = 0; d < rank; ++d) pads[d] = h.Hoist(pads[d]);
   Expr value;
   if (ctx.opset() < 11) {
     ASSIGN_OR_RETURN(float v, ctx.GetFloat("value", 0));
@@ -656,7 +635,7 @@ Status LowerPad(LowerContext& ctx) {
   } else {
     value = jit::Const(dtype, 0);
   }
-  value = h.Bind(value);
+  value = h.Hoist(value);
   Stmt pad = jit::ComputeInto(ctx.out(0), [&](const std::vector<Expr>& index) {
     std::vector<Expr> src;
     Expr inside = IntImm(1, DType::kBool);
@@ -747,9 +726,9 @@ Status ConstantOfShapeShape(ShapeFuncContext& ctx) {
 }
 
 Status LowerRange(LowerContext& ctx) {
-  Hoisted h;
-  Expr start = h.Bind(jit::Widen(ScalarLoad(ctx, 0))),
-       delta = h.Bind(jit::Widen(ScalarLoad(ctx, 2)));
+  Lets h("p");  // per-call parameters, bound outside the nest
+  Expr start = h.Hoist(jit::Widen(ScalarLoad(ctx, 0))),
+       delta = h.Hoist(jit::Widen(ScalarLoad(ctx, 2)));
   ctx.SetBody(h.Wrap(jit::ComputeInto(ctx.out(0), [&](const std::vector<Expr>& index) {
     return jit::Cast(start.dtype(), index[0]) * delta + start;
   })));

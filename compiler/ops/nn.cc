@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "compiler/ops/attributes.h"
 #include "compiler/ops/op_util.h"
 
 namespace kiln::compiler::ops {
@@ -12,69 +13,31 @@ namespace {
 
 // ---- Sliding windows (Conv, ConvTranspose, pooling) ------------------------------------------
 
-struct Window {
-  std::vector<int64_t> kernel, strides, dilations, pads;  // pads: all begins, then all ends
-  std::string auto_pad;
-  bool ceil_mode = false;
-};
-
-// Reads kernel_shape/strides/dilations/pads/auto_pad for `spatial` dims. `kernel_from_weights`
-// supplies the kernel when the attribute is absent (Conv); pooling requires the attribute.
-StatusOr<Window> ReadWindow(const InferenceContext& ctx, int spatial,
-                            std::optional<std::vector<int64_t>> kernel_from_weights) {
-  Window w;
-  ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> k, ctx.GetInts("kernel_shape"));
-  if (!k) k = kernel_from_weights;
-  if (!k) return ctx.Error("kernel_shape is required");
-  w.kernel = *k;
-  auto list = [&](const char* name, int64_t fill, size_t n) -> StatusOr<std::vector<int64_t>> {
-    ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> v, ctx.GetInts(name));
-    if (!v || v->empty()) return std::vector<int64_t>(n, fill);
-    if (v->size() != n)
-      return ctx.Error(std::string(name) + " " + IntsToString(*v) + " must have " +
-                       std::to_string(n) + " values");
-    return *v;
-  };
-  if (w.kernel.size() != static_cast<size_t>(spatial))
-    return ctx.Error("kernel_shape " + IntsToString(w.kernel) + " does not match " +
-                     std::to_string(spatial) + " spatial dims");
-  ASSIGN_OR_RETURN(w.strides, list("strides", 1, spatial));
-  ASSIGN_OR_RETURN(w.dilations, list("dilations", 1, spatial));
-  ASSIGN_OR_RETURN(w.pads, list("pads", 0, 2 * spatial));
-  ASSIGN_OR_RETURN(w.auto_pad, ctx.GetString("auto_pad", "NOTSET"));
-  ASSIGN_OR_RETURN(int64_t ceil_mode, ctx.GetInt("ceil_mode", 0));
-  w.ceil_mode = ceil_mode != 0;
-  for (int i = 0; i < spatial; ++i) {
-    if (w.kernel[i] <= 0 || w.strides[i] <= 0 || w.dilations[i] <= 0)
-      return ctx.Error("kernel_shape, strides and dilations must be positive");
-    if (w.pads[i] < 0 || w.pads[i + spatial] < 0) return ctx.Error("pads must be non-negative");
-  }
-  if (w.auto_pad != "NOTSET" && w.auto_pad != "SAME_UPPER" && w.auto_pad != "SAME_LOWER" &&
-      w.auto_pad != "VALID")
-    return ctx.Error("unknown auto_pad '" + w.auto_pad + "'");
-  return w;
-}
-
-// (kernel - 1) * dilation + 1, saturating (attributes are untrusted).
-DimExpr KernelExtent(const Window& w, int i) {
-  return (DimExpr(w.kernel[i]) - DimExpr(1)) * DimExpr(w.dilations[i]) + DimExpr(1);
+// The weights' spatial dims when they are all constant (they stand in for kernel_shape).
+std::optional<std::vector<int64_t>> KernelFromWeights(const SymbolicShape& w) {
+  if (!std::all_of(w.begin() + 2, w.end(), [](const DimExpr& d) { return d.is_const(); }))
+    return std::nullopt;
+  std::vector<int64_t> kernel;
+  for (size_t i = 2; i < w.size(); ++i) kernel.push_back(w[i].const_value());
+  return kernel;
 }
 
 // Output length of a window sliding over `in` (Conv and pooling). Error when a static input,
 // padded, is shorter than the kernel's extent.
-StatusOr<DimExpr> WindowOutput(const InferenceContext& ctx, const DimExpr& in, const Window& w,
-                               int i, int spatial) {
-  DimExpr k_eff = KernelExtent(w, i);
+StatusOr<DimExpr> WindowOutput(const InferenceContext& ctx, const DimExpr& in,
+                               const WindowAttributes& w, int i, bool ceil_mode) {
+  DimExpr k_eff(w.extent(i));
   DimExpr s(w.strides[i]);
-  if (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") return CeilDiv(in, s);
+  if (w.same()) return CeilDiv(in, s);
   DimExpr padded = in;
-  if (w.auto_pad == "NOTSET") padded = padded + DimExpr(w.pads[i]) + DimExpr(w.pads[i + spatial]);
+  if (w.auto_pad == AutoPad::kNotSet)
+    padded = padded + DimExpr(w.pads[i]) + DimExpr(w.pads[i + w.spatial()]);
   if (padded.is_const() && padded.const_value() < k_eff.const_value()) {
     return ctx.Error("spatial dim " + std::to_string(i) + ": padded input " + padded.ToString() +
                      " is smaller than the kernel extent " + k_eff.ToString());
   }
   DimExpr span = padded - k_eff;
-  return (w.ceil_mode ? CeilDiv(span, s) : FloorDiv(span, s)) + DimExpr(1);
+  return (ceil_mode ? CeilDiv(span, s) : FloorDiv(span, s)) + DimExpr(1);
 }
 
 Status ConvRule(InferenceContext& ctx) {
@@ -84,21 +47,11 @@ Status ConvRule(InferenceContext& ctx) {
   const SymbolicShape& w = ctx.input_shape(1);
   int spatial = static_cast<int>(x.size()) - 2;
   RETURN_IF_ERROR(CheckRank(ctx, 1, static_cast<int>(x.size()), "W"));
-  ASSIGN_OR_RETURN(int64_t group, ctx.GetInt("group", 1));
-  if (group <= 0) return ctx.Error("group must be positive");
+  ASSIGN_OR_RETURN(ConvAttributes conv,
+                   ParseConvAttributes(ctx.node(), spatial, KernelFromWeights(w)));
   RETURN_IF_ERROR(
-      MergeDim(ctx, x[1], w[1] * DimExpr(group), "input channels vs W channels * group").status());
-  std::optional<std::vector<int64_t>> kernel;
-  bool static_kernel =
-      std::all_of(w.begin() + 2, w.end(), [](const DimExpr& d) { return d.is_const(); });
-  if (static_kernel) {
-    kernel.emplace();
-    for (int i = 0; i < spatial; ++i) kernel->push_back(w[i + 2].const_value());
-  }
-  ASSIGN_OR_RETURN(Window win, ReadWindow(ctx, spatial, kernel));
-  if (kernel && win.kernel != *kernel)
-    return ctx.Error("kernel_shape " + IntsToString(win.kernel) + " does not match W " +
-                     ShapeToString(w));
+      MergeDim(ctx, x[1], w[1] * DimExpr(conv.group), "input channels vs W channels * group")
+          .status());
   if (ctx.has_input(2)) {
     RETURN_IF_ERROR(CheckRank(ctx, 2, 1, "B"));
     RETURN_IF_ERROR(
@@ -106,7 +59,7 @@ Status ConvRule(InferenceContext& ctx) {
   }
   SymbolicShape out = {x[0], w[0]};
   for (int i = 0; i < spatial; ++i) {
-    ASSIGN_OR_RETURN(DimExpr d, WindowOutput(ctx, x[i + 2], win, i, spatial));
+    ASSIGN_OR_RETURN(DimExpr d, WindowOutput(ctx, x[i + 2], conv, i, /*ceil_mode=*/false));
     out.push_back(d);
   }
   ctx.SetOutput(0, ctx.input_dtype(0), std::move(out));
@@ -120,22 +73,10 @@ Status ConvTransposeRule(InferenceContext& ctx) {
   const SymbolicShape& w = ctx.input_shape(1);
   int spatial = static_cast<int>(x.size()) - 2;
   RETURN_IF_ERROR(CheckRank(ctx, 1, static_cast<int>(x.size()), "W"));
-  ASSIGN_OR_RETURN(int64_t group, ctx.GetInt("group", 1));
-  if (group <= 0) return ctx.Error("group must be positive");
+  ASSIGN_OR_RETURN(ConvAttributes conv,
+                   ParseConvAttributes(ctx.node(), spatial, KernelFromWeights(w)));
   RETURN_IF_ERROR(MergeDim(ctx, x[1], w[0], "input channels vs W dim 0").status());
-  std::optional<std::vector<int64_t>> kernel;
-  if (std::all_of(w.begin() + 2, w.end(), [](const DimExpr& d) { return d.is_const(); })) {
-    kernel.emplace();
-    for (int i = 0; i < spatial; ++i) kernel->push_back(w[i + 2].const_value());
-  }
-  ASSIGN_OR_RETURN(Window win, ReadWindow(ctx, spatial, kernel));
-  ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> output_padding,
-                   ctx.GetInts("output_padding"));
-  if (!output_padding || output_padding->empty()) output_padding = std::vector<int64_t>(spatial, 0);
-  if (output_padding->size() != static_cast<size_t>(spatial))
-    return ctx.Error("output_padding has the wrong length");
-  ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> output_shape, ctx.GetInts("output_shape"));
-  DimExpr channels = w[1] * DimExpr(group);
+  DimExpr channels = w[1] * DimExpr(conv.group);
   if (ctx.has_input(2)) {
     RETURN_IF_ERROR(CheckRank(ctx, 2, 1, "B"));
     RETURN_IF_ERROR(
@@ -143,20 +84,16 @@ Status ConvTransposeRule(InferenceContext& ctx) {
   }
   SymbolicShape out = {x[0], channels};
   for (int i = 0; i < spatial; ++i) {
-    if (output_shape && !output_shape->empty()) {
-      // Either the spatial dims only, or the full output shape.
-      size_t off = output_shape->size() == static_cast<size_t>(spatial) + 2 ? 2 : 0;
-      if (output_shape->size() != static_cast<size_t>(spatial) + off)
-        return ctx.Error("output_shape " + IntsToString(*output_shape) + " has the wrong length");
-      out.push_back(DimExpr((*output_shape)[i + off]));
-    } else if (win.auto_pad == "SAME_UPPER" || win.auto_pad == "SAME_LOWER") {
-      out.push_back(x[i + 2] * DimExpr(win.strides[i]));
+    if (std::optional<int64_t> size = conv.OutputSize(i)) {
+      out.push_back(DimExpr(*size));
+    } else if (conv.same()) {
+      out.push_back(x[i + 2] * DimExpr(conv.strides[i]));
     } else {
-      DimExpr pads = win.auto_pad == "VALID"
+      DimExpr pads = conv.auto_pad == AutoPad::kValid
                          ? DimExpr(0)
-                         : DimExpr(win.pads[i]) + DimExpr(win.pads[i + spatial]);
-      out.push_back(DimExpr(win.strides[i]) * (x[i + 2] - DimExpr(1)) +
-                    DimExpr((*output_padding)[i]) + KernelExtent(win, i) - pads);
+                         : DimExpr(conv.pads[i]) + DimExpr(conv.pads[i + spatial]);
+      out.push_back(DimExpr(conv.strides[i]) * (x[i + 2] - DimExpr(1)) +
+                    DimExpr(conv.output_padding[i]) + DimExpr(conv.extent(i)) - pads);
     }
   }
   ctx.SetOutput(0, ctx.input_dtype(0), std::move(out));
@@ -168,10 +105,10 @@ Status PoolRule(InferenceContext& ctx) {
   RETURN_IF_ERROR(CheckMinRank(ctx, 0, 3, "X"));
   const SymbolicShape& x = ctx.input_shape(0);
   int spatial = static_cast<int>(x.size()) - 2;
-  ASSIGN_OR_RETURN(Window win, ReadWindow(ctx, spatial, std::nullopt));
+  ASSIGN_OR_RETURN(PoolAttributes pool, ParsePoolAttributes(ctx.node(), spatial));
   SymbolicShape out = {x[0], x[1]};
   for (int i = 0; i < spatial; ++i) {
-    ASSIGN_OR_RETURN(DimExpr d, WindowOutput(ctx, x[i + 2], win, i, spatial));
+    ASSIGN_OR_RETURN(DimExpr d, WindowOutput(ctx, x[i + 2], pool, i, pool.ceil_mode));
     out.push_back(d);
   }
   ctx.SetOutput(0, ctx.input_dtype(0), out);
@@ -318,52 +255,35 @@ Status PackedMatMulRule(InferenceContext& ctx) {
   return Status::Ok();
 }
 
-// Einsum: "ij,jk->ik", "...ii->...i", implicit output (labels used once, sorted).
+// Einsum: "ij,jk->ik", "...ii->...i", implicit output (labels used once, sorted). Ellipsis
+// dims broadcast across operands.
 Status EinsumRule(InferenceContext& ctx) {
-  ASSIGN_OR_RETURN(std::string eq, ctx.GetString("equation", ""));
-  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
-  size_t arrow = eq.find("->");
-  std::string lhs = eq.substr(0, arrow);
-  std::vector<std::string> terms;
-  for (size_t start = 0;;) {
-    size_t comma = lhs.find(',', start);
-    terms.push_back(
-        lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  if (static_cast<int>(terms.size()) != ctx.num_inputs())
-    return ctx.Error("equation '" + eq + "' has " + std::to_string(terms.size()) +
-                     " operands, the node has " + std::to_string(ctx.num_inputs()) + " inputs");
+  ASSIGN_OR_RETURN(EinsumEquation eq, ParseEinsumEquation(ctx.node()));
   std::map<char, DimExpr> label_dim;
-  std::map<char, int> label_count;
   std::optional<SymbolicShape> ellipsis;
   for (int t = 0; t < ctx.num_inputs(); ++t) {
     RETURN_IF_ERROR(CheckSameDType(ctx, 0, t));
-    const std::string& term = terms[t];
+    const EinsumEquation::Term& term = eq.inputs[t];
     const SymbolicShape& shape = ctx.input_shape(t);
-    size_t dots = term.find("...");
-    int letters = static_cast<int>(term.size()) - (dots == std::string::npos ? 0 : 3);
-    int ell_rank = static_cast<int>(shape.size()) - letters;
-    if (ell_rank < 0 || (dots == std::string::npos && ell_rank != 0))
-      return ctx.Error("operand " + std::to_string(t) + " '" + term + "' does not match shape " +
-                       ShapeToString(shape));
+    std::optional<int> ell_rank = term.EllipsisRank(static_cast<int>(shape.size()));
+    if (!ell_rank) {
+      return ctx.Error("equation '" + eq.text + "': operand " + std::to_string(t) +
+                       " does not match shape " + ShapeToString(shape));
+    }
+    // In the order of the term (the order of the facts MergeDim and Broadcast record).
     int dim = 0;
-    for (size_t c = 0; c < term.size(); ++c) {
-      if (c == dots) {
-        SymbolicShape e(shape.begin() + dim, shape.begin() + dim + ell_rank);
+    for (size_t c = 0; c <= term.labels.size(); ++c) {
+      if (static_cast<int>(c) == term.ellipsis_at) {
+        SymbolicShape e(shape.begin() + dim, shape.begin() + dim + *ell_rank);
         if (ellipsis) {
           ASSIGN_OR_RETURN(ellipsis, Broadcast(ctx, *ellipsis, e));
         } else {
           ellipsis = e;
         }
-        dim += ell_rank;
-        c += 2;
-        continue;
+        dim += *ell_rank;
       }
-      char l = term[c];
-      if (!std::isalpha(static_cast<unsigned char>(l)))
-        return ctx.Error("bad equation '" + eq + "'");
+      if (c == term.labels.size()) break;
+      char l = term.labels[c];
       auto it = label_dim.find(l);
       if (it == label_dim.end()) {
         label_dim.emplace(l, shape[dim]);
@@ -371,28 +291,14 @@ Status EinsumRule(InferenceContext& ctx) {
         ASSIGN_OR_RETURN(it->second,
                          MergeDim(ctx, it->second, shape[dim], std::string("label '") + l + "'"));
       }
-      ++label_count[l];
       ++dim;
     }
   }
   SymbolicShape out;
-  if (arrow == std::string::npos) {
-    if (ellipsis) out = *ellipsis;
-    for (auto& [l, n] : label_count)
-      if (n == 1) out.push_back(label_dim[l]);
-  } else {
-    std::string rhs = eq.substr(arrow + 2);
-    for (size_t c = 0; c < rhs.size(); ++c) {
-      if (rhs.compare(c, 3, "...") == 0) {
-        if (ellipsis) out.insert(out.end(), ellipsis->begin(), ellipsis->end());
-        c += 2;
-        continue;
-      }
-      auto it = label_dim.find(rhs[c]);
-      if (it == label_dim.end())
-        return ctx.Error(std::string("output label '") + rhs[c] + "' is not an input label");
-      out.push_back(it->second);
-    }
+  for (size_t c = 0; c <= eq.output.labels.size(); ++c) {
+    if (static_cast<int>(c) == eq.output.ellipsis_at && ellipsis)
+      out.insert(out.end(), ellipsis->begin(), ellipsis->end());
+    if (c < eq.output.labels.size()) out.push_back(label_dim.at(eq.output.labels[c]));
   }
   ctx.SetOutput(0, ctx.input_dtype(0), std::move(out));
   return Status::Ok();

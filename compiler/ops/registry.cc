@@ -102,15 +102,8 @@ constexpr int64_t kMaxSymbolicElements = 1024;
 
 InferenceContext::InferenceContext(Graph& graph, NodeId node, int64_t opset,
                                    SubgraphInferer subgraphs)
-    : graph_(graph), node_(node), opset_(opset), subgraphs_(std::move(subgraphs)) {
+    : NodeContextBase(graph, node, opset), mutable_graph_(graph), subgraphs_(std::move(subgraphs)) {
   results_.resize(graph.node(node).outputs.size());
-}
-
-const TensorData* InferenceContext::input_data(int i) const {
-  if (!has_input(i)) return nullptr;
-  const Value& v = input(i);
-  if (v.kind == ValueKind::kGraphInput) return nullptr;
-  return v.data.get();
 }
 
 std::optional<std::vector<DimExpr>> InferenceContext::InputValues(int i) const {
@@ -134,57 +127,6 @@ std::optional<std::vector<int64_t>> InferenceContext::InputConstInts(int i) cons
     out.push_back(e.const_value());
   }
   return out;
-}
-
-StatusOr<const Attribute*> InferenceContext::FindTyped(std::string_view name,
-                                                       Attribute::Type type) const {
-  const Attribute* a = node().FindAttribute(name);
-  if (a && a->type() != type) {
-    return Error("attribute '" + std::string(name) + "' is " + Attribute::TypeName(a->type()) +
-                 ", expected " + Attribute::TypeName(type));
-  }
-  return a;
-}
-
-StatusOr<int64_t> InferenceContext::GetInt(std::string_view name, int64_t default_value) const {
-  ASSIGN_OR_RETURN(const Attribute* a, FindTyped(name, Attribute::Type::kInt));
-  return a ? a->i() : default_value;
-}
-
-StatusOr<int64_t> InferenceContext::GetRequiredInt(std::string_view name) const {
-  ASSIGN_OR_RETURN(const Attribute* a, FindTyped(name, Attribute::Type::kInt));
-  if (!a) return Error("required attribute '" + std::string(name) + "' is missing");
-  return a->i();
-}
-
-StatusOr<float> InferenceContext::GetFloat(std::string_view name, float default_value) const {
-  ASSIGN_OR_RETURN(const Attribute* a, FindTyped(name, Attribute::Type::kFloat));
-  return a ? a->f() : default_value;
-}
-
-StatusOr<std::string> InferenceContext::GetString(std::string_view name,
-                                                  std::string default_value) const {
-  ASSIGN_OR_RETURN(const Attribute* a, FindTyped(name, Attribute::Type::kString));
-  return a ? a->s() : default_value;
-}
-
-StatusOr<std::optional<std::vector<int64_t>>> InferenceContext::GetInts(
-    std::string_view name) const {
-  ASSIGN_OR_RETURN(const Attribute* a, FindTyped(name, Attribute::Type::kInts));
-  if (!a) return std::optional<std::vector<int64_t>>();
-  return std::optional<std::vector<int64_t>>(a->ints());
-}
-
-StatusOr<std::optional<std::vector<float>>> InferenceContext::GetFloats(
-    std::string_view name) const {
-  ASSIGN_OR_RETURN(const Attribute* a, FindTyped(name, Attribute::Type::kFloats));
-  if (!a) return std::optional<std::vector<float>>();
-  return std::optional<std::vector<float>>(a->floats());
-}
-
-StatusOr<TensorDataRef> InferenceContext::GetTensor(std::string_view name) const {
-  ASSIGN_OR_RETURN(const Attribute* a, FindTyped(name, Attribute::Type::kTensor));
-  return a ? a->tensor() : TensorDataRef();
 }
 
 StatusOr<Graph*> InferenceContext::GetGraph(std::string_view name) const {
@@ -212,22 +154,6 @@ void InferenceContext::Assume(DimFact::Kind kind, const DimExpr& a, const DimExp
   if (a == b) return;
   if (kind == DimFact::Kind::kBroadcasts && a.is_const() && a.const_value() == 1) return;
   facts_.push_back({kind, a, b});
-}
-
-Status InferenceContext::Error(std::string_view message) const {
-  return InvalidFormat(graph_.DescribeNode(node_) + ": " + std::string(message));
-}
-
-Status InferenceContext::UnsupportedError(std::string_view message) const {
-  return Unsupported(graph_.DescribeNode(node_) + ": " + std::string(message));
-}
-
-StatusOr<int> InferenceContext::NormalizeAxis(int64_t axis, int rank, std::string_view what) const {
-  if (axis < -rank || axis >= rank) {
-    return Error(std::string(what) + " " + std::to_string(axis) + " is out of range for rank " +
-                 std::to_string(rank));
-  }
-  return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
 Status InferenceContext::InferSubgraph(Graph& body, const std::vector<ValueType>& inputs) const {

@@ -13,10 +13,11 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/ir/dim_expr.h"
-#include "compiler/ir/graph.h"
 #include "base/dtype.h"
 #include "base/status.h"
+#include "compiler/ir/dim_expr.h"
+#include "compiler/ir/graph.h"
+#include "compiler/ops/node_context.h"
 
 namespace kiln::compiler {
 
@@ -91,7 +92,8 @@ struct ValueType {
 
 /// What a shape rule sees of one node, and where it puts its answer. Built by shape inference
 /// for one rule invocation; the rule's results are applied to the graph only if it succeeds.
-class InferenceContext {
+/// Inputs, attributes and errors come from NodeContextBase.
+class InferenceContext : public NodeContextBase {
  public:
   /// Infers a subgraph (If/Loop body) whose formal inputs get `inputs`, in the scope of the
   /// node's graph. Supplied by shape inference (compiler/passes), which the registry cannot see.
@@ -100,44 +102,16 @@ class InferenceContext {
   /// Everything is borrowed and must outlive the context.
   InferenceContext(Graph& graph, NodeId node, int64_t opset, SubgraphInferer subgraphs);
 
-  const Node& node() const { return graph_.node(node_); }
-  int64_t opset() const { return opset_; }
-
-  // ---- Inputs (index i counts omitted optional inputs) ----
-  int num_inputs() const { return static_cast<int>(node().inputs.size()); }
-  bool has_input(int i) const { return i < num_inputs() && node().inputs[i] != kNoValue; }
-  const Value& input(int i) const { return graph_.value(node().inputs[i]); }
-  DType input_dtype(int i) const { return input(i).dtype; }
-  /// Requires has_input(i); shape inference guarantees the rank is known.
-  const SymbolicShape& input_shape(int i) const { return *input(i).shape; }
-  int input_rank(int i) const { return static_cast<int>(input_shape(i).size()); }
-  /// Compile-time constant data of input i (an initializer or a folded value), else nullptr.
-  /// An overridable graph input's default is not a constant.
-  const TensorData* input_data(int i) const;
   /// The elements of a rank-0/1 integer input as dims when they are known at compile time,
   /// from constant data or from symbolic values (Shape -> Gather -> Concat chains). Elements
   /// only known at run time are fresh symbols. nullopt when nothing is known.
   std::optional<std::vector<DimExpr>> InputValues(int i) const;
   /// Like InputValues when every element is a constant.
   std::optional<std::vector<int64_t>> InputConstInts(int i) const;
-
-  // ---- Attributes (InvalidFormat naming node and attribute on a type mismatch) ----
-  bool HasAttr(std::string_view name) const { return node().FindAttribute(name) != nullptr; }
-  StatusOr<int64_t> GetInt(std::string_view name, int64_t default_value) const;
-  StatusOr<int64_t> GetRequiredInt(std::string_view name) const;
-  StatusOr<float> GetFloat(std::string_view name, float default_value) const;
-  StatusOr<std::string> GetString(std::string_view name, std::string default_value) const;
-  /// Absent -> nullopt.
-  StatusOr<std::optional<std::vector<int64_t>>> GetInts(std::string_view name) const;
-  StatusOr<std::optional<std::vector<float>>> GetFloats(std::string_view name) const;
-  /// Absent -> nullptr.
-  StatusOr<TensorDataRef> GetTensor(std::string_view name) const;
-  /// Absent -> InvalidFormat.
+  /// A graph attribute (If/Loop bodies); absent -> InvalidFormat.
   StatusOr<Graph*> GetGraph(std::string_view name) const;
 
   // ---- Outputs ----
-  int num_outputs() const { return static_cast<int>(node().outputs.size()); }
-  bool has_output(int i) const { return i < num_outputs() && node().outputs[i] != kNoValue; }
   /// Sets output i's type (ignored for an omitted output).
   void SetOutput(int i, DType dtype, SymbolicShape shape);
   /// Output i is a small integer tensor whose elements are known symbolically.
@@ -156,7 +130,7 @@ class InferenceContext {
   // ---- Helpers ----
   /// A new dim unknown until run time. Does not by itself mark the node data-dependent: a dim
   /// computed from input shapes at run time (broadcast of two unrelated symbols) is not.
-  DimExpr FreshDim() { return graph_.symbols().Fresh(); }
+  DimExpr FreshDim() { return mutable_graph_.symbols().Fresh(); }
   /// Records that the rule relies on `fact` (see DimFact), unless it holds trivially (equal
   /// dims, or a constant 1 broadcast). The node's kernels check it at run time.
   void Assume(DimFact::Kind kind, const DimExpr& a, const DimExpr& b);
@@ -164,21 +138,11 @@ class InferenceContext {
   /// An output shape depends on input values known only at run time.
   void MarkDataDependent() { data_dependent_ = true; }
   bool data_dependent() const { return data_dependent_; }
-  /// InvalidFormat "node 'name' (Op): message" — the model contradicts itself.
-  Status Error(std::string_view message) const;
-  /// Unsupported "node 'name' (Op): message" — valid ONNX kiln does not handle.
-  Status UnsupportedError(std::string_view message) const;
-  /// axis in [-rank, rank) -> [0, rank); Error naming `what` otherwise.
-  StatusOr<int> NormalizeAxis(int64_t axis, int rank, std::string_view what = "axis") const;
   /// Runs shape inference on `body` (see SubgraphInferer).
   Status InferSubgraph(Graph& body, const std::vector<ValueType>& inputs) const;
 
  private:
-  StatusOr<const Attribute*> FindTyped(std::string_view name, Attribute::Type type) const;
-
-  Graph& graph_;
-  NodeId node_;
-  int64_t opset_;
+  Graph& mutable_graph_;  // the same graph as graph(): FreshDim adds symbols to it
   SubgraphInferer subgraphs_;
   std::vector<Result> results_;
   std::vector<DimFact> facts_;

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "jit/compute.h"
-#include "jit/kir_serialize.h"
+#include "jit/kernel_ir_serialize.h"
 #include "vm/builder.h"
 
 namespace kiln::serving {

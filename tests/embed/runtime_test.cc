@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "jit/compute.h"
-#include "jit/kir_serialize.h"
+#include "jit/kernel_ir_serialize.h"
 #include "vm/builder.h"
 
 namespace kiln {

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "jit/compute.h"
+#include "jit/kernel_ir_serialize.h"
 #include "jit/kernel_provider.h"
-#include "jit/kir_serialize.h"
 
 namespace kiln::jit {
 namespace {

@@ -57,8 +57,8 @@ void CompileAndCheck(Engine& engine, const Kernel& k) {
 }
 
 std::string CacheFile(Engine& engine, const std::string& dir, const Kernel& k) {
-  return dir + "/" + ObjectCacheKey(k, engine.target(), LowerOptions{true, engine.uses_libmvec()}) +
-         ".o";
+  return dir + "/" +
+         ObjectCacheKey(k, engine.target(), CodegenOptions{true, engine.uses_libmvec()}) + ".o";
 }
 
 BOOST_AUTO_TEST_CASE(second_engine_loads_instead_of_compiling) {

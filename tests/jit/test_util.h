@@ -82,7 +82,7 @@ double HalfToDouble(uint16_t bits);
 double BFloat16ToDouble(uint16_t bits);
 /// `v` rounded to nearest even into a binary format with `mantissa_bits` explicit fraction bits,
 /// minimum normal exponent `min_exp` and maximum exponent `max_exp` (inf on overflow). Computed
-/// independently of the lowering, from the definition.
+/// independently of the code generator, from the definition.
 double RoundToFormat(double v, int mantissa_bits, int min_exp, int max_exp);
 inline double RoundToHalf(double v) { return RoundToFormat(v, 10, -14, 15); }
 inline double RoundToBFloat16(double v) { return RoundToFormat(v, 7, -126, 127); }

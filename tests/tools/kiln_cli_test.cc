@@ -4,17 +4,16 @@
 // the one flag dialect of every subcommand (--flag=value or --flag value, -h, --version,
 // --threads, --dim).
 #define BOOST_TEST_MODULE kiln_cli_test
-#include <boost/test/unit_test.hpp>
-
 #include <onnx/defs/parser.h>
 #include <onnx/onnx_pb.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -22,7 +21,7 @@
 #include <vector>
 
 #include "jit/compute.h"
-#include "jit/kir_serialize.h"
+#include "jit/kernel_ir_serialize.h"
 #include "serializer/version.h"
 #include "tools/npy.h"
 #include "vm/builder.h"

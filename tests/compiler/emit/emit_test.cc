@@ -263,7 +263,7 @@ Status LowerElementwise(LowerContext& ctx, const ElementFn& f) {
   for (int i = 0; i < kArity; ++i) slots.push_back(i);
   ctx.SetElementFn(slots, f);
   ctx.SetCompute(0, [&](const std::vector<jit::Expr>& index) {
-    ElementLets lets;  // (unused here: these formulas reuse nothing)
+    Lets lets;  // (unused here: these formulas reuse nothing)
     std::vector<jit::Expr> v;
     for (int i = 0; i < kArity; ++i) v.push_back(jit::Widen(jit::BroadcastLoad(ctx.in(i), index)));
     return f(lets, v);
@@ -272,13 +272,13 @@ Status LowerElementwise(LowerContext& ctx, const ElementFn& f) {
 }
 
 Status FAdd(LowerContext& c) {
-  return LowerElementwise<2>(c, [](ElementLets&, const std::vector<jit::Expr>& v) { return jit::Add(v[0], v[1]); });
+  return LowerElementwise<2>(c, [](Lets&, const std::vector<jit::Expr>& v) { return jit::Add(v[0], v[1]); });
 }
 Status FMul(LowerContext& c) {
-  return LowerElementwise<2>(c, [](ElementLets&, const std::vector<jit::Expr>& v) { return jit::Mul(v[0], v[1]); });
+  return LowerElementwise<2>(c, [](Lets&, const std::vector<jit::Expr>& v) { return jit::Mul(v[0], v[1]); });
 }
 Status FRelu(LowerContext& c) {
-  return LowerElementwise<1>(c, [](ElementLets&, const std::vector<jit::Expr>& v) {
+  return LowerElementwise<1>(c, [](Lets&, const std::vector<jit::Expr>& v) {
     return jit::Max(v[0], jit::ConstLike(v[0], 0));
   });
 }

@@ -764,7 +764,7 @@ BOOST_AUTO_TEST_CASE(element_functions_are_recorded_for_fusion) {
     BOOST_TEST(lowered->element_slots == c.slots, c.body);
     BOOST_TEST(static_cast<bool>(lowered->element_fn) == !c.slots.empty(), c.body);
     if (!lowered->element_fn) continue;
-    ElementLets lets;
+    Lets lets;
     std::vector<jit::Expr> values;
     for (int slot : c.slots) {
       DType t = g->value(g->node(0).inputs[slot]).dtype;

@@ -1,13 +1,13 @@
-// Lowering of kernel IR to an optimized LLVM module for the host CPU, and the compiled ABI.
-#ifndef KILN_JIT_LOWER_LLVM_H_
-#define KILN_JIT_LOWER_LLVM_H_
+// Code generation: kernel IR to an optimized LLVM module for the host CPU, and the compiled ABI.
+#ifndef KILN_JIT_CODEGEN_H_
+#define KILN_JIT_CODEGEN_H_
 
 #include <cstdint>
 #include <memory>
 #include <string>
 
-#include "jit/kernel_ir.h"
 #include "base/status.h"
+#include "jit/kernel_ir.h"
 
 namespace llvm {
 class LLVMContext;
@@ -48,17 +48,17 @@ struct TargetInfo {
 /// once per process. Thread-safe. kInternal if LLVM has no target for this host.
 StatusOr<TargetInfo> DetectHostTarget();
 
-struct LowerOptions {
-  bool optimize = true;     // run the O3 pipeline (off only to inspect the raw lowering)
+struct CodegenOptions {
+  bool optimize = true;     // run the O3 pipeline (off only to inspect the raw code)
   bool use_libmvec = true;  // map vectorized math to glibc libmvec (_ZGV... symbols)
 };
 
-/// One kernel lowered into its own LLVM context and module (the unit ORC takes). Move-only.
-struct LoweredKernel {
-  LoweredKernel();
-  LoweredKernel(LoweredKernel&&) noexcept;
-  LoweredKernel& operator=(LoweredKernel&&) noexcept;
-  ~LoweredKernel();
+/// One kernel generated into its own LLVM context and module (the unit ORC takes). Move-only.
+struct KernelModule {
+  KernelModule();
+  KernelModule(KernelModule&&) noexcept;
+  KernelModule& operator=(KernelModule&&) noexcept;
+  ~KernelModule();
 
   std::unique_ptr<llvm::LLVMContext> context;
   std::unique_ptr<llvm::Module> module;  // destroyed before `context`
@@ -69,20 +69,20 @@ struct LoweredKernel {
   std::shared_ptr<std::string> llvm_errors;
 };
 
-/// Validates `kernel` (ValidateKernel), lowers it to a module whose entry function is `symbol`,
+/// Validates `kernel` (ValidateKernel), generates a module whose entry function is `symbol`,
 /// verifies the module and, if options.optimize, runs O3 for `target`. Errors: kInvalidArgument
 /// from validation, kInternal for an LLVM failure; messages name the kernel. Thread-safe (each
 /// call owns its context).
-StatusOr<LoweredKernel> LowerKernel(const Kernel& kernel, const std::string& symbol,
-                                    const TargetInfo& target, const LowerOptions& options = {});
+StatusOr<KernelModule> GenerateModule(const Kernel& kernel, const std::string& symbol,
+                                      const TargetInfo& target, const CodegenOptions& options = {});
 
-/// Textual LLVM IR of a lowered kernel (tests and `kiln inspect`).
-std::string ModuleText(const LoweredKernel& lowered);
+/// Textual LLVM IR of a generated kernel (tests and `kiln inspect`).
+std::string ModuleText(const KernelModule& generated);
 
 /// Name of the runtime parallel-for every parallel loop calls (see jit/runtime.h).
 inline constexpr const char* kParallelForSymbol = "kiln_parallel_for";
 
-// ---- Internal to jit/ (shared by lower_llvm.cc, llvm_target.cc and engine.cc). ----
+// ---- Internal to jit/ (shared by codegen.cc, llvm_target.cc and engine.cc). ----
 
 /// A TargetMachine for `target` at -O3, or kInternal.
 StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const TargetInfo& target);
@@ -92,4 +92,4 @@ Status OptimizeModule(llvm::Module& module, llvm::TargetMachine& machine, const 
 
 }  // namespace kiln::jit
 
-#endif  // KILN_JIT_LOWER_LLVM_H_
+#endif  // KILN_JIT_CODEGEN_H_

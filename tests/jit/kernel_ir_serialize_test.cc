@@ -1,7 +1,6 @@
-// Tests for jit/kir_serialize: round trips of every compute builder and hostile payloads.
-#define BOOST_TEST_MODULE kir_serialize_test
-#include "jit/kir_serialize.h"
-#include "jit/precondition.h"
+// Tests for jit/kernel_ir_serialize: round trips of every compute builder and hostile payloads.
+#define BOOST_TEST_MODULE kernel_ir_serialize_test
+#include "jit/kernel_ir_serialize.h"
 
 #include <boost/test/unit_test.hpp>
 #include <cmath>
@@ -10,6 +9,7 @@
 #include <vector>
 
 #include "jit/compute.h"
+#include "jit/precondition.h"
 
 namespace kiln::jit {
 namespace {

@@ -1,10 +1,10 @@
-// Lowering of kernel expressions to LLVM IR: memory access, arithmetic, casts, math, reductions.
+// Code generation for kernel expressions: memory access, arithmetic, casts, math, reductions.
 #include <llvm/ADT/APFloat.h>
 #include <llvm/IR/Intrinsics.h>
 
 #include <limits>
 
-#include "jit/lower_internal.h"
+#include "jit/codegen_internal.h"
 
 namespace kiln::jit {
 namespace {
@@ -22,7 +22,7 @@ llvm::APInt RoundedBits(double value, const llvm::fltSemantics& semantics) {
 
 }  // namespace
 
-llvm::Type* Lowerer::ValueType(DType t) {
+llvm::Type* CodeGenerator::ValueType(DType t) {
   switch (t) {
     case DType::kBool:
       return b_.getInt1Ty();
@@ -47,11 +47,11 @@ llvm::Type* Lowerer::ValueType(DType t) {
   }
 }
 
-llvm::Type* Lowerer::MemoryType(DType t) {
+llvm::Type* CodeGenerator::MemoryType(DType t) {
   return t == DType::kBool ? b_.getInt8Ty() : ValueType(t);
 }
 
-StatusOr<llvm::Value*> Lowerer::EmitExpr(const Expr& e) {
+StatusOr<llvm::Value*> CodeGenerator::EmitExpr(const Expr& e) {
   const ExprNode& n = *e;
   if (n.op <= ExprOp::kDim) return EmitLeaf(n, e);
   if (n.op == ExprOp::kReduce) return EmitReduce(n);
@@ -85,7 +85,7 @@ StatusOr<llvm::Value*> Lowerer::EmitExpr(const Expr& e) {
   return EmitUnary(n.op, t, args[0]);
 }
 
-StatusOr<llvm::Value*> Lowerer::EmitLeaf(const ExprNode& n, const Expr& e) {
+StatusOr<llvm::Value*> CodeGenerator::EmitLeaf(const ExprNode& n, const Expr& e) {
   switch (n.op) {
     case ExprOp::kIntImm:
     case ExprOp::kFloatImm:
@@ -114,7 +114,7 @@ StatusOr<llvm::Value*> Lowerer::EmitLeaf(const ExprNode& n, const Expr& e) {
   return EmitLoadFrom(n.buffer.get(), indices);
 }
 
-llvm::Value* Lowerer::EmitConst(const ExprNode& n) {
+llvm::Value* CodeGenerator::EmitConst(const ExprNode& n) {
   switch (n.dtype) {
     case DType::kF32:
       return llvm::ConstantFP::get(b_.getFloatTy(), static_cast<float>(n.float_value));
@@ -131,7 +131,8 @@ llvm::Value* Lowerer::EmitConst(const ExprNode& n) {
   }
 }
 
-llvm::Value* Lowerer::ElementPtr(const BufferNode* buffer, const std::vector<llvm::Value*>& idx) {
+llvm::Value* CodeGenerator::ElementPtr(const BufferNode* buffer,
+                                       const std::vector<llvm::Value*>& idx) {
   const BufferValue& bv = env_.buffers.at(buffer);
   llvm::Value* offset = b_.getInt64(0);
   for (size_t d = 0; d < idx.size(); ++d) {
@@ -143,7 +144,7 @@ llvm::Value* Lowerer::ElementPtr(const BufferNode* buffer, const std::vector<llv
 
 // Every access names its buffer's alias scope (the last scope covers all local scratch) and
 // declares it does not alias the others, so no runtime overlap checks are ever needed.
-void Lowerer::TagAccess(llvm::Instruction* access, const BufferValue& buffer) {
+void CodeGenerator::TagAccess(llvm::Instruction* access, const BufferValue& buffer) {
   size_t own = buffer.param >= 0 ? static_cast<size_t>(buffer.param) : alias_scopes_.size() - 1;
   std::vector<llvm::Metadata*> others;
   for (size_t i = 0; i < alias_scopes_.size(); ++i) {
@@ -160,8 +161,8 @@ void Lowerer::TagAccess(llvm::Instruction* access, const BufferValue& buffer) {
   }
 }
 
-llvm::Value* Lowerer::EmitLoadFrom(const BufferNode* buffer,
-                                   const std::vector<llvm::Value*>& indices) {
+llvm::Value* CodeGenerator::EmitLoadFrom(const BufferNode* buffer,
+                                         const std::vector<llvm::Value*>& indices) {
   llvm::Type* type = MemoryType(buffer->dtype);
   llvm::LoadInst* load = b_.CreateAlignedLoad(type, ElementPtr(buffer, indices),
                                               llvm::Align(DTypeSize(buffer->dtype)));
@@ -170,15 +171,15 @@ llvm::Value* Lowerer::EmitLoadFrom(const BufferNode* buffer,
   return load;
 }
 
-void Lowerer::EmitStoreTo(const BufferNode* buffer, const std::vector<llvm::Value*>& indices,
-                          llvm::Value* value) {
+void CodeGenerator::EmitStoreTo(const BufferNode* buffer, const std::vector<llvm::Value*>& indices,
+                                llvm::Value* value) {
   if (buffer->dtype == DType::kBool) value = b_.CreateZExt(value, b_.getInt8Ty());
   llvm::StoreInst* store = b_.CreateAlignedStore(value, ElementPtr(buffer, indices),
                                                  llvm::Align(DTypeSize(buffer->dtype)));
   TagAccess(store, env_.buffers.at(buffer));
 }
 
-llvm::Value* Lowerer::EmitBinary(ExprOp op, DType t, llvm::Value* a, llvm::Value* b) {
+llvm::Value* CodeGenerator::EmitBinary(ExprOp op, DType t, llvm::Value* a, llvm::Value* b) {
   if (IsFloatCompute(t)) {
     switch (op) {
       case ExprOp::kAdd:
@@ -221,7 +222,7 @@ llvm::Value* Lowerer::EmitBinary(ExprOp op, DType t, llvm::Value* a, llvm::Value
 }
 
 // Integer division never traps: x / 0 == 0 and INT_MIN / -1 == INT_MIN (wraps like -x).
-llvm::Value* Lowerer::EmitIntDivision(ExprOp op, DType t, llvm::Value* a, llvm::Value* b) {
+llvm::Value* CodeGenerator::EmitIntDivision(ExprOp op, DType t, llvm::Value* a, llvm::Value* b) {
   llvm::Type* type = a->getType();
   llvm::Value* zero = llvm::ConstantInt::get(type, 0);
   llvm::Value* one = llvm::ConstantInt::get(type, 1);
@@ -258,7 +259,7 @@ llvm::Value* Lowerer::EmitIntDivision(ExprOp op, DType t, llvm::Value* a, llvm::
   return b_.CreateSelect(by_zero, zero, result);
 }
 
-llvm::Value* Lowerer::EmitFloatDivision(ExprOp op, llvm::Value* a, llvm::Value* b) {
+llvm::Value* CodeGenerator::EmitFloatDivision(ExprOp op, llvm::Value* a, llvm::Value* b) {
   if (op == ExprOp::kFloorDiv) {
     return b_.CreateUnaryIntrinsic(llvm::Intrinsic::floor, b_.CreateFDiv(a, b));
   }
@@ -272,7 +273,7 @@ llvm::Value* Lowerer::EmitFloatDivision(ExprOp op, llvm::Value* a, llvm::Value* 
   return b_.CreateSelect(b_.CreateFCmpOEQ(m, zero), signed_zero, m);
 }
 
-llvm::Value* Lowerer::EmitCompare(ExprOp op, DType t, llvm::Value* a, llvm::Value* b) {
+llvm::Value* CodeGenerator::EmitCompare(ExprOp op, DType t, llvm::Value* a, llvm::Value* b) {
   using P = llvm::CmpInst::Predicate;
   int i = static_cast<int>(op) - static_cast<int>(ExprOp::kEq);
   if (IsFloatCompute(t)) {
@@ -287,7 +288,7 @@ llvm::Value* Lowerer::EmitCompare(ExprOp op, DType t, llvm::Value* a, llvm::Valu
   return b_.CreateICmp(IsUnsigned(t) ? kUnsigned[i] : kSigned[i], a, b);
 }
 
-llvm::Value* Lowerer::EmitUnary(ExprOp op, DType t, llvm::Value* x) {
+llvm::Value* CodeGenerator::EmitUnary(ExprOp op, DType t, llvm::Value* x) {
   bool is_float = IsFloatCompute(t);
   switch (op) {
     case ExprOp::kNeg:
@@ -308,7 +309,7 @@ llvm::Value* Lowerer::EmitUnary(ExprOp op, DType t, llvm::Value* x) {
   }
 }
 
-llvm::Value* Lowerer::EmitFloatMath(ExprOp op, llvm::Value* x) {
+llvm::Value* CodeGenerator::EmitFloatMath(ExprOp op, llvm::Value* x) {
   auto unary = [&](llvm::Intrinsic::ID id) { return b_.CreateUnaryIntrinsic(id, x); };
   switch (op) {
     case ExprOp::kExp:
@@ -340,7 +341,7 @@ llvm::Value* Lowerer::EmitFloatMath(ExprOp op, llvm::Value* x) {
 
 // sigmoid(x) from e = exp(-|x|): 1 / (1 + e) for x >= 0, e / (1 + e) otherwise, which keeps
 // full relative accuracy for large negative x (no 1 / inf underflow to 0).
-llvm::Value* Lowerer::EmitSigmoid(llvm::Value* x) {
+llvm::Value* CodeGenerator::EmitSigmoid(llvm::Value* x) {
   llvm::Type* type = x->getType();
   llvm::Value* one = llvm::ConstantFP::get(type, 1.0);
   llvm::Value* e = b_.CreateUnaryIntrinsic(
@@ -352,7 +353,7 @@ llvm::Value* Lowerer::EmitSigmoid(llvm::Value* x) {
 }
 
 // A libm call marked pure so the vectorizer may replace it with its libmvec variant.
-llvm::Value* Lowerer::CallLibm(const char* f32_name, const char* f64_name, llvm::Value* x) {
+llvm::Value* CodeGenerator::CallLibm(const char* f32_name, const char* f64_name, llvm::Value* x) {
   llvm::Type* type = x->getType();
   const char* name = type->isFloatTy() ? f32_name : f64_name;
   llvm::FunctionCallee callee = module_.getOrInsertFunction(name, type, type);
@@ -367,7 +368,7 @@ llvm::Value* Lowerer::CallLibm(const char* f32_name, const char* f64_name, llvm:
   return call;
 }
 
-StatusOr<llvm::Value*> Lowerer::EmitReduce(const ExprNode& n) {
+StatusOr<llvm::Value*> CodeGenerator::EmitReduce(const ExprNode& n) {
   std::vector<llvm::Value*> extents;
   for (size_t i = 1; i < n.args.size(); ++i) {
     ASSIGN_OR_RETURN(llvm::Value * extent, EmitExpr(n.args[i]));
@@ -402,7 +403,7 @@ StatusOr<llvm::Value*> Lowerer::EmitReduce(const ExprNode& n) {
   return b_.CreateLoad(acc->getAllocatedType(), acc);
 }
 
-llvm::Value* Lowerer::Combine(ReduceOp op, DType t, llvm::Value* acc, llvm::Value* v) {
+llvm::Value* CodeGenerator::Combine(ReduceOp op, DType t, llvm::Value* acc, llvm::Value* v) {
   bool is_float = IsFloatCompute(t);
   bool is_unsigned = IsUnsigned(t);
   auto reassociable = [&](llvm::Value* r) {
@@ -435,7 +436,7 @@ llvm::Value* Lowerer::Combine(ReduceOp op, DType t, llvm::Value* acc, llvm::Valu
 }
 
 // Arg reductions keep the first strict improvement; a NaN beats any number (numpy).
-llvm::Value* Lowerer::ArgBetter(ReduceOp op, DType t, llvm::Value* v, llvm::Value* best) {
+llvm::Value* CodeGenerator::ArgBetter(ReduceOp op, DType t, llvm::Value* v, llvm::Value* best) {
   bool is_max = op == ReduceOp::kArgMax;
   if (IsFloatCompute(t)) {
     llvm::Value* better = is_max ? b_.CreateFCmpOGT(v, best) : b_.CreateFCmpOLT(v, best);
@@ -446,7 +447,7 @@ llvm::Value* Lowerer::ArgBetter(ReduceOp op, DType t, llvm::Value* v, llvm::Valu
   return is_max ? b_.CreateICmpSGT(v, best) : b_.CreateICmpSLT(v, best);
 }
 
-llvm::Value* Lowerer::ReduceInit(ReduceOp op, DType t) {
+llvm::Value* CodeGenerator::ReduceInit(ReduceOp op, DType t) {
   llvm::Type* type = ValueType(t);
   if (op == ReduceOp::kSum) return llvm::Constant::getNullValue(type);
   if (op == ReduceOp::kProd) {

@@ -1,8 +1,8 @@
-// Internal to jit/: the Lowerer that turns one kernel's IR into LLVM IR (statements in
-// lower_llvm.cc, parallel loops in lower_parallel.cc, expressions in lower_expr.cc, conversions
-// in lower_cast.cc).
-#ifndef KILN_JIT_LOWER_INTERNAL_H_
-#define KILN_JIT_LOWER_INTERNAL_H_
+// Internal to jit/: the CodeGenerator that turns one kernel's IR into LLVM IR (statements in
+// codegen.cc, parallel loops in codegen_parallel.cc, expressions in codegen_expr.cc, conversions
+// in codegen_cast.cc).
+#ifndef KILN_JIT_CODEGEN_INTERNAL_H_
+#define KILN_JIT_CODEGEN_INTERNAL_H_
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
@@ -12,15 +12,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "jit/codegen.h"
 #include "jit/kernel_ir.h"
-#include "jit/lower_llvm.h"
 
 namespace kiln::jit {
 
 /// Emits one kernel into a module. Single use; not thread-safe (the module's context is not).
-class Lowerer {
+class CodeGenerator {
  public:
-  Lowerer(const Kernel& kernel, llvm::Module& module, const TargetInfo& target);
+  CodeGenerator(const Kernel& kernel, llvm::Module& module, const TargetInfo& target);
 
   /// Emits the entry function `symbol` with the KernelFn ABI. The kernel must be valid.
   Status EmitEntry(const std::string& symbol);
@@ -40,7 +40,7 @@ class Lowerer {
   };
   using LoopBody = std::function<Status(llvm::Value* index)>;
 
-  // lower_llvm.cc: functions, statements, loops.
+  // codegen.cc: functions, statements, loops.
   llvm::Function* NewFunction(const std::string& name, llvm::FunctionType* type, bool internal);
   void BindParams(llvm::Value* buffers, llvm::Value* shapes, llvm::Value* strides,
                   llvm::Value* dims);
@@ -57,7 +57,7 @@ class Lowerer {
   llvm::MDNode* LoopMetadata(ForKind kind, bool constant_extent, llvm::MDNode* access_group);
   llvm::AllocaInst* EntryAlloca(llvm::Type* type, uint64_t count, const std::string& name);
 
-  // lower_parallel.cc: parallel loops.
+  // codegen_parallel.cc: parallel loops.
   Status EmitParallelFor(const StmtNode& s, llvm::Value* begin, llvm::Value* end);
   StatusOr<llvm::Function*> EmitOutlinedBody(const StmtNode& s,
                                              const std::vector<const BufferNode*>& buffers,
@@ -69,7 +69,7 @@ class Lowerer {
   llvm::Value* RuntimeWork(const StmtNode* s);
   llvm::Value* ExtentBeforeLoop(const Expr& extent);
 
-  // lower_expr.cc: expressions, memory access, casts, math.
+  // codegen_expr.cc: expressions, memory access, casts, math.
   StatusOr<llvm::Value*> EmitExpr(const Expr& e);
   StatusOr<llvm::Value*> EmitLeaf(const ExprNode& n, const Expr& e);
   llvm::Value* EmitConst(const ExprNode& n);
@@ -114,4 +114,4 @@ class Lowerer {
 
 }  // namespace kiln::jit
 
-#endif  // KILN_JIT_LOWER_INTERNAL_H_
+#endif  // KILN_JIT_CODEGEN_INTERNAL_H_

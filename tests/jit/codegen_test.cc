@@ -1,7 +1,7 @@
-// Tests for jit/lower_llvm: statements, loop kinds, the ABI, and the optimized IR (vectors,
+// Tests for jit/codegen: statements, loop kinds, the ABI, and the optimized IR (vectors,
 // libmvec).
-#define BOOST_TEST_MODULE lower_llvm_test
-#include "jit/lower_llvm.h"
+#define BOOST_TEST_MODULE codegen_test
+#include "jit/codegen.h"
 
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
@@ -40,9 +40,9 @@ Kernel UnaryKernel(const std::string& name, DType t, ExprOp op) {
 std::string OptimizedIR(const Kernel& kernel) {
   StatusOr<TargetInfo> target = DetectHostTarget();
   BOOST_REQUIRE_MESSAGE(target.ok(), target.status().ToString());
-  StatusOr<LoweredKernel> lowered = LowerKernel(kernel, "k", *target);
-  BOOST_REQUIRE_MESSAGE(lowered.ok(), lowered.status().ToString());
-  return ModuleText(*lowered);
+  StatusOr<KernelModule> generated = GenerateModule(kernel, "k", *target);
+  BOOST_REQUIRE_MESSAGE(generated.ok(), generated.status().ToString());
+  return ModuleText(*generated);
 }
 
 bool HostHasAvx512() {
@@ -99,11 +99,12 @@ BOOST_AUTO_TEST_CASE(tanh_and_erf_kernels_call_libmvec) {
 BOOST_AUTO_TEST_CASE(without_libmvec_no_vector_math_calls) {
   StatusOr<TargetInfo> target = DetectHostTarget();
   BOOST_REQUIRE(target.ok());
-  LowerOptions options;
+  CodegenOptions options;
   options.use_libmvec = false;
-  auto lowered = LowerKernel(UnaryKernel("exp", DType::kF32, ExprOp::kExp), "k", *target, options);
-  BOOST_REQUIRE(lowered.ok());
-  BOOST_TEST(ModuleText(*lowered).find("_ZGV") == std::string::npos);
+  auto generated =
+      GenerateModule(UnaryKernel("exp", DType::kF32, ExprOp::kExp), "k", *target, options);
+  BOOST_REQUIRE(generated.ok());
+  BOOST_TEST(ModuleText(*generated).find("_ZGV") == std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(invalid_kernel_is_rejected_with_its_name) {
@@ -112,11 +113,11 @@ BOOST_AUTO_TEST_CASE(invalid_kernel_is_rejected_with_its_name) {
   Kernel k{"broken", {a}, {}, For(i, DimOf(a, 0), ForKind::kSerial, Store(a, {i}, IntImm(1)))};
   StatusOr<TargetInfo> target = DetectHostTarget();
   BOOST_REQUIRE(target.ok());
-  StatusOr<LoweredKernel> lowered = LowerKernel(k, "k", *target);
-  BOOST_REQUIRE(!lowered.ok());
-  BOOST_TEST(lowered.status().code() == StatusCode::kInvalidArgument);
-  BOOST_TEST(lowered.status().message().find("broken") != std::string::npos);
-  BOOST_TEST(lowered.status().message().find("store a") != std::string::npos);
+  StatusOr<KernelModule> generated = GenerateModule(k, "k", *target);
+  BOOST_REQUIRE(!generated.ok());
+  BOOST_TEST(generated.status().code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(generated.status().message().find("broken") != std::string::npos);
+  BOOST_TEST(generated.status().message().find("store a") != std::string::npos);
 }
 
 // 2-D transpose through strided (non-contiguous) input and symbolic dims passed at run time.

@@ -1,6 +1,6 @@
-// Tests for jit/lower_cast: every dtype pair, rounding to nearest even, saturation, double
+// Tests for jit/codegen_cast: every dtype pair, rounding to nearest even, saturation, double
 // rounding.
-#define BOOST_TEST_MODULE lower_cast_test
+#define BOOST_TEST_MODULE codegen_cast_test
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 #include <cmath>

@@ -1,13 +1,13 @@
 // Binary serialization of kernel IR: a compact, versioned node table with a fully checked reader.
-#include "jit/kir_serialize.h"
-
-#include "jit/precondition.h"
+#include "jit/kernel_ir_serialize.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 #include <unordered_map>
 #include <utility>
+
+#include "jit/precondition.h"
 
 namespace kiln::jit {
 namespace {

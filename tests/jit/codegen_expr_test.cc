@@ -1,5 +1,5 @@
-// Tests for jit/lower_expr: every scalar op over every dtype it accepts, against plain C++.
-#define BOOST_TEST_MODULE lower_expr_test
+// Tests for jit/codegen_expr: every scalar op over every dtype it accepts, against plain C++.
+#define BOOST_TEST_MODULE codegen_expr_test
 #include <algorithm>
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>

@@ -1,7 +1,7 @@
-// Lowering of dtype conversions, including the f16/bf16 storage types (round to nearest even).
+// Code generation for dtype conversions, f16/bf16 storage types included (round to nearest even).
 #include <llvm/IR/Intrinsics.h>
 
-#include "jit/lower_internal.h"
+#include "jit/codegen_internal.h"
 
 namespace kiln::jit {
 namespace {
@@ -10,7 +10,7 @@ bool IsFloatCompute(DType t) { return t == DType::kF32 || t == DType::kF64; }
 
 }  // namespace
 
-llvm::Value* Lowerer::EmitCast(llvm::Value* v, DType from, DType to) {
+llvm::Value* CodeGenerator::EmitCast(llvm::Value* v, DType from, DType to) {
   if (from == to) return v;
   if (to == DType::kBool) return NonZero(v, from);
   if (from == DType::kBool) {
@@ -39,7 +39,7 @@ llvm::Value* Lowerer::EmitCast(llvm::Value* v, DType from, DType to) {
   return b_.CreateIntCast(v, dst, /*isSigned=*/!from_unsigned);
 }
 
-llvm::Value* Lowerer::NonZero(llvm::Value* v, DType from) {
+llvm::Value* CodeGenerator::NonZero(llvm::Value* v, DType from) {
   switch (from) {
     case DType::kBool:
       return v;
@@ -57,7 +57,7 @@ llvm::Value* Lowerer::NonZero(llvm::Value* v, DType from) {
 // An f32 from which one more round-to-nearest-even step to f16/bf16 gives the correctly rounded
 // result: exact where f32 can hold the value, otherwise rounded to odd (no double rounding).
 // Caveat: i64 magnitudes above 2^53 are first rounded to f64.
-llvm::Value* Lowerer::ToF32ForNarrowing(llvm::Value* v, DType from) {
+llvm::Value* CodeGenerator::ToF32ForNarrowing(llvm::Value* v, DType from) {
   switch (from) {
     case DType::kF32:
       return v;
@@ -74,7 +74,7 @@ llvm::Value* Lowerer::ToF32ForNarrowing(llvm::Value* v, DType from) {
 }
 
 // f64 -> f32 rounding to odd: truncate toward zero, and set the last bit if anything was lost.
-llvm::Value* Lowerer::RoundToOddF32(llvm::Value* x) {
+llvm::Value* CodeGenerator::RoundToOddF32(llvm::Value* x) {
   llvm::Value* r = b_.CreateFPTrunc(x, b_.getFloatTy());
   llvm::Value* back = b_.CreateFPExt(r, b_.getDoubleTy());
   llvm::Value* inexact = b_.CreateFCmpONE(back, x);  // false for NaN
@@ -87,7 +87,7 @@ llvm::Value* Lowerer::RoundToOddF32(llvm::Value* x) {
 }
 
 // f32 -> bf16 bits, round to nearest even; NaN stays a (quiet) NaN.
-llvm::Value* Lowerer::F32ToBF16(llvm::Value* x) {
+llvm::Value* CodeGenerator::F32ToBF16(llvm::Value* x) {
   llvm::Value* bits = b_.CreateBitCast(x, b_.getInt32Ty());
   llvm::Value* high = b_.CreateLShr(bits, 16);
   llvm::Value* lsb = b_.CreateAnd(high, b_.getInt32(1));
@@ -98,7 +98,7 @@ llvm::Value* Lowerer::F32ToBF16(llvm::Value* x) {
   return b_.CreateTrunc(result, b_.getInt16Ty());
 }
 
-llvm::Value* Lowerer::BF16ToF32(llvm::Value* v) {
+llvm::Value* CodeGenerator::BF16ToF32(llvm::Value* v) {
   llvm::Value* bits = b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16);
   return b_.CreateBitCast(bits, b_.getFloatTy());
 }

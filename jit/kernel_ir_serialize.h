@@ -1,13 +1,13 @@
 // Binary serialization of kernel IR ("kiln-kir-1"): the payload of JIT kernels in a .kiln file.
-#ifndef KILN_JIT_KIR_SERIALIZE_H_
-#define KILN_JIT_KIR_SERIALIZE_H_
+#ifndef KILN_JIT_KERNEL_IR_SERIALIZE_H_
+#define KILN_JIT_KERNEL_IR_SERIALIZE_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include "jit/kernel_ir.h"
 #include "base/status.h"
+#include "jit/kernel_ir.h"
 
 namespace kiln::jit {
 
@@ -56,4 +56,4 @@ inline constexpr int64_t kMaxKirTreeNodes = int64_t{1} << 22;
 
 }  // namespace kiln::jit
 
-#endif  // KILN_JIT_KIR_SERIALIZE_H_
+#endif  // KILN_JIT_KERNEL_IR_SERIALIZE_H_

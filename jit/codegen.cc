@@ -1,5 +1,5 @@
-// Lowering of kernel statements to LLVM IR: the ABI entry, loops, lets, ifs and scratch.
-#include "jit/lower_llvm.h"
+// Code generation for kernel statements to LLVM IR: the ABI entry, loops, lets, ifs and scratch.
+#include "jit/codegen.h"
 
 #include <llvm/IR/DiagnosticHandler.h>
 #include <llvm/IR/DiagnosticInfo.h>
@@ -11,7 +11,7 @@
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 
-#include "jit/lower_internal.h"
+#include "jit/codegen_internal.h"
 
 namespace kiln::jit {
 namespace {
@@ -37,7 +37,7 @@ class DiagnosticCollector : public llvm::DiagnosticHandler {
 
 }  // namespace
 
-Lowerer::Lowerer(const Kernel& kernel, llvm::Module& module, const TargetInfo& target)
+CodeGenerator::CodeGenerator(const Kernel& kernel, llvm::Module& module, const TargetInfo& target)
     : kernel_(kernel), module_(module), ctx_(module.getContext()), target_(target), b_(ctx_) {
   llvm::MDBuilder mdb(ctx_);
   llvm::MDNode* domain = mdb.createAnonymousAliasScopeDomain("kiln." + kernel.name);
@@ -49,8 +49,8 @@ Lowerer::Lowerer(const Kernel& kernel, llvm::Module& module, const TargetInfo& t
   alias_scopes_.push_back(mdb.createAnonymousAliasScope(domain, "locals"));
 }
 
-llvm::Function* Lowerer::NewFunction(const std::string& name, llvm::FunctionType* type,
-                                     bool internal) {
+llvm::Function* CodeGenerator::NewFunction(const std::string& name, llvm::FunctionType* type,
+                                           bool internal) {
   auto linkage = internal ? llvm::Function::InternalLinkage : llvm::Function::ExternalLinkage;
   llvm::Function* f = llvm::Function::Create(type, linkage, name, module_);
   f->setDoesNotThrow();
@@ -61,7 +61,7 @@ llvm::Function* Lowerer::NewFunction(const std::string& name, llvm::FunctionType
   return f;
 }
 
-Status Lowerer::EmitEntry(const std::string& symbol) {
+Status CodeGenerator::EmitEntry(const std::string& symbol) {
   symbol_ = symbol;
   llvm::Type* ptr = b_.getPtrTy();
   auto* type = llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr}, false);
@@ -77,8 +77,8 @@ Status Lowerer::EmitEntry(const std::string& symbol) {
   return Status::Ok();
 }
 
-void Lowerer::BindParams(llvm::Value* buffers, llvm::Value* shapes, llvm::Value* strides,
-                         llvm::Value* dims) {
+void CodeGenerator::BindParams(llvm::Value* buffers, llvm::Value* shapes, llvm::Value* strides,
+                               llvm::Value* dims) {
   llvm::Type* ptr = b_.getPtrTy();
   llvm::Type* i64 = b_.getInt64Ty();
   auto load_at = [&](llvm::Type* type, llvm::Value* base, uint64_t i, const std::string& name) {
@@ -114,7 +114,8 @@ void Lowerer::BindParams(llvm::Value* buffers, llvm::Value* shapes, llvm::Value*
   }
 }
 
-llvm::AllocaInst* Lowerer::EntryAlloca(llvm::Type* type, uint64_t count, const std::string& name) {
+llvm::AllocaInst* CodeGenerator::EntryAlloca(llvm::Type* type, uint64_t count,
+                                             const std::string& name) {
   llvm::BasicBlock& entry = fn_->getEntryBlock();
   llvm::IRBuilder<> at(&entry, entry.begin());
   llvm::AllocaInst* a = at.CreateAlloca(type, at.getInt64(count), name);
@@ -122,7 +123,7 @@ llvm::AllocaInst* Lowerer::EntryAlloca(llvm::Type* type, uint64_t count, const s
   return a;
 }
 
-Status Lowerer::EmitStmt(const StmtNode* s) {
+Status CodeGenerator::EmitStmt(const StmtNode* s) {
   switch (s->op) {
     case StmtOp::kFor:
       return EmitFor(*s);
@@ -141,7 +142,7 @@ Status Lowerer::EmitStmt(const StmtNode* s) {
   return Internal("unknown statement");
 }
 
-Status Lowerer::EmitFor(const StmtNode& s) {
+Status CodeGenerator::EmitFor(const StmtNode& s) {
   ASSIGN_OR_RETURN(llvm::Value * min, EmitExpr(s.exprs[0]));
   ASSIGN_OR_RETURN(llvm::Value * extent, EmitExpr(s.exprs[1]));
   llvm::Value* end = b_.CreateAdd(min, extent, s.var.name() + ".end", false, true);
@@ -155,8 +156,9 @@ Status Lowerer::EmitFor(const StmtNode& s) {
   });
 }
 
-Status Lowerer::EmitLoop(llvm::Value* begin, llvm::Value* end, ForKind kind, bool constant_extent,
-                         const std::string& name, const LoopBody& body) {
+Status CodeGenerator::EmitLoop(llvm::Value* begin, llvm::Value* end, ForKind kind,
+                               bool constant_extent, const std::string& name,
+                               const LoopBody& body) {
   llvm::BasicBlock* pre = b_.GetInsertBlock();
   auto* loop = llvm::BasicBlock::Create(ctx_, name + ".loop", fn_);
   auto* exit = llvm::BasicBlock::Create(ctx_, name + ".exit", fn_);
@@ -180,8 +182,8 @@ Status Lowerer::EmitLoop(llvm::Value* begin, llvm::Value* end, ForKind kind, boo
   return Status::Ok();
 }
 
-llvm::MDNode* Lowerer::LoopMetadata(ForKind kind, bool constant_extent,
-                                    llvm::MDNode* access_group) {
+llvm::MDNode* CodeGenerator::LoopMetadata(ForKind kind, bool constant_extent,
+                                          llvm::MDNode* access_group) {
   auto flag = [&](const char* name) {
     return llvm::MDNode::get(ctx_, llvm::MDString::get(ctx_, name));
   };
@@ -202,7 +204,7 @@ llvm::MDNode* Lowerer::LoopMetadata(ForKind kind, bool constant_extent,
   return md;
 }
 
-Status Lowerer::EmitStore(const StmtNode& s) {
+Status CodeGenerator::EmitStore(const StmtNode& s) {
   std::vector<llvm::Value*> indices;
   for (size_t i = 0; i + 1 < s.exprs.size(); ++i) {
     ASSIGN_OR_RETURN(llvm::Value * index, EmitExpr(s.exprs[i]));
@@ -213,7 +215,7 @@ Status Lowerer::EmitStore(const StmtNode& s) {
   return Status::Ok();
 }
 
-Status Lowerer::EmitLet(const StmtNode& s) {
+Status CodeGenerator::EmitLet(const StmtNode& s) {
   ASSIGN_OR_RETURN(llvm::Value * value, EmitExpr(s.exprs[0]));
   value->setName(s.var.name());
   env_.vars[s.var.get()] = value;
@@ -222,7 +224,7 @@ Status Lowerer::EmitLet(const StmtNode& s) {
   return status;
 }
 
-Status Lowerer::EmitIf(const StmtNode& s) {
+Status CodeGenerator::EmitIf(const StmtNode& s) {
   ASSIGN_OR_RETURN(llvm::Value * cond, EmitExpr(s.exprs[0]));
   auto* then_block = llvm::BasicBlock::Create(ctx_, "then", fn_);
   auto* merge = llvm::BasicBlock::Create(ctx_, "endif", fn_);
@@ -240,7 +242,7 @@ Status Lowerer::EmitIf(const StmtNode& s) {
   return Status::Ok();
 }
 
-Status Lowerer::EmitAllocate(const StmtNode& s) {
+Status CodeGenerator::EmitAllocate(const StmtNode& s) {
   const BufferNode& node = *s.buffer;
   BufferValue bv;
   uint64_t count = 1;
@@ -260,8 +262,9 @@ Status Lowerer::EmitAllocate(const StmtNode& s) {
   return status;
 }
 
-Status Lowerer::EmitLoopNest(const std::vector<Var>& vars, const std::vector<llvm::Value*>& extents,
-                             size_t level, const std::function<Status()>& body) {
+Status CodeGenerator::EmitLoopNest(const std::vector<Var>& vars,
+                                   const std::vector<llvm::Value*>& extents, size_t level,
+                                   const std::function<Status()>& body) {
   if (level == vars.size()) return body();
   bool constant = llvm::isa<llvm::ConstantInt>(extents[level]);
   return EmitLoop(b_.getInt64(0), extents[level], ForKind::kSerial, constant, vars[level].name(),
@@ -273,18 +276,18 @@ Status Lowerer::EmitLoopNest(const std::vector<Var>& vars, const std::vector<llv
                   });
 }
 
-LoweredKernel::LoweredKernel() = default;
-LoweredKernel::LoweredKernel(LoweredKernel&&) noexcept = default;
-LoweredKernel& LoweredKernel::operator=(LoweredKernel&&) noexcept = default;
-LoweredKernel::~LoweredKernel() {
+KernelModule::KernelModule() = default;
+KernelModule::KernelModule(KernelModule&&) noexcept = default;
+KernelModule& KernelModule::operator=(KernelModule&&) noexcept = default;
+KernelModule::~KernelModule() {
   module.reset();  // the module must die before its context
 }
 
-StatusOr<LoweredKernel> LowerKernel(const Kernel& kernel, const std::string& symbol,
-                                    const TargetInfo& target, const LowerOptions& options) {
+StatusOr<KernelModule> GenerateModule(const Kernel& kernel, const std::string& symbol,
+                                      const TargetInfo& target, const CodegenOptions& options) {
   RETURN_IF_ERROR(ValidateKernel(kernel));
   ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> machine, CreateTargetMachine(target));
-  LoweredKernel out;
+  KernelModule out;
   out.context = std::make_unique<llvm::LLVMContext>();
   out.llvm_errors = std::make_shared<std::string>();
   out.context->setDiagnosticHandler(std::make_unique<DiagnosticCollector>(out.llvm_errors));
@@ -292,7 +295,7 @@ StatusOr<LoweredKernel> LowerKernel(const Kernel& kernel, const std::string& sym
   out.module->setTargetTriple(target.triple);
   out.module->setDataLayout(machine->createDataLayout());
   out.symbol = symbol;
-  Status status = Lowerer(kernel, *out.module, target).EmitEntry(symbol);
+  Status status = CodeGenerator(kernel, *out.module, target).EmitEntry(symbol);
   if (!status.ok()) return status.WithContext("kernel '" + kernel.name + "'");
   std::string problems;
   llvm::raw_string_ostream os(problems);
@@ -309,10 +312,10 @@ StatusOr<LoweredKernel> LowerKernel(const Kernel& kernel, const std::string& sym
   return out;
 }
 
-std::string ModuleText(const LoweredKernel& lowered) {
+std::string ModuleText(const KernelModule& generated) {
   std::string text;
   llvm::raw_string_ostream os(text);
-  if (lowered.module) lowered.module->print(os, nullptr);
+  if (generated.module) generated.module->print(os, nullptr);
   return os.str();
 }
 

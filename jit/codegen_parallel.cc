@@ -1,8 +1,8 @@
-// Lowering of parallel loops: body outlining, context capture and the run-time grain.
+// Code generation for parallel loops: body outlining, context capture and the run-time grain.
 #include <algorithm>
 #include <unordered_set>
 
-#include "jit/lower_internal.h"
+#include "jit/codegen_internal.h"
 
 namespace kiln::jit {
 namespace {
@@ -63,7 +63,7 @@ void CollectReduces(const Expr& e, std::vector<const ExprNode*>* out) {
 
 // An extent usable before the loop runs: no loads (the loop might not run, so a load could be
 // out of bounds), no reductions, and only vars and buffers already bound; else a guess.
-llvm::Value* Lowerer::ExtentBeforeLoop(const Expr& extent) {
+llvm::Value* CodeGenerator::ExtentBeforeLoop(const Expr& extent) {
   UseCollector uses;
   uses.Expr(extent);
   bool available = !uses.loads_or_loops;
@@ -76,7 +76,7 @@ llvm::Value* Lowerer::ExtentBeforeLoop(const Expr& extent) {
 }
 
 // Run-time estimate of the element operations one iteration of `s` performs, in [1, 2^40].
-llvm::Value* Lowerer::RuntimeWork(const StmtNode* s) {
+llvm::Value* CodeGenerator::RuntimeWork(const StmtNode* s) {
   auto times = [&](llvm::Value* a, llvm::Value* b) {
     return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, b_.CreateMul(a, b),
                                     b_.getInt64(kMaxWork));
@@ -105,7 +105,7 @@ llvm::Value* Lowerer::RuntimeWork(const StmtNode* s) {
   return b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, work, b_.getInt64(1));
 }
 
-Status Lowerer::EmitParallelFor(const StmtNode& s, llvm::Value* begin, llvm::Value* end) {
+Status CodeGenerator::EmitParallelFor(const StmtNode& s, llvm::Value* begin, llvm::Value* end) {
   llvm::Value* grain = b_.CreateBinaryIntrinsic(
       llvm::Intrinsic::smax,
       b_.CreateSDiv(b_.getInt64(kMinWorkPerChunk), RuntimeWork(s.body[0].get())), b_.getInt64(1));
@@ -144,10 +144,9 @@ Status Lowerer::EmitParallelFor(const StmtNode& s, llvm::Value* begin, llvm::Val
 
 // `void body(i64 begin, i64 end, ptr ctx)`: reloads the captured values and runs iterations
 // [begin, end) of the loop.
-StatusOr<llvm::Function*> Lowerer::EmitOutlinedBody(const StmtNode& s,
-                                                    const std::vector<const BufferNode*>& buffers,
-                                                    const std::vector<const ExprNode*>& vars,
-                                                    llvm::StructType* ctx_type) {
+StatusOr<llvm::Function*> CodeGenerator::EmitOutlinedBody(
+    const StmtNode& s, const std::vector<const BufferNode*>& buffers,
+    const std::vector<const ExprNode*>& vars, llvm::StructType* ctx_type) {
   llvm::Type* i64 = b_.getInt64Ty();
   auto* type = llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, b_.getPtrTy()}, false);
   llvm::Function* body =
@@ -180,10 +179,10 @@ StatusOr<llvm::Function*> Lowerer::EmitOutlinedBody(const StmtNode& s,
 
 // The environment of an outlined body: only what was captured (values of the caller's function
 // must not leak in), loaded from `ctx` in the order EmitParallelFor stored them.
-Lowerer::Env Lowerer::ReloadCaptures(const Env& outer,
-                                     const std::vector<const BufferNode*>& buffers,
-                                     const std::vector<const ExprNode*>& vars,
-                                     llvm::StructType* ctx_type, llvm::Value* ctx) {
+CodeGenerator::Env CodeGenerator::ReloadCaptures(const Env& outer,
+                                                 const std::vector<const BufferNode*>& buffers,
+                                                 const std::vector<const ExprNode*>& vars,
+                                                 llvm::StructType* ctx_type, llvm::Value* ctx) {
   Env env;
   unsigned field = 0;
   auto reload = [&](llvm::Value*& v) {
