@@ -135,30 +135,26 @@ BOOST_AUTO_TEST_CASE(batch_of_2_to_the_40_stays_in_the_file) {
 // A dim of 2^31 compiles to a file the loader accepts (it was a negative int32 dim).
 BOOST_AUTO_TEST_CASE(dim_of_2_to_the_31_loads) { CheckDimsStayWhole(2, int64_t{1} << 31); }
 
+// ConstantOfShape([2^61]) filled with `dtype` ("uint8", "float") as the graph's output.
+std::string ConstantOfShape2to61(const std::string& dtype) {
+  return "<ir_version: 8, opset_import: [\"\" : 13]>\n"
+         "g (float[1] x) => (" + dtype + "[2305843009213693952] y) {\n"
+         "  s = Constant <value = int64[1] {2305843009213693952}> ()\n"
+         "  y = ConstantOfShape <value = " + dtype + "[1] {1}> (s)\n"
+         "}\n";
+}
+
 // ConstantOfShape([2^61]) of bytes allocates 2^61 bytes (the file said 1).
 BOOST_AUTO_TEST_CASE(constant_of_shape_2_to_the_61_keeps_its_size) {
-  auto fixed = CompileAndLoad(R"(
-    <ir_version: 8, opset_import: ["" : 13]>
-    g (float[1] x) => (uint8[2305843009213693952] y) {
-      s = Constant <value = int64[1] {2305843009213693952}> ()
-      y = ConstantOfShape <value = uint8[1] {1}> (s)
-    }
-  )");
-  int entry = fixed->FindFunction(fixed->entry_function());
-  BOOST_TEST_MESSAGE(DisassembleFunction(*fixed, entry));
-  BOOST_TEST(Has(Immediates(*fixed, entry), int64_t{1} << 61), DisassembleFunction(*fixed, entry));
+  auto exe = CompileAndLoad(ConstantOfShape2to61("uint8"));
+  int entry = exe->FindFunction(exe->entry_function());
+  BOOST_TEST(Has(Immediates(*exe, entry), int64_t{1} << 61), DisassembleFunction(*exe, entry));
 }
 
 // 2^61 floats are 2^63 bytes: more than an int64 offset holds, so a compile error naming the
 // value, not a wrapped size.
 BOOST_AUTO_TEST_CASE(more_bytes_than_int64_is_a_compile_error) {
-  auto bytes = CompileText(R"(
-    <ir_version: 8, opset_import: ["" : 13]>
-    g (float[1] x) => (float[2305843009213693952] y) {
-      s = Constant <value = int64[1] {2305843009213693952}> ()
-      y = ConstantOfShape <value = float[1] {1}> (s)
-    }
-  )");
+  auto bytes = CompileText(ConstantOfShape2to61("float"));
   BOOST_REQUIRE(!bytes.ok());
   BOOST_TEST(bytes.status().code() == StatusCode::kInvalidArgument, bytes.status().ToString());
   BOOST_TEST(bytes.status().message().find("'y'") != std::string::npos, bytes.status().ToString());
