@@ -9,9 +9,12 @@ namespace kiln {
 /// File identifier (bytes 4..7 of a size-prefixed FlatBuffer). Also in executable.fbs.
 inline constexpr char kFileIdentifier[] = "KILN";
 /// Format version this build writes and the newest it reads. Bump the minor when adding fields
-/// at the end of a table; the major when anything else changes.
+/// at the end of a table or opcodes at the end of vm/opcodes.def; the major when anything else
+/// changes.
 inline constexpr uint16_t kFormatMajor = 1;
-inline constexpr uint16_t kFormatMinor = 0;
+/// 1.1: 64-bit dims and byte offsets (new alloc_tensor / alloc_tensor_reg opcodes; 1.0's
+/// 32-bit forms still load with their old meaning). See executable.fbs for the history.
+inline constexpr uint16_t kFormatMinor = 1;
 /// Alignment of every constant's bytes in the file (and in memory when mapped).
 inline constexpr uint64_t kConstantAlignment = 64;
 

@@ -1,6 +1,7 @@
 // ExecutableBuilder: FlatBuffer assembly and the data segment.
 #include "vm/builder.h"
 
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -47,9 +48,24 @@ int FunctionBuilder::Emit(Opcode op, int32_t a, int32_t b, int32_t c, int32_t d,
 }
 
 int FunctionBuilder::AddOperands(const std::vector<int32_t>& values) {
+  // Offsets and counts are int32 fields: past that the file cannot say where a list is.
+  if (operands_.size() + values.size() > static_cast<size_t>(INT32_MAX) && error_.empty()) {
+    error_ = "code[" + std::to_string(pc()) + "]: operand pool exceeds 2^31 - 1 entries";
+  }
   int offset = static_cast<int>(operands_.size());
   operands_.insert(operands_.end(), values.begin(), values.end());
   return offset;
+}
+
+int FunctionBuilder::AddOperands64(const std::vector<int64_t>& values) {
+  std::vector<int32_t> pairs;
+  pairs.reserve(2 * values.size());
+  for (int64_t v : values) {
+    auto bits = static_cast<uint64_t>(v);
+    pairs.push_back(static_cast<int32_t>(static_cast<uint32_t>(bits & 0xffffffffu)));
+    pairs.push_back(static_cast<int32_t>(static_cast<uint32_t>(bits >> 32)));
+  }
+  return AddOperands(pairs);
 }
 
 int FunctionBuilder::RegList(const std::vector<int>& a, const std::vector<int>& b) {
@@ -85,13 +101,14 @@ int FunctionBuilder::AllocStorage(int dst, int size_reg, int alignment) {
 }
 int FunctionBuilder::AllocTensor(int dst, int storage, int64_t byte_offset, DType dtype,
                                  const std::vector<int64_t>& shape) {
-  std::vector<int32_t> dims(shape.begin(), shape.end());
-  int offset = AddOperands(dims);
-  return Emit(Opcode::kAllocTensor, dst, storage, static_cast<int32_t>(byte_offset), offset,
-              static_cast<int32_t>(dims.size()), static_cast<uint8_t>(dtype));
+  int offset_at = AddOperands64({byte_offset});
+  int dims_at = AddOperands64(shape);
+  return Emit(Opcode::kAllocTensor, dst, storage, offset_at, dims_at,
+              static_cast<int32_t>(shape.size()), static_cast<uint8_t>(dtype));
 }
-int FunctionBuilder::AllocTensorReg(int dst, int storage, int64_t byte_offset, DType dtype, int shape_reg) {
-  return Emit(Opcode::kAllocTensorReg, dst, storage, static_cast<int32_t>(byte_offset), shape_reg, 0,
+int FunctionBuilder::AllocTensorReg(int dst, int storage, int64_t byte_offset, DType dtype,
+                                   int shape_reg) {
+  return Emit(Opcode::kAllocTensorReg, dst, storage, AddOperands64({byte_offset}), shape_reg, 0,
               static_cast<uint8_t>(dtype));
 }
 int FunctionBuilder::AllocTuple(int dst, const std::vector<int>& fields) {
@@ -219,6 +236,7 @@ StatusOr<std::vector<uint8_t>> ExecutableBuilder::Serialize(const std::vector<ui
   std::vector<Offset<fb::Function>> fns;
   std::vector<Offset<fb::FunctionDebug>> debug;
   for (FunctionBuilder& f : functions_) {
+    if (!f.error_.empty()) return InvalidArgument("function '" + f.name_ + "' " + f.error_);
     std::vector<fb::Instruction> code;
     std::vector<int32_t> nodes;
     for (size_t pc = 0; pc < f.code_.size(); ++pc) {

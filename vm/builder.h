@@ -111,8 +111,12 @@ class FunctionBuilder {
   /// Any instruction, fields as given (for tests of the verifier). Returns its pc.
   int EmitRaw(uint8_t opcode, int32_t a = 0, int32_t b = 0, int32_t c = 0, int32_t d = 0,
               int32_t e = 0, uint8_t dtype = 0, uint16_t reserved = 0);
-  /// Appends to the operand pool; returns the offset of the first value.
+  /// Appends to the operand pool; returns the offset of the first value. A pool that outgrows
+  /// int32 offsets makes Finish() fail (InvalidArgument naming the function and pc).
   int AddOperands(const std::vector<int32_t>& values);
+  /// Appends 64-bit values as (low, high) int32 pairs, the layout of kImm64 / kImm64List
+  /// operands; returns the offset of the first pair.
+  int AddOperands64(const std::vector<int64_t>& values);
 
  private:
   friend class ExecutableBuilder;
@@ -138,6 +142,7 @@ class FunctionBuilder {
   std::string node_;
   int64_t register_count_ = -1;
   int max_reg_ = 0;
+  std::string error_;  // the first thing the format cannot hold; Finish() reports it
 };
 
 class ExecutableBuilder {
@@ -163,7 +168,8 @@ class ExecutableBuilder {
   /// For tests of version handling.
   void SetVersion(uint16_t major, uint16_t minor) { major_ = major; minor_ = minor; }
 
-  /// The .kiln bytes. InvalidArgument if a label was used but never bound.
+  /// The .kiln bytes. InvalidArgument if a label was used but never bound, or if a function
+  /// holds more than the format can (an operand pool beyond int32 offsets).
   StatusOr<std::vector<uint8_t>> Finish();
   /// Finish() written to `path`.
   Status WriteFile(const std::string& path);

@@ -24,6 +24,13 @@ std::string List(const std::string& prefix, const int32_t* values, int from, int
   return s + ")";
 }
 
+// A kImm64List: `count` 64-bit values stored as (low, high) pairs.
+std::string List64(const int32_t* values, int count) {
+  std::string s = "(";
+  for (int i = 0; i < count; ++i) s += (i > 0 ? ", " : "") + Str(ReadOperand64(values, 2 * i));
+  return s + ")";
+}
+
 // Where a combined list splits into inputs and outputs, per arity kind.
 int SplitPoint(const fb::Executable& exe, OpArity arity, int32_t target, int len) {
   switch (arity) {
@@ -95,8 +102,12 @@ std::string DisassembleInstruction(const Executable& exe, int function, int pc) 
     s += " ";
     if (kind == OperandKind::kImm64Lo) {
       s += Str(static_cast<int64_t>((uint64_t{static_cast<uint32_t>(f[i + 1])} << 32) | static_cast<uint32_t>(f[i])));
+    } else if (kind == OperandKind::kImm64) {
+      s += Str(ReadOperand64(ops, f[i]));
     } else if (kind == OperandKind::kImmList) {
       s += "shape " + List("", ops + f[i], 0, f[i + 1]);
+    } else if (kind == OperandKind::kImm64List) {
+      s += "shape " + List64(ops + f[i], f[i + 1]);
     } else if (kind == OperandKind::kRegList) {
       int len = f[i + 1];
       int split = i > 0 ? SplitPoint(root, info.arity, f[0], len) : len;

@@ -349,22 +349,29 @@ Status Context::RunLoop(int entry, std::vector<Tensor>* outputs, Profile* profil
         set(R, in.a(), pool_.NewStorage(std::move(*storage)));
         NEXT();
       }
+      CASE(AllocTensor32)
+      CASE(AllocTensorReg32)
       CASE(AllocTensor)
       CASE(AllocTensorReg) {
         const Obj* so = R[in.b()];
         if (so == nullptr || so->kind != ObjKind::kStorage) {
           FAIL(InvalidArgument("storage " + Reg(in.b()) + " does not hold a storage"));
         }
+        const auto op = static_cast<Opcode>(in.opcode());
+        const bool wide = op == Opcode::kAllocTensor || op == Opcode::kAllocTensorReg;
         Shape shape;
-        if (static_cast<Opcode>(in.opcode()) == Opcode::kAllocTensor) {
-          int64_t dims[kMaxRank];
-          for (int j = 0; j < in.e(); ++j) dims[j] = ops[in.d() + j];
-          shape = *Shape::Make(dims, in.e());  // verified: rank <= kMaxRank, dims >= 0
+        if (op == Opcode::kAllocTensor || op == Opcode::kAllocTensor32) {
+          int64_t dims[kMaxRank];  // verified: rank <= kMaxRank, dims >= 0
+          for (int j = 0; j < in.e(); ++j) {
+            dims[j] = wide ? ReadOperand64(ops, in.d() + 2 * int64_t{j}) : ops[in.d() + j];
+          }
+          shape = *Shape::Make(dims, in.e());
         } else {
           Status s = ReadShape(R[in.d()], &shape);
           if (!s.ok()) FAIL(s);
         }
-        StatusOr<Tensor> t = Tensor::View(static_cast<const StorageObj*>(so)->storage, in.c(),
+        const int64_t byte_offset = wide ? ReadOperand64(ops, in.c()) : in.c();
+        StatusOr<Tensor> t = Tensor::View(static_cast<const StorageObj*>(so)->storage, byte_offset,
                                           static_cast<DType>(in.dtype()), shape);
         if (!t.ok()) FAIL(t.status());
         set(R, in.a(), pool_.NewTensor(std::move(*t)));

@@ -24,6 +24,8 @@ enum class OperandKind : uint8_t {
   kAlign,      // power of two in [1, 64] (storage is 64-byte aligned)
   kImm64Lo,    // low 32 bits of a 64-bit immediate
   kImm64Hi,    // high 32 bits of a 64-bit immediate
+  kImm64,      // offset in Function.operands of one non-negative 64-bit value (lo, hi pair)
+  kImm64List,  // offset of a list of non-negative 64-bit dims (lo, hi pairs); next field: count
 };
 
 /// What the length of an instruction's list must equal.
@@ -59,6 +61,13 @@ struct OpcodeInfo {
 /// The table row for `op`; `op` must be < kNumOpcodes (verified code only).
 const OpcodeInfo& GetOpcodeInfo(Opcode op);
 inline bool IsValidOpcode(uint8_t raw) { return raw < kNumOpcodes; }
+
+/// The 64-bit value stored as a (low, high) int32 pair at ops[at], ops[at + 1] (kImm64,
+/// kImm64List); `at + 1` must be inside the operand pool (verified code only).
+inline int64_t ReadOperand64(const int32_t* ops, int64_t at) {
+  return static_cast<int64_t>((uint64_t{static_cast<uint32_t>(ops[at + 1])} << 32) |
+                              static_cast<uint32_t>(ops[at]));
+}
 
 }  // namespace kiln
 

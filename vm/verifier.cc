@@ -368,7 +368,39 @@ class FunctionVerifier {
     for (int i = 0; i < kNumOperandFields; ++i) {
       RETURN_IF_ERROR(CheckOperand(info.operands[i], f, i, &list_len));
     }
+    RETURN_IF_ERROR(CheckStaticExtent(info, f, static_cast<DType>(ins.dtype())));
     return CheckArity(info.arity, f[0], list_len);
+  }
+
+  // A static shape (kImmList / kImm64List) at a byte offset (kImm / kImm64): its element count,
+  // byte size and end offset must fit in int64, so the interpreter's arithmetic cannot wrap.
+  Status CheckStaticExtent(const OpcodeInfo& info, const int32_t* f, DType dtype) const {
+    const int32_t* ops = fn_.operands() ? fn_.operands()->data() : nullptr;
+    int64_t end = 0;
+    bool has_shape = false;
+    for (int i = 0; i < kNumOperandFields; ++i) {
+      if (info.operands[i] == OperandKind::kImm) end = f[i];
+      if (info.operands[i] == OperandKind::kImm64) end = ReadOperand64(ops, f[i]);
+      has_shape |= info.operands[i] == OperandKind::kImmList ||
+                   info.operands[i] == OperandKind::kImm64List;
+    }
+    if (!has_shape) return Status::Ok();
+    int64_t bytes = static_cast<int64_t>(DTypeSize(dtype));
+    for (int i = 0; i < kNumOperandFields; ++i) {
+      OperandKind kind = info.operands[i];
+      if (kind != OperandKind::kImmList && kind != OperandKind::kImm64List) continue;
+      for (int32_t j = 0; j < f[i + 1]; ++j) {
+        int64_t dim = kind == OperandKind::kImmList ? ops[f[i] + j]
+                                                    : ReadOperand64(ops, f[i] + 2 * int64_t{j});
+        if (__builtin_mul_overflow(bytes, dim, &bytes)) {
+          return Error(Op() + "shape's byte size overflows int64 (at dim " + Str(j) + ")");
+        }
+      }
+    }
+    if (__builtin_add_overflow(end, bytes, &end)) {
+      return Error(Op() + "byte offset + " + Str(bytes) + " bytes overflows int64");
+    }
+    return Status::Ok();
   }
 
   std::string Op() const { return std::string(mnemonic_) + ": "; }
@@ -389,7 +421,9 @@ class FunctionVerifier {
         return Status::Ok();
       case OperandKind::kReg: return CheckIndex(v, fn_.register_count(), "register");
       case OperandKind::kRegList:
-      case OperandKind::kImmList: return CheckList(kind, v, i + 1 < kNumOperandFields ? f[i + 1] : -1, list_len);
+      case OperandKind::kImmList:
+      case OperandKind::kImm64List:
+        return CheckList(kind, v, i + 1 < kNumOperandFields ? f[i + 1] : -1, list_len);
       case OperandKind::kCount: return Status::Ok();  // checked with its list
       case OperandKind::kFunction: return CheckIndex(v, Len(exe_.functions()), "function");
       case OperandKind::kKernel: return CheckIndex(v, Len(exe_.kernels()), "kernel");
@@ -408,23 +442,38 @@ class FunctionVerifier {
         return Status::Ok();
       case OperandKind::kImm64Lo:
       case OperandKind::kImm64Hi: return Status::Ok();
+      case OperandKind::kImm64: return CheckImm64(v, Field(i));
     }
     return Error(Op() + "bad operand kind in the opcode table");
   }
 
+  // One 64-bit value at operands[offset], operands[offset + 1]: inside the pool, >= 0.
+  Status CheckImm64(int32_t offset, char field) const {
+    size_t size = Len(fn_.operands());
+    if (offset < 0 || static_cast<uint64_t>(offset) + 2 > size) {
+      return Error(Op() + "field " + field + ": 64-bit operand at " + Str(offset) +
+                   " is outside operands (size " + Str(size) + ")");
+    }
+    int64_t v = ReadOperand64(fn_.operands()->data(), offset);
+    if (v < 0) return Error(Op() + "field " + field + " is negative (" + Str(v) + ")");
+    return Status::Ok();
+  }
+
   Status CheckList(OperandKind kind, int32_t offset, int32_t count, int64_t* list_len) {
     size_t size = Len(fn_.operands());
-    if (offset < 0 || count < 0 || static_cast<uint64_t>(offset) + count > size) {
-      return Error(Op() + "operand list [" + Str(offset) + ", +" + Str(count) +
+    const int64_t width = kind == OperandKind::kImm64List ? 2 : 1;  // int32 entries per value
+    if (offset < 0 || count < 0 || static_cast<uint64_t>(offset) + width * count > size) {
+      return Error(Op() + "operand list [" + Str(offset) + ", +" + Str(width * count) +
                    ") is outside operands (size " + Str(size) + ")");
     }
-    if (kind == OperandKind::kImmList && count > kMaxRank) {
+    if (kind != OperandKind::kRegList && count > kMaxRank) {
       return Error(Op() + "shape rank " + Str(count) + " > " + Str(kMaxRank));
     }
+    const int32_t* ops = fn_.operands() ? fn_.operands()->data() : nullptr;
     for (int32_t j = 0; j < count; ++j) {
-      int32_t v = fn_.operands()->Get(offset + j);
+      int64_t v = width == 2 ? ReadOperand64(ops, offset + 2 * int64_t{j}) : ops[offset + j];
       if (kind == OperandKind::kRegList) {
-        RETURN_IF_ERROR(CheckIndex(v, fn_.register_count(), "register"));
+        RETURN_IF_ERROR(CheckIndex(static_cast<int32_t>(v), fn_.register_count(), "register"));
       } else if (v < 0) {
         return Error(Op() + "dim " + Str(j) + " is negative (" + Str(v) + ")");
       }

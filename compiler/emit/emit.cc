@@ -114,7 +114,7 @@ Status Emitter::Run() {
   RETURN_IF_ERROR(Prepare());
   Fuse(opts_.fuse);
   RETURN_IF_ERROR(Liveness());
-  PlanArena();
+  RETURN_IF_ERROR(PlanArena());
   RETURN_IF_ERROR(EmitItems());
   return EmitReturn();
 }

@@ -12,6 +12,7 @@
 #ifndef KILN_COMPILER_EMIT_EMITTER_H_
 #define KILN_COMPILER_EMIT_EMITTER_H_
 
+#include <climits>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -55,11 +56,29 @@ inline std::vector<int64_t> StaticDims(const SymbolicShape& s) {
   return out;
 }
 
-/// Byte size of a value of static shape.
+/// Byte size of a value of static shape whose size CheckStaticBytes accepted.
 inline int64_t StaticBytes(const Value& v) {
   int64_t n = 1;
   for (const DimExpr& d : *v.shape) n *= d.const_value();
   return n * static_cast<int64_t>(DTypeSize(v.dtype));
+}
+
+/// OK when a value of static shape has a byte size that, rounded up to `align`, fits in int64
+/// (the largest the file's 64-bit dims and offsets can describe); InvalidArgument naming the
+/// value otherwise, so an oversized tensor is a compile error and never a wrapped size.
+inline Status CheckStaticBytes(const Value& v, int64_t align) {
+  int64_t n = static_cast<int64_t>(DTypeSize(v.dtype));
+  for (const DimExpr& d : *v.shape) {
+    if (d.const_value() < 0 || __builtin_mul_overflow(n, d.const_value(), &n)) {
+      return InvalidArgument("value '" + v.name + "': static shape " + ShapeToString(*v.shape) +
+                             " is negative or more than 2^63 - 1 bytes");
+    }
+  }
+  if (n > INT64_MAX - align) {
+    return InvalidArgument("value '" + v.name + "': " + std::to_string(n) +
+                           " bytes is more than a 64-bit byte offset can hold");
+  }
+  return Status::Ok();
 }
 
 /// The values of `vs` that are present (optional inputs and outputs are kNoValue).
@@ -185,7 +204,7 @@ class Emitter {
   std::vector<ValueId> UnitInputs(const Unit& u) const;
   std::vector<ValueId> UnitOutputs(const Unit& u) const;
   Status Liveness();
-  void PlanArena();
+  Status PlanArena();
   std::map<int, std::vector<ValueId>> KillSchedule() const;
 
   // fuse.cc: lowering and fusion.

@@ -174,6 +174,7 @@ Status Emitter::Liveness() {
       const Value& val = g_.value(out);
       if (!val.shape) return Internal("value '" + val.name + "' has no inferred shape");
       vals_[out].dynamic = !IsStatic(*val.shape);
+      if (!vals_[out].dynamic) RETURN_IF_ERROR(CheckStaticBytes(val, kAlign));
       vals_[out].def = static_cast<int>(pos);
       if (vals_[out].last_use < 0) vals_[out].last_use = static_cast<int>(pos);
     }
@@ -212,8 +213,9 @@ int64_t FirstFit(const Block& b, const std::vector<Block>& placed,
 
 // Arena: static intermediates that are not graph outputs, first fit by lifetime, largest first.
 // Values that may be viewed (inputs of view ops) are kept out of it: the view's lifetime is not
-// tracked. Emits the arena's one alloc_storage when anything is placed.
-void Emitter::PlanArena() {
+// tracked. Emits the arena's one alloc_storage when anything is placed. InvalidArgument when
+// the blocks together could pass int64 (no offset the file holds could place them).
+Status Emitter::PlanArena() {
   std::set<ValueId> viewed;
   for (const Item& item : items_) {
     if (item.region >= 0 || item.fused >= 0 || !lowered_.count(item.node)) continue;
@@ -231,6 +233,13 @@ void Emitter::PlanArena() {
                         s.def, s.last_use});
     }
   }
+  int64_t total = 0;  // every offset FirstFit returns is at most this sum
+  for (const Block& b : blocks) {
+    if (__builtin_add_overflow(total, b.size, &total)) {
+      return InvalidArgument("the static intermediates need more than 2^63 - 1 bytes together "
+                             "(value '" + g_.value(b.v).name + "' passes the limit)");
+    }
+  }
   std::stable_sort(blocks.begin(), blocks.end(),
                    [](const Block& a, const Block& b) { return a.size > b.size; });
   std::vector<Block> placed;
@@ -245,6 +254,7 @@ void Emitter::PlanArena() {
     fb_.SetSourceNode("");
     arena_reg_ = ScratchStorage(arena_bytes_);
   }
+  return Status::Ok();
 }
 
 // Item position -> the node outputs whose last read it is (graph outputs never die).

@@ -8,6 +8,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <functional>
 #include <ostream>
@@ -250,27 +251,96 @@ const std::vector<Case> kBytecodeCases = {
      {"functions[0].code[0]: get_field: field c is negative (-1)"}},
     {"negative_byte_offset",
      [](ExecutableBuilder&, FunctionBuilder& f) {
-       f.EmitRaw(Op(Opcode::kAllocTensor), 0, 1, -64, 0, 0, Raw(DType::kF32));
+       f.EmitRaw(Op(Opcode::kAllocTensor32), 0, 1, -64, 0, 0, Raw(DType::kF32));
      },
      nullptr,
      StatusCode::kInvalidFormat,
-     {"functions[0].code[0]: alloc_tensor: field c is negative (-64)"}},
+     {"functions[0].code[0]: alloc_tensor32: field c is negative (-64)"}},
     {"negative_dim_in_an_immediate_list",
      [](ExecutableBuilder&, FunctionBuilder& f) {
        int off = f.AddOperands({2, -3});
-       f.EmitRaw(Op(Opcode::kAllocTensor), 0, 1, 0, off, 2, Raw(DType::kF32));
+       f.EmitRaw(Op(Opcode::kAllocTensor32), 0, 1, 0, off, 2, Raw(DType::kF32));
      },
      nullptr,
      StatusCode::kInvalidFormat,
-     {"functions[0].code[0]: alloc_tensor: dim 1 is negative (-3)"}},
+     {"functions[0].code[0]: alloc_tensor32: dim 1 is negative (-3)"}},
     {"immediate_list_rank_above_the_maximum",
      [](ExecutableBuilder&, FunctionBuilder& f) {
        int off = f.AddOperands(std::vector<int32_t>(9, 1));
-       f.EmitRaw(Op(Opcode::kAllocTensor), 0, 1, 0, off, 9, Raw(DType::kF32));
+       f.EmitRaw(Op(Opcode::kAllocTensor32), 0, 1, 0, off, 9, Raw(DType::kF32));
+     },
+     nullptr,
+     StatusCode::kInvalidFormat,
+     {"functions[0].code[0]: alloc_tensor32: shape rank 9 > 8"}},
+    // 64-bit alloc_tensor / alloc_tensor_reg (format 1.1): operands are (low, high) pairs.
+    {"negative_64bit_byte_offset",
+     [](ExecutableBuilder&, FunctionBuilder& f) {
+       f.AllocTensor(0, 1, -(int64_t{1} << 40), DType::kF32, {2});
+     },
+     nullptr,
+     StatusCode::kInvalidFormat,
+     {"functions[0].code[0]: alloc_tensor: field c is negative (-1099511627776)"}},
+    {"negative_64bit_dim",
+     [](ExecutableBuilder&, FunctionBuilder& f) {
+       f.AllocTensor(0, 1, 0, DType::kF32, {2, -(int64_t{1} << 33)});
+     },
+     nullptr,
+     StatusCode::kInvalidFormat,
+     {"functions[0].code[0]: alloc_tensor: dim 1 is negative (-8589934592)"}},
+    {"dim_of_2_to_the_31_wrapped_negative_in_32_bits",
+     [](ExecutableBuilder&, FunctionBuilder& f) {
+       f.AllocTensor(0, 1, 0, DType::kU8, {int64_t{1} << 31});
+       f.EmitRaw(Op(Opcode::kMove), 0, 40);
+     },
+     nullptr,
+     StatusCode::kInvalidFormat,
+     {"functions[0].code[1]: move: register 40 >= 32"}},  // code[0] passed: 2^31 is a dim now
+    {"64bit_operand_outside_the_pool",
+     [](ExecutableBuilder&, FunctionBuilder& f) {
+       int off = f.AddOperands({7});  // one int32: half a pair
+       f.EmitRaw(Op(Opcode::kAllocTensorReg), 0, 1, off, 2, 0, Raw(DType::kF32));
+     },
+     nullptr,
+     StatusCode::kInvalidFormat,
+     {"functions[0].code[0]: alloc_tensor_reg: field c: 64-bit operand at 0 is outside operands "
+      "(size 1)"}},
+    {"64bit_dim_list_outside_the_pool",
+     [](ExecutableBuilder&, FunctionBuilder& f) {
+       int at = f.AddOperands64({0, 4, 4});  // offset, then two dims; claims three
+       f.EmitRaw(Op(Opcode::kAllocTensor), 0, 1, at, at + 2, 3, Raw(DType::kF32));
+     },
+     nullptr,
+     StatusCode::kInvalidFormat,
+     {"functions[0].code[0]: alloc_tensor: operand list [2, +6) is outside operands (size 6)"}},
+    {"64bit_dim_list_rank_above_the_maximum",
+     [](ExecutableBuilder&, FunctionBuilder& f) {
+       f.AllocTensor(0, 1, 0, DType::kF32, std::vector<int64_t>(9, 1));
      },
      nullptr,
      StatusCode::kInvalidFormat,
      {"functions[0].code[0]: alloc_tensor: shape rank 9 > 8"}},
+    {"byte_size_overflows_int64",
+     [](ExecutableBuilder&, FunctionBuilder& f) {
+       f.AllocTensor(0, 1, 0, DType::kF32, {int64_t{1} << 31, int64_t{1} << 31});  // 2^64 B
+     },
+     nullptr,
+     StatusCode::kInvalidFormat,
+     {"functions[0].code[0]: alloc_tensor: shape's byte size overflows int64 (at dim 1)"}},
+    {"byte_size_overflows_int64_in_a_32bit_alloc_tensor",
+     [](ExecutableBuilder&, FunctionBuilder& f) {
+       int off = f.AddOperands({INT32_MAX, INT32_MAX, INT32_MAX});
+       f.EmitRaw(Op(Opcode::kAllocTensor32), 0, 1, 0, off, 3, Raw(DType::kU8));
+     },
+     nullptr,
+     StatusCode::kInvalidFormat,
+     {"functions[0].code[0]: alloc_tensor32: shape's byte size overflows int64 (at dim 2)"}},
+    {"byte_offset_plus_size_overflows_int64",
+     [](ExecutableBuilder&, FunctionBuilder& f) {
+       f.AllocTensor(0, 1, INT64_MAX - 8, DType::kF64, {2});
+     },
+     nullptr,
+     StatusCode::kInvalidFormat,
+     {"functions[0].code[0]: alloc_tensor: byte offset + 16 bytes overflows int64"}},
     {"alignment_not_a_power_of_two",
      [](ExecutableBuilder&, FunctionBuilder& f) { f.EmitRaw(Op(Opcode::kAllocStorage), 0, 1, 3); },
      nullptr,
