@@ -30,6 +30,10 @@ struct CompileOptions {
   /// Where `external` is looked up; null: ExternalCompilerRegistry::Global(). Not owned; must
   /// outlive the call.
   const ExternalCompilerRegistry* external_compilers = nullptr;
+  /// OpenMP threads for the kernels the compiler runs itself (constant folding); 0: OpenMP's
+  /// default. Applied by embed/compile.h (the compiler links no OpenMP) for the duration of the
+  /// call, on the calling thread.
+  int num_threads = 0;
   /// Evaluate nodes whose inputs are all constants at compile time (through the same kernels).
   bool fold_constants = true;
   /// Store the constant B of JIT MatMul / Gemm nodes prepacked for the GEMM's tiles

@@ -1,6 +1,8 @@
 // The compile-side composition root: which external compilers are built in.
 #include "embed/compile.h"
 
+#include <omp.h>
+
 #include "external/onednn/compile/compiler.h"
 
 namespace kiln {
@@ -19,10 +21,32 @@ Status RegisterBuiltInCompilers(compiler::ExternalCompilerRegistry& registry) {
   return onednn::RegisterOneDnnCompiler(registry);
 }
 
+namespace {
+
+// Sets the calling thread's OpenMP team size for the kernels the compiler runs (constant
+// folding) and restores it after, so compiling never changes what the caller's own parallel
+// code sees.
+class ScopedThreads {
+ public:
+  explicit ScopedThreads(int n) : previous_(omp_get_max_threads()), set_(n > 0) {
+    if (set_) omp_set_num_threads(n);
+  }
+  ~ScopedThreads() {
+    if (set_) omp_set_num_threads(previous_);
+  }
+
+ private:
+  int previous_;
+  bool set_;
+};
+
+}  // namespace
+
 StatusOr<std::vector<uint8_t>> CompileOnnxFile(const std::string& path,
                                                const compiler::CompileOptions& options,
                                                compiler::CompileStats* stats) {
   RETURN_IF_ERROR(BuiltInsRegistered());
+  ScopedThreads threads(options.num_threads);
   return compiler::CompileOnnxFile(path, options, stats);
 }
 
@@ -30,6 +54,7 @@ StatusOr<std::vector<uint8_t>> CompileOnnxBytes(const void* data, size_t size,
                                                 const compiler::CompileOptions& options,
                                                 compiler::CompileStats* stats) {
   RETURN_IF_ERROR(BuiltInsRegistered());
+  ScopedThreads threads(options.num_threads);
   return compiler::CompileOnnxBytes(data, size, options, stats);
 }
 

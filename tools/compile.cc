@@ -38,6 +38,10 @@ void AddFlags(FlagParser& flags, CompileArgs* args) {
                   "the external compiler that claims regions: onednn, or none (every op on the "
                   "JIT)",
                   &args->options.external);
+  flags.AddInt("--threads", "N",
+               "OpenMP threads for the kernels the compiler runs itself (constant folding); 0: "
+               "OpenMP's default",
+               0, 1024, &args->options.num_threads);
   flags.AddBool("-q,--quiet", "print errors only, no progress", &args->quiet);
 }
 

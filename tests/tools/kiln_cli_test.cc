@@ -688,6 +688,7 @@ BOOST_AUTO_TEST_CASE(help_version_and_unknown_flags_on_every_subcommand) {
   BOOST_TEST(Contains(r.out, "exactly N untimed runs"), r.out);
   BOOST_TEST(Contains(r.out, "(default: 8)"), r.out);
   BOOST_TEST(Contains(Kiln("compile --help").out, "  -o, --output OUT.kiln  "));
+  BOOST_TEST(Contains(Kiln("compile --help").out, "  --threads N  "));
   r = Kiln("--version");
   BOOST_TEST(r.code == 0, r.out);
   BOOST_TEST(Contains(r.out, "kiln 0."), r.out);
