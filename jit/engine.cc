@@ -106,7 +106,9 @@ struct Engine::Impl : std::enable_shared_from_this<Engine::Impl> {
 
   EngineOptions options;
   TargetInfo target;
+  std::string environment;                        // ObjectCacheEnvironment(target)
   std::unique_ptr<DiskObjectCache> object_cache;  // null when off; outlives `jit`
+  std::string object_cache_dir;                   // the cache's directory, empty when off
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::atomic<uint64_t> next_symbol{0};
 
@@ -134,8 +136,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   auto impl = std::make_shared<Impl>();
   impl->options = options;
   ASSIGN_OR_RETURN(impl->target, DetectHostTarget());
+  if (options.object_cache_bytes == 0) {
+    return InvalidArgument("EngineOptions.object_cache_bytes = 0: must be > 0");
+  }
+  impl->environment = ObjectCacheEnvironment(impl->target);
   if (!options.object_cache_dir.empty()) {
-    ASSIGN_OR_RETURN(impl->object_cache, DiskObjectCache::Open(options.object_cache_dir));
+    impl->object_cache = DiskObjectCache::OpenOrWarn(options.object_cache_dir, impl->environment,
+                                                     options.object_cache_bytes);
+    if (impl->object_cache) impl->object_cache_dir = options.object_cache_dir;
   }
   ASSIGN_OR_RETURN(impl->jit, CreateJit(impl->target, impl->object_cache.get()));
   Status status;
@@ -254,7 +262,7 @@ StatusOr<KernelFn> Engine::Impl::Compile(const Kernel& kernel,
   if (cache != nullptr) {
     // With a persistent cache the symbol must not depend on the process: derive it from the key.
     RETURN_IF_ERROR(ValidateKernel(kernel));
-    key = ObjectCacheKey(kernel, target, options.lower);
+    key = ObjectCacheKey(kernel, environment, options.lower);
     symbol = "kiln_" + key;
     if (std::unique_ptr<llvm::MemoryBuffer> object = cache->Load(key)) {
       if (llvm::Error error = jit->addObjectFile(rt, std::move(object))) {
@@ -306,6 +314,7 @@ EngineStats Engine::stats() const {
     stats.object_cache_hits = c.hits;
     stats.object_cache_misses = c.misses;
     stats.object_cache_corrupt = c.corrupt;
+    stats.object_cache_evictions = c.evictions;
   }
   return stats;
 }
@@ -313,5 +322,7 @@ EngineStats Engine::stats() const {
 const TargetInfo& Engine::target() const { return impl_->target; }
 
 bool Engine::uses_libmvec() const { return impl_->options.lower.use_libmvec; }
+
+const std::string& Engine::object_cache_dir() const { return impl_->object_cache_dir; }
 
 }  // namespace kiln::jit
