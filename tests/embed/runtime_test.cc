@@ -2,23 +2,20 @@
 #define BOOST_TEST_MODULE runtime_test
 #include "embed/runtime.h"
 
-#include <fcntl.h>
 #include <omp.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <boost/test/unit_test.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "jit/compute.h"
 #include "jit/kir_serialize.h"
+#include "tests/jit/test_util.h"
 #include "vm/builder.h"
 
 namespace kiln {
@@ -242,8 +239,10 @@ BOOST_AUTO_TEST_CASE(threads_share_one_runtime_and_executable) {
   BOOST_CHECK_EQUAL(st.dispatch.hits + st.dispatch.misses, 3 * 20 * 4);
 }
 
-// Runs BuildAffine's main once with a runtime made from `o`; returns the runtime's stats.
-RuntimeStats RunAffineOnce(const RuntimeOptions& o, std::string* cache_dir = nullptr) {
+// Runs BuildAffine's main once at `batch` with a runtime made from `o` and checks the answer;
+// returns the runtime's stats and, if asked, the JIT cache directory it used.
+RuntimeStats RunAffineOnce(const RuntimeOptions& o, int64_t batch, float seed,
+                           std::string* cache_dir = nullptr) {
   std::vector<uint8_t> bytes = BuildAffine();
   auto rt = Runtime::Create(o);
   BOOST_REQUIRE_MESSAGE(rt.ok(), rt.status().ToString());
@@ -251,7 +250,7 @@ RuntimeStats RunAffineOnce(const RuntimeOptions& o, std::string* cache_dir = nul
   BOOST_REQUIRE(exe.ok());
   auto ctx = (*rt)->NewContext(*exe);
   BOOST_REQUIRE(ctx.ok());
-  RunAndCheck(**rt, **ctx, 3);
+  RunAndCheck(**rt, **ctx, batch, seed);
   if (cache_dir != nullptr) *cache_dir = (*rt)->jit_cache_dir();
   return (*rt)->stats();
 }
@@ -293,11 +292,11 @@ BOOST_AUTO_TEST_CASE(jit_cache_defaults_to_xdg_cache_home_then_home) {
     RuntimeOptions o = Quiet();
     o.jit_cache = "";  // the default
     std::string used;
-    RuntimeStats st = RunAffineOnce(o, &used);
+    RuntimeStats st = RunAffineOnce(o, 3, 0, &used);
     BOOST_CHECK_EQUAL(used, xdg + "/kiln");
     BOOST_CHECK_EQUAL(st.engine.object_cache_misses, 4);
     BOOST_CHECK(std::filesystem::exists(xdg + "/kiln"));
-    st = RunAffineOnce(o);  // a second runtime (process) loads what the first compiled
+    st = RunAffineOnce(o, 3, 0);  // a second runtime (process) loads what the first compiled
     BOOST_CHECK_EQUAL(st.engine.object_cache_hits, 4);
   }
   {
@@ -310,11 +309,11 @@ BOOST_AUTO_TEST_CASE(jit_cache_defaults_to_xdg_cache_home_then_home) {
     ScopedEnv h("HOME", nullptr);
     BOOST_CHECK_EQUAL(JitCacheDirectory(""), "");
     std::string used = "unset";
-    RunAffineOnce(Quiet(), &used);
+    RunAffineOnce(Quiet(), 3, 0, &used);
     BOOST_CHECK_EQUAL(used, "");
   }
   std::string used = "unset";
-  RunAffineOnce(Quiet(), &used);  // Quiet turns the cache off
+  RunAffineOnce(Quiet(), 3, 0, &used);  // Quiet turns the cache off
   BOOST_CHECK_EQUAL(used, "");
 }
 
@@ -324,26 +323,18 @@ BOOST_AUTO_TEST_CASE(an_unusable_jit_cache_warns_once_and_runs_without_a_cache) 
   std::string file = WriteTemp("plain_file", {1, 2, 3});
   RuntimeOptions o = Quiet();
   o.jit_cache = file + "/cache";  // nothing can be created below a regular file, even by root
-  std::string err_path = TempDir() + "/stderr.txt";
-  std::fflush(stderr);
-  int saved = dup(2);
-  int fd = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  BOOST_REQUIRE(saved >= 0 && fd >= 0);
-  dup2(fd, 2);
-  close(fd);
   std::string used[2] = {"unset", "unset"};
   RuntimeStats st[2];
-  for (int i = 0; i < 2; ++i) st[i] = RunAffineOnce(o, &used[i]);  // runs, results checked
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
+  std::string err = jit::testing::CaptureStderr(
+      [&] {
+        for (int i = 0; i < 2; ++i) st[i] = RunAffineOnce(o, 3, 0, &used[i]);  // answers checked
+      },
+      TempDir() + "/stderr.txt");
   for (int i = 0; i < 2; ++i) {
     BOOST_CHECK_EQUAL(used[i], "");
     BOOST_CHECK_EQUAL(st[i].engine.compilations, 4);
     BOOST_CHECK_EQUAL(st[i].engine.object_cache_misses, 0);
   }
-  std::ifstream in(err_path);
-  std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t first = err.find("warning");
   BOOST_CHECK_MESSAGE(first != std::string::npos && err.find("warning", first + 1) == std::string::npos,
                       err);
@@ -353,34 +344,17 @@ BOOST_AUTO_TEST_CASE(an_unusable_jit_cache_warns_once_and_runs_without_a_cache) 
 BOOST_AUTO_TEST_CASE(jit_cache_is_filled_and_reused_by_a_second_runtime) {
   std::string dir = TempDir() + "/jit_cache";
   std::filesystem::remove_all(dir);
-  std::vector<uint8_t> bytes = BuildAffine();
   RuntimeOptions o = Quiet();
   o.jit_cache = dir;
-  {
-    auto rt = Runtime::Create(o);
-    BOOST_REQUIRE_MESSAGE(rt.ok(), rt.status().ToString());
-    auto exe = (*rt)->LoadBytes(bytes.data(), bytes.size());
-    BOOST_REQUIRE(exe.ok());
-    auto ctx = (*rt)->NewContext(*exe);
-    BOOST_REQUIRE(ctx.ok());
-    RunAndCheck(**rt, **ctx, 6);
-    RuntimeStats st = (*rt)->stats();
-    BOOST_CHECK_EQUAL(st.engine.object_cache_hits, 0);
-    BOOST_CHECK_EQUAL(st.engine.object_cache_misses, 4);
-  }
+  RuntimeStats st = RunAffineOnce(o, 6, 0);
+  BOOST_CHECK_EQUAL(st.engine.object_cache_hits, 0);
+  BOOST_CHECK_EQUAL(st.engine.object_cache_misses, 4);
   int files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     files += e.path().extension() == ".o";
   BOOST_CHECK_EQUAL(files, 4);
 
-  auto rt2 = Runtime::Create(o);
-  BOOST_REQUIRE_MESSAGE(rt2.ok(), rt2.status().ToString());
-  auto exe = (*rt2)->LoadBytes(bytes.data(), bytes.size());
-  BOOST_REQUIRE(exe.ok());
-  auto ctx = (*rt2)->NewContext(*exe);
-  BOOST_REQUIRE(ctx.ok());
-  RunAndCheck(**rt2, **ctx, 6, 2.0f);
-  RuntimeStats st = (*rt2)->stats();
+  st = RunAffineOnce(o, 6, 2.0f);
   BOOST_CHECK_EQUAL(st.engine.object_cache_hits, 4);
   BOOST_CHECK_EQUAL(st.engine.object_cache_misses, 0);
 }

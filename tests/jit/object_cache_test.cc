@@ -330,22 +330,6 @@ BOOST_AUTO_TEST_CASE(two_engines_fill_one_directory_at_once) {
   BOOST_TEST(third->stats().object_cache_corrupt == 0);
 }
 
-// Runs `body` with stderr going to a file; returns what was written.
-std::string CaptureStderr(const std::function<void()>& body) {
-  std::string path = FreshDir("stderr") + ".txt";
-  std::fflush(stderr);
-  int saved = dup(2);
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  BOOST_REQUIRE(saved >= 0 && fd >= 0);
-  dup2(fd, 2);
-  close(fd);
-  body();
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  return ReadFile(path);
-}
-
 int CountOf(const std::string& text, const std::string& part) {
   int n = 0;
   for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
@@ -360,7 +344,7 @@ BOOST_AUTO_TEST_CASE(an_unusable_directory_warns_once_and_the_engine_runs_withou
   // Below a regular file nothing can be created, whoever runs the test (root included).
   std::string file = FreshDir("plain_file");
   std::ofstream(file) << "x";
-  std::string err = CaptureStderr([&] {
+  std::string err = testing::CaptureStderr([&] {
     for (const std::string& dir : {std::string("/proc/kiln_cannot_create_this"), file + "/c"}) {
       EngineOptions options;
       options.object_cache_dir = dir;
@@ -370,7 +354,7 @@ BOOST_AUTO_TEST_CASE(an_unusable_directory_warns_once_and_the_engine_runs_withou
       CompileAndCheck(**engine, MulAddKernel());
       BOOST_TEST((*engine)->stats().compilations == 1);
     }
-  });
+  }, FreshDir("stderr") + ".txt");
   BOOST_TEST(CountOf(err, "warning") == 1, err);
   BOOST_TEST(err.find("/proc/kiln_cannot_create_this") != std::string::npos, err);
 }
