@@ -122,6 +122,10 @@ struct Engine::Impl : std::enable_shared_from_this<Engine::Impl> {
   // Compiles into `entry` and fulfils its promise.
   void CompileInto(const Kernel& kernel, Entry& entry);
   StatusOr<KernelFn> Compile(const Kernel& kernel, llvm::orc::ResourceTrackerSP* tracker);
+  // The kernel's code from the object cache, linked under `rt`; null (with `rt` replaced by a
+  // fresh tracker if anything was added) when there is no usable entry.
+  KernelFn LoadCached(const std::string& key, const std::string& symbol,
+                      llvm::orc::ResourceTrackerSP& rt);
   // Drops a holder; the last one (of an unpinned entry) retires it.
   void Release(const std::shared_ptr<Entry>& entry);
   // Runs when no guard can be running the retired code: unless the entry was taken again (or
@@ -248,6 +252,25 @@ StatusOr<KernelRef> Engine::Acquire(const Kernel& kernel) {
   return ref;
 }
 
+KernelFn Engine::Impl::LoadCached(const std::string& key, const std::string& symbol,
+                                  llvm::orc::ResourceTrackerSP& rt) {
+  std::unique_ptr<llvm::MemoryBuffer> object = object_cache->Load(key);
+  if (!object) return nullptr;
+  llvm::Error error = jit->addObjectFile(rt, std::move(object));
+  if (!error) {
+    auto address = jit->lookup(symbol);
+    if (address) return address->toPtr<KernelFn>();
+    error = address.takeError();
+  }
+  // An intact entry that does not link (it passed the checksum, so kiln wrote it) must not
+  // fail the kernel: drop it and its partial definitions, and compile instead.
+  llvm::consumeError(std::move(error));
+  llvm::consumeError(rt->remove());
+  object_cache->Remove(key);
+  rt = jit->getMainJITDylib().createResourceTracker();
+  return nullptr;
+}
+
 StatusOr<KernelFn> Engine::Impl::Compile(const Kernel& kernel,
                                          llvm::orc::ResourceTrackerSP* tracker) {
   DiskObjectCache* cache = object_cache.get();
@@ -264,18 +287,9 @@ StatusOr<KernelFn> Engine::Impl::Compile(const Kernel& kernel,
     RETURN_IF_ERROR(ValidateKernel(kernel));
     key = ObjectCacheKey(kernel, environment, options.lower);
     symbol = "kiln_" + key;
-    if (std::unique_ptr<llvm::MemoryBuffer> object = cache->Load(key)) {
-      if (llvm::Error error = jit->addObjectFile(rt, std::move(object))) {
-        return fail(Internal("kernel '" + kernel.name +
-                             "': cannot add a cached object: " + ErrorText(std::move(error))));
-      }
-      auto address = jit->lookup(symbol);
-      if (!address) {
-        return fail(Internal("kernel '" + kernel.name +
-                             "': cannot link a cached object: " + ErrorText(address.takeError())));
-      }
+    if (KernelFn fn = LoadCached(key, symbol, rt)) {
       *tracker = rt;
-      return address->toPtr<KernelFn>();
+      return fn;
     }
   } else {
     symbol = "kiln_" + SanitizedName(kernel.name) + "_" +

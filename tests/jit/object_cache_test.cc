@@ -213,6 +213,26 @@ BOOST_AUTO_TEST_CASE(an_entry_for_another_cpu_or_llvm_is_not_used) {
   BOOST_TEST(engine->stats().object_cache_hits == 1);
 }
 
+// An entry with a right header and checksum whose bytes are not an object (a kiln bug, or a
+// writer that checksummed garbage) falls back to compiling and is replaced.
+BOOST_AUTO_TEST_CASE(an_intact_entry_that_does_not_link_is_recompiled_and_replaced) {
+  std::string dir = FreshDir("unlinkable");
+  std::string file;
+  {
+    auto engine = EngineWithCache(dir);
+    file = CacheFile(*engine, dir, MulAddKernel());
+    auto cache = DiskObjectCache::Open(dir, ObjectCacheEnvironment(engine->target()));
+    BOOST_REQUIRE(cache.ok());
+    (*cache)->Store(std::filesystem::path(file).stem().string(), "not an ELF object");
+    CompileAndCheck(*engine, MulAddKernel());
+    BOOST_TEST(engine->stats().failures == 0);
+  }
+  auto engine = EngineWithCache(dir);
+  CompileAndCheck(*engine, MulAddKernel());
+  BOOST_TEST(engine->stats().object_cache_hits == 1);
+  BOOST_TEST(ReadFile(file).find("not an ELF object") == std::string::npos);
+}
+
 // Sets the access time of `path` to `seconds` after the epoch.
 void SetAccessTime(const std::string& path, time_t seconds) {
   struct timespec times[2];
