@@ -254,7 +254,8 @@ kiln_status* kiln_runtime_create(const kiln_runtime_options* options, kiln_runti
       return NullArgument("kiln_runtime_create", "options->plugins");
     }
     o.num_threads = options->num_threads;
-    if (options->jit_cache_dir != nullptr) o.jit_cache_dir = options->jit_cache_dir;
+    if (options->jit_cache != nullptr) o.jit_cache = options->jit_cache;
+    if (options->jit_cache_bytes > 0) o.jit_cache_bytes = options->jit_cache_bytes;
     if (options->allocator_cache_bytes > 0) {
       o.allocator_cache_bytes = options->allocator_cache_bytes;
     }

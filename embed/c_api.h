@@ -118,7 +118,7 @@ kiln_status* kiln_context_invoke(kiln_context* context, const char* function,
                                  size_t* num_outputs, int64_t timeout_ms);
 
 /* ---- Runtimes (embed/runtime.h) ----
- * A runtime holds the JIT (kernels compiled on first use, optional on-disk cache), the vendor
+ * A runtime holds the JIT (kernels compiled on first use, on-disk cache), the vendor
  * runtimes (oneDNN, plugins) and an allocator. Executables it loads can run JIT kernels and
  * external regions (kiln_executable_load_* bind external regions only). Thread-safe. Executables
  * and contexts it made, and tensors they returned, stay valid after kiln_runtime_free. */
@@ -127,17 +127,20 @@ typedef struct kiln_runtime kiln_runtime;
 /* Zero-initialize (or memset 0) for the defaults. */
 typedef struct kiln_runtime_options {
   int32_t num_threads;           /* OpenMP threads for kernels and oneDNN; 0: OpenMP default */
-  const char* jit_cache_dir;     /* persistent JIT object cache; NULL or "": none */
+  const char* jit_cache;         /* persistent JIT object cache directory; NULL or "": the
+                                    default ($XDG_CACHE_HOME/kiln, else ~/.cache/kiln); "off":
+                                    none. Unusable: one warning on stderr, no cache. */
   size_t allocator_cache_bytes;  /* bytes the allocator keeps for reuse; 0: 1 GiB */
   const char* const* plugins;    /* vendor plugin .so paths (plus $KILN_PLUGINS) */
   size_t num_plugins;
+  uint64_t jit_cache_bytes;      /* bound on the JIT cache directory (LRU); 0: 1 GiB */
 } kiln_runtime_options;
 
 /* Counters since the runtime was created. */
 typedef struct kiln_runtime_stats {
   int64_t jit_compilations;        /* kernels compiled (including failed attempts) */
   int64_t jit_cache_hits;          /* kernel requests served without compiling */
-  int64_t jit_object_cache_hits;   /* compilations served from jit_cache_dir */
+  int64_t jit_object_cache_hits;   /* compilations served from the JIT cache directory */
   double jit_compile_seconds;
   int64_t specialized_calls;       /* kernel calls served by a shape-specialized variant */
   int64_t generic_calls;           /* ... by the generic variant */
@@ -145,7 +148,7 @@ typedef struct kiln_runtime_stats {
 
 /* options NULL: defaults. KILN_INVALID_ARGUMENT for a negative or huge num_threads;
  * KILN_NOT_FOUND / KILN_INVALID_ARGUMENT naming a plugin that is missing or not loadable;
- * KILN_INTERNAL naming jit_cache_dir if it cannot be created. */
+ * KILN_INTERNAL if LLVM cannot create the JIT. */
 kiln_status* kiln_runtime_create(const kiln_runtime_options* options, kiln_runtime** out);
 void kiln_runtime_free(kiln_runtime* runtime);
 /* As kiln_executable_load_file / _load_bytes, bound to the runtime's JIT and vendors. */

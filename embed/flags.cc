@@ -290,10 +290,11 @@ void AddRuntimeFlags(FlagParser& flags, RuntimeOptions* options) {
                "OpenMP threads for JIT kernels and oneDNN regions; 0: $OMP_NUM_THREADS, else "
                "every core",
                0, RuntimeOptions::kMaxThreads, &options->num_threads);
-  flags.AddString("--jit-cache-dir", "DIR",
-                  "keep compiled kernels in DIR (made if missing), so a later process loads "
-                  "them instead of compiling",
-                  &options->jit_cache_dir, "none");
+  flags.AddString("--jit-cache", "DIR|off",
+                  "keep compiled kernels in DIR (made if missing; shared by processes, least "
+                  "recently used evicted beyond 1 GiB), so a later process loads them instead "
+                  "of compiling; off: compile every kernel",
+                  &options->jit_cache, "$XDG_CACHE_HOME/kiln, else ~/.cache/kiln");
   AddPluginFlag(flags, options);
 }
 

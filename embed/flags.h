@@ -110,7 +110,7 @@ class FlagParser {
   std::vector<Positional> positionals_;
 };
 
-/// Adds --threads (RuntimeOptions::num_threads), --jit-cache-dir and --plugin (repeatable),
+/// Adds --threads (RuntimeOptions::num_threads), --jit-cache and --plugin (repeatable),
 /// writing into *options.
 void AddRuntimeFlags(FlagParser& flags, RuntimeOptions* options);
 /// Adds --plugin alone (programs that load vendors but run nothing).

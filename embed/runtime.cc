@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -127,6 +128,10 @@ Status CheckOptions(const RuntimeOptions& o) {
     return InvalidArgument("RuntimeOptions.onednn_cached_shapes = " +
                            std::to_string(o.onednn_cached_shapes) + ": must be >= 1");
   }
+  if (o.jit_cache_bytes == 0) {
+    return InvalidArgument("RuntimeOptions.jit_cache_bytes = 0: must be > 0 (use jit_cache = "
+                           "\"off\" to turn the JIT cache off)");
+  }
   if (o.allocator_cache_bytes == 0) {
     return InvalidArgument(
         "RuntimeOptions.allocator_cache_bytes = 0: must be > 0 (a cache is what makes steady "
@@ -135,7 +140,23 @@ Status CheckOptions(const RuntimeOptions& o) {
   return Status::Ok();
 }
 
+// An absolute path from the environment variable `name`, else "" (the XDG base directory
+// specification says relative paths are invalid and must be ignored).
+std::string AbsoluteEnv(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && value[0] == '/' ? value : "";
+}
+
 }  // namespace
+
+std::string JitCacheDirectory(const std::string& jit_cache) {
+  if (jit_cache == RuntimeOptions::kJitCacheOff) return "";
+  if (!jit_cache.empty()) return jit_cache;
+  std::string xdg = AbsoluteEnv("XDG_CACHE_HOME");
+  if (!xdg.empty()) return xdg + "/kiln";
+  std::string home = AbsoluteEnv("HOME");
+  return home.empty() ? "" : home + "/.cache/kiln";
+}
 
 struct Runtime::State {
   RuntimeOptions options;
@@ -186,14 +207,10 @@ StatusOr<std::shared_ptr<Runtime>> Runtime::Create(const RuntimeOptions& options
   }
 
   jit::EngineOptions engine_options;
-  engine_options.object_cache_dir = options.jit_cache_dir;
+  engine_options.object_cache_dir = JitCacheDirectory(options.jit_cache);
+  engine_options.object_cache_bytes = options.jit_cache_bytes;
   auto engine = jit::Engine::Create(engine_options);
-  if (!engine.ok()) {
-    return engine.status().WithContext(options.jit_cache_dir.empty()
-                                           ? std::string("JIT engine")
-                                           : "RuntimeOptions.jit_cache_dir '" +
-                                                 options.jit_cache_dir + "'");
-  }
+  if (!engine.ok()) return engine.status().WithContext("JIT engine");
   state->engine = std::shared_ptr<jit::Engine>(std::move(*engine));
   jit::JitProviderOptions jit_options;
   jit_options.dispatch = options.dispatch;
@@ -249,6 +266,8 @@ const LoadOptions& Runtime::load_options() const { return state_->load; }
 const RuntimeOptions& Runtime::options() const { return state_->options; }
 
 const char* LlvmVersion() { return LLVM_VERSION_STRING; }
+
+const std::string& Runtime::jit_cache_dir() const { return state_->engine->object_cache_dir(); }
 
 int Runtime::num_threads() const {
   return state_->options.num_threads > 0 ? state_->options.num_threads : omp_get_max_threads();

@@ -36,9 +36,15 @@ struct RuntimeOptions {
   /// remembers the count it last applied; if other code changes it on that thread, that
   /// change stands until a runtime with another count runs there.) At most kMaxThreads.
   int num_threads = 0;
-  /// Persistent JIT object cache directory (created if missing), so a restarted process loads
-  /// compiled kernels instead of recompiling them. Empty: no cache.
-  std::string jit_cache_dir;
+  /// Persistent JIT object cache, so a restarted process loads compiled kernels instead of
+  /// recompiling them: "" (the default) is $XDG_CACHE_HOME/kiln, else $HOME/.cache/kiln;
+  /// kJitCacheOff ("off") turns it off; anything else is the directory (created if missing).
+  /// Processes may share a directory. One that cannot be created or written is not an error:
+  /// the first such runtime in a process prints one warning on stderr and runs without a cache.
+  std::string jit_cache;
+  /// Bound on the JIT cache directory's size: the least recently used entries are deleted
+  /// when a write would exceed it. > 0.
+  uint64_t jit_cache_bytes = jit::kDefaultObjectCacheBytes;
   /// Bound on the bytes the runtime's allocator keeps cached for reuse (least recently released
   /// blocks are returned to the system first).
   size_t allocator_cache_bytes = Allocator::kDefaultCacheCap;
@@ -62,7 +68,12 @@ struct RuntimeOptions {
   bool huge_page_constants = true;
 
   static constexpr int kMaxThreads = 1024;
+  static constexpr char kJitCacheOff[] = "off";
 };
+
+/// The directory RuntimeOptions::jit_cache names (see there): empty for "off", or for the
+/// default when neither $XDG_CACHE_HOME (absolute) nor $HOME (absolute) is set.
+std::string JitCacheDirectory(const std::string& jit_cache);
 
 /// Counters since the runtime was created (a snapshot; each group consistent on its own).
 struct RuntimeStats {
@@ -90,8 +101,9 @@ class Runtime {
  public:
   /// InvalidArgument for num_threads < 0 or > kMaxThreads, onednn_cached_shapes < 1 or an
   /// allocator cap of 0; NotFound / InvalidArgument naming the plugin for a plugin that does
-  /// not exist or cannot be loaded (also from $KILN_PLUGINS); Internal naming the directory if
-  /// jit_cache_dir cannot be created; Internal if LLVM cannot create the JIT.
+  /// not exist or cannot be loaded (also from $KILN_PLUGINS); InvalidArgument for
+  /// jit_cache_bytes 0; Internal if LLVM cannot create the JIT. (An unusable JIT cache
+  /// directory only warns.)
   static StatusOr<std::shared_ptr<Runtime>> Create(const RuntimeOptions& options = {});
   ~Runtime();
   Runtime(const Runtime&) = delete;
@@ -130,6 +142,8 @@ class Runtime {
   /// The OpenMP team size kernels run with: options().num_threads, or if 0 the OpenMP default
   /// as the calling thread sees it.
   int num_threads() const;
+  /// The JIT cache directory in use; empty when the cache is off or its directory unusable.
+  const std::string& jit_cache_dir() const;
 
  private:
   struct State;

@@ -106,7 +106,9 @@ struct Engine::Impl : std::enable_shared_from_this<Engine::Impl> {
 
   EngineOptions options;
   TargetInfo target;
+  std::string environment;                        // ObjectCacheEnvironment(target)
   std::unique_ptr<DiskObjectCache> object_cache;  // null when off; outlives `jit`
+  std::string object_cache_dir;                   // the cache's directory, empty when off
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::atomic<uint64_t> next_symbol{0};
 
@@ -120,6 +122,10 @@ struct Engine::Impl : std::enable_shared_from_this<Engine::Impl> {
   // Compiles into `entry` and fulfils its promise.
   void CompileInto(const Kernel& kernel, Entry& entry);
   StatusOr<KernelFn> Compile(const Kernel& kernel, llvm::orc::ResourceTrackerSP* tracker);
+  // The kernel's code from the object cache, linked under `rt`; null (with `rt` replaced by a
+  // fresh tracker if anything was added) when there is no usable entry.
+  KernelFn LoadCached(const std::string& key, const std::string& symbol,
+                      llvm::orc::ResourceTrackerSP& rt);
   // Drops a holder; the last one (of an unpinned entry) retires it.
   void Release(const std::shared_ptr<Entry>& entry);
   // Runs when no guard can be running the retired code: unless the entry was taken again (or
@@ -134,8 +140,14 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   auto impl = std::make_shared<Impl>();
   impl->options = options;
   ASSIGN_OR_RETURN(impl->target, DetectHostTarget());
+  if (options.object_cache_bytes == 0) {
+    return InvalidArgument("EngineOptions.object_cache_bytes = 0: must be > 0");
+  }
+  impl->environment = ObjectCacheEnvironment(impl->target);
   if (!options.object_cache_dir.empty()) {
-    ASSIGN_OR_RETURN(impl->object_cache, DiskObjectCache::Open(options.object_cache_dir));
+    impl->object_cache = DiskObjectCache::OpenOrWarn(options.object_cache_dir, impl->environment,
+                                                     options.object_cache_bytes);
+    if (impl->object_cache) impl->object_cache_dir = options.object_cache_dir;
   }
   ASSIGN_OR_RETURN(impl->jit, CreateJit(impl->target, impl->object_cache.get()));
   Status status;
@@ -240,6 +252,25 @@ StatusOr<KernelRef> Engine::Acquire(const Kernel& kernel) {
   return ref;
 }
 
+KernelFn Engine::Impl::LoadCached(const std::string& key, const std::string& symbol,
+                                  llvm::orc::ResourceTrackerSP& rt) {
+  std::unique_ptr<llvm::MemoryBuffer> object = object_cache->Load(key);
+  if (!object) return nullptr;
+  llvm::Error error = jit->addObjectFile(rt, std::move(object));
+  if (!error) {
+    auto address = jit->lookup(symbol);
+    if (address) return address->toPtr<KernelFn>();
+    error = address.takeError();
+  }
+  // An intact entry that does not link (it passed the checksum, so kiln wrote it) must not
+  // fail the kernel: drop it and its partial definitions, and compile instead.
+  llvm::consumeError(std::move(error));
+  llvm::consumeError(rt->remove());
+  object_cache->Remove(key);
+  rt = jit->getMainJITDylib().createResourceTracker();
+  return nullptr;
+}
+
 StatusOr<KernelFn> Engine::Impl::Compile(const Kernel& kernel,
                                          llvm::orc::ResourceTrackerSP* tracker) {
   DiskObjectCache* cache = object_cache.get();
@@ -254,20 +285,11 @@ StatusOr<KernelFn> Engine::Impl::Compile(const Kernel& kernel,
   if (cache != nullptr) {
     // With a persistent cache the symbol must not depend on the process: derive it from the key.
     RETURN_IF_ERROR(ValidateKernel(kernel));
-    key = ObjectCacheKey(kernel, target, options.codegen);
+    key = ObjectCacheKey(kernel, environment, options.codegen);
     symbol = "kiln_" + key;
-    if (std::unique_ptr<llvm::MemoryBuffer> object = cache->Load(key)) {
-      if (llvm::Error error = jit->addObjectFile(rt, std::move(object))) {
-        return fail(Internal("kernel '" + kernel.name +
-                             "': cannot add a cached object: " + ErrorText(std::move(error))));
-      }
-      auto address = jit->lookup(symbol);
-      if (!address) {
-        return fail(Internal("kernel '" + kernel.name +
-                             "': cannot link a cached object: " + ErrorText(address.takeError())));
-      }
+    if (KernelFn fn = LoadCached(key, symbol, rt)) {
       *tracker = rt;
-      return address->toPtr<KernelFn>();
+      return fn;
     }
   } else {
     symbol = "kiln_" + SanitizedName(kernel.name) + "_" +
@@ -306,6 +328,7 @@ EngineStats Engine::stats() const {
     stats.object_cache_hits = c.hits;
     stats.object_cache_misses = c.misses;
     stats.object_cache_corrupt = c.corrupt;
+    stats.object_cache_evictions = c.evictions;
   }
   return stats;
 }
@@ -313,5 +336,7 @@ EngineStats Engine::stats() const {
 const TargetInfo& Engine::target() const { return impl_->target; }
 
 bool Engine::uses_libmvec() const { return impl_->options.codegen.use_libmvec; }
+
+const std::string& Engine::object_cache_dir() const { return impl_->object_cache_dir; }
 
 }  // namespace kiln::jit

@@ -9,14 +9,19 @@
 #include "base/status.h"
 #include "jit/codegen.h"
 #include "jit/kernel_ir.h"
+#include "jit/object_cache.h"
 
 namespace kiln::jit {
 
 struct EngineOptions {
   CodegenOptions codegen;  // codegen.use_libmvec is turned off if libmvec.so.1 cannot be loaded
   /// Non-empty: a persistent object cache in this directory (created if missing; see
-  /// jit/object_cache.h), so a restarted process loads kernels instead of recompiling them.
+  /// jit/object_cache.h), so a restarted process loads kernels instead of recompiling them. A
+  /// directory that cannot be created or written is not an error: one warning per process on
+  /// stderr, and the engine runs without a cache (object_cache_dir() is then empty).
   std::string object_cache_dir;
+  /// Bound on the cache directory's size (least recently used entries evicted beyond); > 0.
+  uint64_t object_cache_bytes = kDefaultObjectCacheBytes;
 };
 
 /// Counters since the engine was created (a consistent snapshot).
@@ -31,6 +36,7 @@ struct EngineStats {
   int64_t object_cache_hits = 0;     // compilations served from the persistent object cache
   int64_t object_cache_misses = 0;   // compilations that found no usable object on disk
   int64_t object_cache_corrupt = 0;  // cache files rejected (and rewritten by the compile)
+  int64_t object_cache_evictions = 0;  // cache files deleted to stay within the size bound
 };
 
 /// A counted reference to one compiled kernel (Engine::Acquire). The kernel's code stays while
@@ -81,6 +87,8 @@ class Engine {
   const TargetInfo& target() const;
   /// Whether vectorized math calls libmvec in this engine.
   bool uses_libmvec() const;
+  /// The persistent object cache's directory; empty when the engine runs without one.
+  const std::string& object_cache_dir() const;
 
  private:
   struct Impl;

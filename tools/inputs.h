@@ -22,7 +22,7 @@ struct ModelArgs {
   std::string file, function;
   std::map<std::string, int64_t> dims;  // --dim NAME=VALUE
   int64_t timeout_ms = 0;
-  RuntimeOptions runtime;  // --threads, --jit-cache-dir, --plugin
+  RuntimeOptions runtime;  // --threads, --jit-cache, --plugin
 };
 
 /// Declares FILE.kiln, --function, --dim (described by `dim_help`), --timeout-ms and the

@@ -21,6 +21,7 @@ int InspectMain(int argc, char** argv) {
   flags.AddPositional("FILE.kiln", "the executable", &file, true);
   AddPluginFlag(flags, &runtime_options);
   if (std::optional<int> exit = flags.Parse(argc, argv)) return *exit;
+  runtime_options.jit_cache = RuntimeOptions::kJitCacheOff;  // inspect compiles no kernel
 
   LoadOptions options;
   options.bind = false;

@@ -1,7 +1,7 @@
 // Quickstart: compile a real ONNX model, load it with the Runtime, run it at several shapes.
 //
 //   bazel run //examples/quickstart [-- --runs=N --external=onednn|none --threads=N
-//                                       --jit_cache=DIR MODEL.onnx]
+//                                       --jit_cache=DIR|off MODEL.onnx]
 //
 // The model (examples/quickstart/make_model.cc writes it at build time) is a tiny text
 // classifier with symbolic dims batch and seq: embedding Gather, LayerNormalization, a
@@ -40,7 +40,7 @@ struct Args {
   int runs = 50;
   std::string external = "onednn";
   int threads = 0;
-  std::string jit_cache;  // persistent JIT object cache: a second run loads instead of compiling
+  std::string jit_cache;  // persistent JIT object cache ("": the default directory; "off")
 };
 
 bool ParseArgs(int argc, char** argv, Args* args) {
@@ -179,7 +179,7 @@ int main(int argc, char** argv) {
   if (!ParseArgs(argc, argv, &args)) {
     std::fprintf(stderr,
                  "usage: quickstart [--runs=N] [--external=onednn|none] [--threads=N] "
-                 "[--jit_cache=DIR] [MODEL.onnx]\n");
+                 "[--jit_cache=DIR|off] [MODEL.onnx]\n");
     return 2;
   }
 
@@ -205,10 +205,11 @@ int main(int argc, char** argv) {
       cs.constant_bytes / 1024.0, bytes->size(), cs.seconds * 1e3);
 
   // (2) Create the runtime (JIT, vendor runtimes, allocator) and load the executable:
-  //     verified, kernels bound (compiled on first use), oneDNN regions initialized.
+  //     verified, kernels bound (compiled on first use, or loaded from the persistent JIT
+  //     cache a previous run filled), oneDNN regions initialized.
   kiln::RuntimeOptions ropts;
   ropts.num_threads = args.threads;
-  ropts.jit_cache_dir = args.jit_cache;
+  ropts.jit_cache = args.jit_cache;  // "": $XDG_CACHE_HOME/kiln, else ~/.cache/kiln
   auto rt = kiln::Runtime::Create(ropts);
   if (!rt.ok()) return Fail("runtime", rt.status());
   auto exe = (*rt)->LoadBytes(bytes->data(), bytes->size());

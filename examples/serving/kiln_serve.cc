@@ -2,7 +2,7 @@
 //
 //   kiln_serve --model NAME=FILE.kiln [--model ...] [--host 127.0.0.1] [--port 8000]
 //              [--workers N] [--threads N] [--io-threads N] [--max-body-bytes N] [--timeout-ms N]
-//              [--max-queue N] [--invoke-timeout-ms N] [--jit-cache-dir DIR] [--plugin LIB.so]...
+//              [--max-queue N] [--invoke-timeout-ms N] [--jit-cache DIR|off] [--plugin LIB.so]...
 //   (kiln_serve --help describes each flag and its default.)
 #include <pthread.h>
 #include <signal.h>

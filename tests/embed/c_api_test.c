@@ -147,6 +147,18 @@ static void TestRuntime(void) {
   rt = NULL;
   ExpectError(kiln_runtime_create(&options, &rt), KILN_INVALID_ARGUMENT, "num_threads = -1");
   CHECK(rt == NULL);
+  /* The JIT cache: "off", or a directory that cannot be created (one warning, no error). */
+  options.num_threads = 1;
+  options.jit_cache = "off";
+  options.jit_cache_bytes = 1 << 20;
+  CHECK(kiln_runtime_create(&options, &rt) == NULL);
+  kiln_runtime_free(rt);
+  rt = NULL;
+  options.jit_cache = "/proc/kiln_cannot_create_this";
+  CHECK(kiln_runtime_create(&options, &rt) == NULL);
+  kiln_runtime_free(rt);
+  rt = NULL;
+  options.jit_cache = NULL;
   const char* plugins[1] = {"/nonexistent/libvendor.so"};
   options.num_threads = 1;
   options.plugins = plugins;

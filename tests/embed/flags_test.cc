@@ -185,18 +185,23 @@ BOOST_AUTO_TEST_CASE(runtime_flags_fill_runtime_options) {
   RuntimeOptions options;
   FlagParser flags("prog", "", "");
   AddRuntimeFlags(flags, &options);
-  const char* args[] = {"prog",     "--threads=3", "--jit-cache-dir", "/tmp/c",
+  const char* args[] = {"prog",     "--threads=3", "--jit-cache", "/tmp/c",
                         "--plugin", "a.so",        "--plugin=b.so"};
   BOOST_TEST(!flags.Parse(7, args).has_value());
   BOOST_TEST(options.num_threads == 3);
-  BOOST_TEST(options.jit_cache_dir == "/tmp/c");
+  BOOST_TEST(options.jit_cache == "/tmp/c");
   BOOST_TEST(options.plugins == (std::vector<std::string>{"a.so", "b.so"}));
   std::string help = flags.Help();
   BOOST_TEST(Contains(help, "  --threads N  "), help);
   BOOST_TEST(Contains(help, "(default: 0)"), help);
+  BOOST_TEST(Contains(help, "  --jit-cache DIR|off  "), help);
+  BOOST_TEST(Contains(help, "(default: $XDG_CACHE_HOME/kiln,"), help);
   RuntimeOptions too_many;
   FlagParser more("prog", "", "");
   AddRuntimeFlags(more, &too_many);
+  const char* off[] = {"prog", "--jit-cache=off"};
+  BOOST_TEST(!more.Parse(2, off).has_value());
+  BOOST_TEST(too_many.jit_cache == RuntimeOptions::kJitCacheOff);
   const char* bad[] = {"prog", "--threads", "100000"};
   std::FILE* err = std::tmpfile();
   BOOST_TEST(more.Parse(3, bad, stdout, err).value_or(-1) == 2);

@@ -15,6 +15,7 @@
 
 #include "jit/compute.h"
 #include "jit/kernel_ir_serialize.h"
+#include "tests/jit/test_util.h"
 #include "vm/builder.h"
 
 namespace kiln {
@@ -149,6 +150,7 @@ void RunAndCheck(const Runtime& rt, Context& ctx, int64_t batch, float seed = 0)
 RuntimeOptions Quiet() {
   RuntimeOptions o;
   o.plugins_from_environment = false;  // the test must not depend on the caller's environment
+  o.jit_cache = RuntimeOptions::kJitCacheOff;  // nor on what earlier runs left in a JIT cache
   return o;
 }
 
@@ -237,37 +239,122 @@ BOOST_AUTO_TEST_CASE(threads_share_one_runtime_and_executable) {
   BOOST_CHECK_EQUAL(st.dispatch.hits + st.dispatch.misses, 3 * 20 * 4);
 }
 
-BOOST_AUTO_TEST_CASE(jit_cache_dir_is_filled_and_reused_by_a_second_runtime) {
+// Runs BuildAffine's main once at `batch` with a runtime made from `o` and checks the answer;
+// returns the runtime's stats and, if asked, the JIT cache directory it used.
+RuntimeStats RunAffineOnce(const RuntimeOptions& o, int64_t batch, float seed,
+                           std::string* cache_dir = nullptr) {
+  std::vector<uint8_t> bytes = BuildAffine();
+  auto rt = Runtime::Create(o);
+  BOOST_REQUIRE_MESSAGE(rt.ok(), rt.status().ToString());
+  auto exe = (*rt)->LoadBytes(bytes.data(), bytes.size());
+  BOOST_REQUIRE(exe.ok());
+  auto ctx = (*rt)->NewContext(*exe);
+  BOOST_REQUIRE(ctx.ok());
+  RunAndCheck(**rt, **ctx, batch, seed);
+  if (cache_dir != nullptr) *cache_dir = (*rt)->jit_cache_dir();
+  return (*rt)->stats();
+}
+
+// Sets an environment variable for one scope (unset if `value` is null), restoring it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_.c_str(), old_.c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+BOOST_AUTO_TEST_CASE(jit_cache_defaults_to_xdg_cache_home_then_home) {
+  std::string xdg = TempDir() + "/xdg", home = TempDir() + "/home";
+  {
+    ScopedEnv x("XDG_CACHE_HOME", xdg.c_str());
+    ScopedEnv h("HOME", home.c_str());
+    BOOST_CHECK_EQUAL(JitCacheDirectory(""), xdg + "/kiln");
+    BOOST_CHECK_EQUAL(JitCacheDirectory("off"), "");
+    BOOST_CHECK_EQUAL(JitCacheDirectory("/some/dir"), "/some/dir");
+    RuntimeOptions o = Quiet();
+    o.jit_cache = "";  // the default
+    std::string used;
+    RuntimeStats st = RunAffineOnce(o, 3, 0, &used);
+    BOOST_CHECK_EQUAL(used, xdg + "/kiln");
+    BOOST_CHECK_EQUAL(st.engine.object_cache_misses, 4);
+    BOOST_CHECK(std::filesystem::exists(xdg + "/kiln"));
+    st = RunAffineOnce(o, 3, 0);  // a second runtime (process) loads what the first compiled
+    BOOST_CHECK_EQUAL(st.engine.object_cache_hits, 4);
+  }
+  {
+    ScopedEnv x("XDG_CACHE_HOME", "relative/dir");  // not absolute: ignored, as XDG says
+    ScopedEnv h("HOME", home.c_str());
+    BOOST_CHECK_EQUAL(JitCacheDirectory(""), home + "/.cache/kiln");
+  }
+  {
+    ScopedEnv x("XDG_CACHE_HOME", nullptr);
+    ScopedEnv h("HOME", nullptr);
+    BOOST_CHECK_EQUAL(JitCacheDirectory(""), "");
+    std::string used = "unset";
+    RunAffineOnce(Quiet(), 3, 0, &used);
+    BOOST_CHECK_EQUAL(used, "");
+  }
+  std::string used = "unset";
+  RunAffineOnce(Quiet(), 3, 0, &used);  // Quiet turns the cache off
+  BOOST_CHECK_EQUAL(used, "");
+}
+
+// The only test in this binary whose cache directory is unusable: the warning is once per
+// process, so it must be the first.
+BOOST_AUTO_TEST_CASE(an_unusable_jit_cache_warns_once_and_runs_without_a_cache) {
+  std::string file = WriteTemp("plain_file", {1, 2, 3});
+  RuntimeOptions o = Quiet();
+  o.jit_cache = file + "/cache";  // nothing can be created below a regular file, even by root
+  std::string used[2] = {"unset", "unset"};
+  RuntimeStats st[2];
+  std::string err = jit::testing::CaptureStderr(
+      [&] {
+        for (int i = 0; i < 2; ++i) st[i] = RunAffineOnce(o, 3, 0, &used[i]);  // answers checked
+      },
+      TempDir() + "/stderr.txt");
+  for (int i = 0; i < 2; ++i) {
+    BOOST_CHECK_EQUAL(used[i], "");
+    BOOST_CHECK_EQUAL(st[i].engine.compilations, 4);
+    BOOST_CHECK_EQUAL(st[i].engine.object_cache_misses, 0);
+  }
+  size_t first = err.find("warning");
+  BOOST_CHECK_MESSAGE(first != std::string::npos && err.find("warning", first + 1) == std::string::npos,
+                      err);
+  BOOST_CHECK_NE(err.find(file), std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(jit_cache_is_filled_and_reused_by_a_second_runtime) {
   std::string dir = TempDir() + "/jit_cache";
   std::filesystem::remove_all(dir);
-  std::vector<uint8_t> bytes = BuildAffine();
   RuntimeOptions o = Quiet();
-  o.jit_cache_dir = dir;
-  {
-    auto rt = Runtime::Create(o);
-    BOOST_REQUIRE_MESSAGE(rt.ok(), rt.status().ToString());
-    auto exe = (*rt)->LoadBytes(bytes.data(), bytes.size());
-    BOOST_REQUIRE(exe.ok());
-    auto ctx = (*rt)->NewContext(*exe);
-    BOOST_REQUIRE(ctx.ok());
-    RunAndCheck(**rt, **ctx, 6);
-    RuntimeStats st = (*rt)->stats();
-    BOOST_CHECK_EQUAL(st.engine.object_cache_hits, 0);
-    BOOST_CHECK_EQUAL(st.engine.object_cache_misses, 4);
-  }
+  o.jit_cache = dir;
+  RuntimeStats st = RunAffineOnce(o, 6, 0);
+  BOOST_CHECK_EQUAL(st.engine.object_cache_hits, 0);
+  BOOST_CHECK_EQUAL(st.engine.object_cache_misses, 4);
   int files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir))
     files += e.path().extension() == ".o";
   BOOST_CHECK_EQUAL(files, 4);
 
-  auto rt2 = Runtime::Create(o);
-  BOOST_REQUIRE_MESSAGE(rt2.ok(), rt2.status().ToString());
-  auto exe = (*rt2)->LoadBytes(bytes.data(), bytes.size());
-  BOOST_REQUIRE(exe.ok());
-  auto ctx = (*rt2)->NewContext(*exe);
-  BOOST_REQUIRE(ctx.ok());
-  RunAndCheck(**rt2, **ctx, 6, 2.0f);
-  RuntimeStats st = (*rt2)->stats();
+  st = RunAffineOnce(o, 6, 2.0f);
   BOOST_CHECK_EQUAL(st.engine.object_cache_hits, 4);
   BOOST_CHECK_EQUAL(st.engine.object_cache_misses, 0);
 }
@@ -287,14 +374,12 @@ BOOST_AUTO_TEST_CASE(bad_options_are_clear_errors) {
   BOOST_CHECK(r.status().code() == StatusCode::kNotFound);
   BOOST_CHECK_NE(r.status().message().find("/nonexistent/libvendor.so"), std::string::npos);
 
-  // A directory cannot be created below a regular file.
-  std::string file = WriteTemp("not_a_dir", {1, 2, 3});
   o = Quiet();
-  o.jit_cache_dir = file + "/cache";
+  o.jit_cache_bytes = 0;
   r = Runtime::Create(o);
   BOOST_REQUIRE(!r.ok());
-  BOOST_CHECK_NE(r.status().message().find("jit_cache_dir"), std::string::npos);
-  BOOST_CHECK_NE(r.status().message().find(file), std::string::npos);
+  BOOST_CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  BOOST_CHECK_NE(r.status().message().find("jit_cache_bytes = 0"), std::string::npos);
 
   o = Quiet();
   o.allocator_cache_bytes = 0;

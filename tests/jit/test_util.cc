@@ -1,7 +1,13 @@
 // Test helpers for jit/.
 #include "tests/jit/test_util.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <boost/test/unit_test.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <cmath>
 #include <limits>
 #include <mutex>
@@ -243,6 +249,21 @@ std::vector<double> RandomDoubles(size_t n, double lo, double hi, uint64_t seed)
   std::vector<double> out(n);
   for (double& v : out) v = dist(rng);
   return out;
+}
+
+std::string CaptureStderr(const std::function<void()>& body, const std::string& path) {
+  std::fflush(stderr);
+  int saved = dup(2);
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  BOOST_REQUIRE(saved >= 0 && fd >= 0);
+  dup2(fd, 2);
+  close(fd);
+  body();
+  std::fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 }  // namespace kiln::jit::testing

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -91,6 +92,9 @@ inline double RoundToFloat(double v) { return RoundToFormat(v, 23, -126, 127); }
 /// Distance in units in the last place of `dtype` (f32 or f64) between two values; 0 when both
 /// are NaN or equal, a huge number when only one is NaN.
 double UlpDistance(double a, double b, DType dtype);
+
+/// Runs `body` with the process's stderr (fd 2) going to the file `path`; returns what it wrote.
+std::string CaptureStderr(const std::function<void()>& body, const std::string& path);
 
 /// Deterministic pseudo-random doubles in [lo, hi).
 std::vector<double> RandomDoubles(size_t n, double lo, double hi, uint64_t seed);

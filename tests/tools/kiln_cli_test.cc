@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -41,6 +42,8 @@ std::string TmpDir() {
 }
 
 Result Kiln(const std::string& args) {
+  // The JIT cache is on by default: keep it in the test's own directory, not the user's.
+  setenv("XDG_CACHE_HOME", (TmpDir() + "/xdg_cache").c_str(), 1);
   std::string cmd = "tools/kiln " + args + " 2>&1";
   FILE* p = popen(cmd.c_str(), "r");
   BOOST_REQUIRE(p != nullptr);
@@ -558,7 +561,8 @@ BOOST_AUTO_TEST_CASE(bench_reports_first_call_percentiles_and_memory_as_json) {
   std::string path = WriteProgram();
   Result r = Kiln("bench " + path + " --dim n=4 --iters 20 --warmup 2 --json");
   BOOST_TEST(r.code == 0, r.out);
-  for (const char* key : {"first_ms", "p50_ms", "p90_ms", "p99_ms", "jit_compiles", "jit_ms", "peak_rss_mb"}) {
+  for (const char* key : {"first_ms", "p50_ms", "p90_ms", "p99_ms", "jit_compiles", "jit_ms",
+                          "jit_cache_loads", "peak_rss_mb"}) {
     BOOST_TEST(!std::isnan(JsonNumber(r.out, key)), key);
   }
   BOOST_TEST(JsonNumber(r.out, "first_ms") > 0.0);
@@ -794,13 +798,14 @@ BOOST_AUTO_TEST_CASE(dim_symbols_are_checked) {
 // shape is seen often enough to get a specialized variant, with the default (8) every one is.
 BOOST_AUTO_TEST_CASE(bench_json_records_the_setup_and_warmup_is_exact) {
   std::string exe = CompileAddReluOnJit("warm");
-  Result r = Kiln("bench " + exe + " --dim N=4 --iters 1 --warmup 0 --threads 1 --json");
+  // Compile counts are compared: no JIT cache.
+  Result r = Kiln("bench " + exe + " --dim N=4 --iters 1 --warmup 0 --threads 1 --json --jit-cache off");
   BOOST_TEST(r.code == 0, r.out);
   BOOST_TEST(JsonNumber(r.out, "warmup") == 0.0, r.out);
   BOOST_TEST(JsonNumber(r.out, "threads") == 1.0, r.out);
   BOOST_TEST(Contains(r.out, "\"dims\": {\"N\": 4}"), r.out);
   double cold = JsonNumber(r.out, "jit_compiles");
-  r = Kiln("bench " + exe + " --dim N=4 --iters 1 --threads 1 --json");
+  r = Kiln("bench " + exe + " --dim N=4 --iters 1 --threads 1 --json --jit-cache=off");
   BOOST_TEST(r.code == 0, r.out);
   BOOST_TEST(JsonNumber(r.out, "warmup") == 8.0, r.out);
   BOOST_TEST(JsonNumber(r.out, "jit_compiles") > cold, r.out);
@@ -841,6 +846,37 @@ BOOST_AUTO_TEST_CASE(run_and_bench_jit_compile_kernel_payloads) {
   BOOST_TEST(r.code == 0, r.out);
   BOOST_TEST(JsonNumber(r.out, "jit_compiles") >= 1.0, r.out);
   BOOST_TEST(JsonNumber(r.out, "jit_ms") > 0.0, r.out);
+}
+
+// Two kiln processes fill one JIT cache directory at once; both answer right, and a third
+// process loads the kernels they wrote.
+BOOST_AUTO_TEST_CASE(processes_share_one_jit_cache_directory) {
+  std::string exe = CompileAddReluOnJit("shared_cache");
+  std::string dir = TmpDir() + "/shared_jit_cache";
+  float xs[6] = {1, -2, 3, -4, 5, -6};
+  std::string xp = WriteNpyFile("shared_x.npy", Tensor::Wrap(xs, DType::kF32, Shape{2, 3}));
+  std::string cmd = "tools/kiln run " + exe + " " + xp + " --jit-cache " + dir + " 2>&1";
+  FILE* first = popen(cmd.c_str(), "r");
+  FILE* second = popen(cmd.c_str(), "r");
+  BOOST_REQUIRE(first != nullptr && second != nullptr);
+  for (FILE* p : {first, second}) {
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+    int status = pclose(p);
+    BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0), out);
+    BOOST_TEST(Contains(out, "y: f32[2, 3] [1.5, 0, 5, 0, 4, 0]"), out);
+  }
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    BOOST_TEST(e.path().extension() == ".o", e.path());  // no temporary file left behind
+    ++entries;
+  }
+  BOOST_TEST(entries >= 1);
+  Result r = Kiln("bench " + exe + " --dim N=2 --iters 1 --warmup 0 --json --jit-cache " + dir);
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(JsonNumber(r.out, "jit_cache_loads") == static_cast<double>(entries), r.out);
 }
 
 // A vendor runtime added without rebuilding kiln: the example plugin, by flag or environment.

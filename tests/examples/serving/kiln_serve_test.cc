@@ -149,7 +149,7 @@ BOOST_AUTO_TEST_CASE(help_describes_every_flag_with_its_default) {
           "(default: 8000)", "  --workers N  ", "(default: one per core)",
           "  --threads N  ", "OpenMP threads", "  --io-threads N  ", "  --max-queue N  ",
           "(default: 64)", "  --max-body-bytes N  ", "(default: 16 MiB)", "  --timeout-ms N  ",
-          "(default: 10000)", "  --invoke-timeout-ms N  ", "  --jit-cache-dir DIR  ",
+          "(default: 10000)", "  --invoke-timeout-ms N  ", "  --jit-cache DIR|off  ",
           "  --plugin PATH  ", "  -h, --help  "}) {
       BOOST_TEST(out.find(part) != std::string::npos, part << " in\n" << out);
     }
