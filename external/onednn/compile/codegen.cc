@@ -115,11 +115,14 @@ struct EltwiseSpec {
 // The eltwise algorithm of a unary node (nullopt: not one oneDNN runs).
 std::optional<EltwiseSpec> ScalarBinaryAsEltwise(const Graph& g, const Node& n, size_t* data);
 
-// The eltwise oneDNN runs for `n` on its data operand (DataInput), if any.
-std::optional<EltwiseSpec> EltwiseOf(const Graph& g, const Node& n) {
+// The eltwise oneDNN runs for `n` on its data operand (DataInput), if any. With
+// `scalar_binaries` false, binary ops are never eltwise ones (post-op fusion keeps them binary).
+std::optional<EltwiseSpec> EltwiseOf(const Graph& g, const Node& n, bool scalar_binaries = true) {
   const std::string& op = n.op_type;
   size_t data = 0;
-  if (std::optional<EltwiseSpec> e = ScalarBinaryAsEltwise(g, n, &data)) return e;
+  if (scalar_binaries) {
+    if (std::optional<EltwiseSpec> e = ScalarBinaryAsEltwise(g, n, &data)) return e;
+  }
   if (op == "Relu") return EltwiseSpec{EltwiseAlg::kRelu};
   if (op == "LeakyRelu") return EltwiseSpec{EltwiseAlg::kRelu, GetFloat(n, "alpha", 0.01f)};
   if (op == "Sigmoid") return EltwiseSpec{EltwiseAlg::kSigmoid};
@@ -841,10 +844,10 @@ class Generator {
       std::optional<NodeId> u = SoleUser(*out);
       if (!u || !IsSupported(g_, *u)) return Status::Ok();
       const Node& n = g_.node(*u);
-      std::optional<EltwiseSpec> e = EltwiseOf(g_, n);
-      if (e ? DataInput(g_, n) != *out : (n.inputs.empty() || n.inputs[0] != *out)) {
-        if (e || !(n.inputs.size() == 2 && n.inputs[1] == *out && BinaryOf(n.op_type) &&
-                   IsCommutative(*BinaryOf(n.op_type))))
+      std::optional<EltwiseSpec> e = EltwiseOf(g_, n, /*scalar_binaries=*/false);
+      if (n.inputs.empty() || n.inputs[0] != *out) {
+        if (!(n.inputs.size() == 2 && n.inputs[1] == *out && BinaryOf(n.op_type) &&
+              IsCommutative(*BinaryOf(n.op_type))))
           return Status::Ok();
       }
       if (e) {

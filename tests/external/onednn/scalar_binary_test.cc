@@ -120,5 +120,40 @@ BOOST_AUTO_TEST_CASE(squeeze_excite_scale_on_a_blocked_conv_output) {
   }
 }
 
+// The squeeze-excite block of mobilenet_v3 written by hand: 1x1 conv -> + 3 -> clip(0, 6) -> / 6
+// (hardsigmoid) scales the features. The scalar ops after the conv stay its post-ops in their
+// binary form: as eltwise linear post-ops the zoo's mobilenet_v3_small_by_hand came out ~1e4
+// times too large.
+BOOST_AUTO_TEST_CASE(hand_written_hardsigmoid_after_a_conv) {
+  Dims wd = {8, 8, 1, 1};
+  Floats w = Random(Numel(wd), 31);
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 8, 6, 6] X) => (float Y) {
+      p = GlobalAveragePool(X)
+      q = Conv(p, W)
+      a = Add(q, three)
+      c = Clip(a, zero, six)
+      s = Div(c, six)
+      Y = Mul(X, s)
+    })",
+                                       {{"W", wd, w}, {"three", {}, {3}}, {"zero", {}, {0}},
+                                        {"six", {}, {6}}}));
+  Dims xd = {1, 8, 6, 6};
+  Floats x = Random(Numel(xd), 32, -4.0f, 4.0f);
+  Floats want(x.size());
+  for (int64_t o = 0; o < 8; ++o) {
+    double acc = 0;
+    for (int64_t i = 0; i < 8; ++i) {
+      double mean = 0;
+      for (int64_t k = 0; k < 36; ++k) mean += x[i * 36 + k];
+      acc += w[o * 8 + i] * (mean / 36);
+    }
+    float s = std::min(std::max(static_cast<float>(acc) + 3.0f, 0.0f), 6.0f) / 6.0f;
+    for (int64_t k = 0; k < 36; ++k) want[o * 36 + k] = x[o * 36 + k] * s;
+  }
+  // A 36-term mean and an 8-term dot product in f32, one division.
+  BOOST_TEST(Close(r.Run({{xd, x}}, {xd})[0], want, 1e-5, 1e-5));
+}
+
 }  // namespace
 }  // namespace kiln::onednn::testing
