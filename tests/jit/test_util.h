@@ -92,6 +92,10 @@ inline double RoundToFloat(double v) { return RoundToFormat(v, 23, -126, 127); }
 /// are NaN or equal, a huge number when only one is NaN.
 double UlpDistance(double a, double b, DType dtype);
 
+/// Exact match for results that must be correctly rounded: equal with the same sign of zero, or
+/// both NaN (a NaN matches only a NaN; callers use this where the reference's NaN is meant).
+bool SameFloat(double x, double y);
+
 /// Deterministic pseudo-random doubles in [lo, hi).
 std::vector<double> RandomDoubles(size_t n, double lo, double hi, uint64_t seed);
 
