@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -1528,102 +1527,10 @@ BOOST_AUTO_TEST_CASE(SymbolicSpatialDims) {
   }
 }
 
-// Steady-state timing of the kernels that dominate ResNet and BERT (printed, not asserted): the
-// lowered kernel of a one-node model called directly, best of several calls.
-std::shared_ptr<jit::Engine> BenchEngine() {
+// The backend sweep's own JIT engine (the Evaluator shares ownership of it).
+std::shared_ptr<jit::Engine> SweepEngine() {
   static std::shared_ptr<jit::Engine> engine(std::move(*jit::Engine::Create()));
   return engine;
-}
-
-double TimeFn(jit::KernelFn fn, const std::vector<TensorDataRef>& args) {
-  std::vector<void*> buffers;
-  std::vector<const int64_t*> shapes;
-  for (const TensorDataRef& t : args) {
-    buffers.push_back(const_cast<void*>(t->data()));
-    shapes.push_back(t->dims().data());
-  }
-  double best = 1e9;
-  for (int r = 0; r < 10; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn(buffers.data(), shapes.data(), nullptr, nullptr);
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
-double TimeKernel(const std::string& model, std::vector<TensorDataRef> args,
-                  const std::vector<int64_t>& out_dims) {
-  StatusOr<Graph> g = testing::InferText(model);
-  BOOST_REQUIRE(g.ok());
-  StatusOr<std::vector<NodeId>> order = g->TopologicalOrder();
-  StatusOr<LoweredNode> lowered = LowerNode(*g, (*order)[0], false, Table());
-  BOOST_REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
-  StatusOr<jit::KernelFn> fn = BenchEngine()->GetOrCompile(*lowered->kernel);
-  BOOST_REQUIRE(fn.ok());
-  args.push_back(RandomTensor(DType::kF32, out_dims, 0, 1, 0));
-  return TimeFn(*fn, args);
-}
-
-BOOST_AUTO_TEST_CASE(Timings) {
-  auto report = [](const char* what, double t, double flops) {
-    std::printf("%-34s %8.3f ms %7.1f GFLOP/s\n", what, t * 1e3, flops / t * 1e-9);
-  };
-  TensorDataRef a = RandomTensor(DType::kF32, {512, 512}, -1, 1, 1);
-  double flops = 2.0 * 512 * 512 * 512;
-  report("MatMul 512^3 (nn lowering)",
-         TimeKernel(Model(13, "(float[512,512] a, float[512,512] b) => (y)", "y = MatMul(a, b)"),
-                    {a, a}, {512, 512}),
-         flops);
-  StatusOr<jit::KernelFn> ref = BenchEngine()->GetOrCompile(jit::MatmulKernel("mm"));
-  BOOST_REQUIRE(ref.ok());
-  report("MatMul 512^3 (jit::MatmulKernel)",
-         TimeFn(*ref, {a, a, RandomTensor(DType::kF32, {512, 512}, 0, 1, 0)}), flops);
-  TensorDataRef x = RandomTensor(DType::kF32, {1, 64, 56, 56}, -1, 1, 2);
-  TensorDataRef w = RandomTensor(DType::kF32, {64, 64, 3, 3}, -1, 1, 3);
-  report("Conv 64->64 3x3 56x56 pad 1",
-         TimeKernel(Model(13, "(float[1,64,56,56] x, float[64,64,3,3] w) => (y)",
-                          "y = Conv <pads = [1, 1, 1, 1]> (x, w)"),
-                    {x, w}, {1, 64, 56, 56}),
-         2.0 * 64 * 64 * 9 * 56 * 56);
-  TensorDataRef w1 = RandomTensor(DType::kF32, {256, 64, 1, 1}, -1, 1, 4);
-  report(
-      "Conv 64->256 1x1 56x56",
-      TimeKernel(Model(13, "(float[1,64,56,56] x, float[256,64,1,1] w) => (y)", "y = Conv(x, w)"),
-                 {x, w1}, {1, 256, 56, 56}),
-      2.0 * 256 * 64 * 56 * 56);
-  TensorDataRef h = RandomTensor(DType::kF32, {128, 768}, -1, 1, 5);
-  TensorDataRef fc = RandomTensor(DType::kF32, {768, 3072}, -1, 1, 6);
-  report("MatMul 128x768x3072 (BERT FFN)",
-         TimeKernel(Model(13, "(float[128,768] a, float[768,3072] b) => (y)", "y = MatMul(a, b)"),
-                    {h, fc}, {128, 3072}),
-         2.0 * 128 * 768 * 3072);
-  TensorDataRef fct = RandomTensor(DType::kF32, {3072, 768}, -1, 1, 7);
-  report("Gemm transB 128x768x3072",
-         TimeKernel(Model(13, "(float[128,768] a, float[3072,768] b) => (y)",
-                          "y = Gemm <transB = 1> (a, b)"),
-                    {h, fct}, {128, 3072}),
-         2.0 * 128 * 768 * 3072);
-  TensorDataRef dx = RandomTensor(DType::kF32, {1, 128, 56, 56}, -1, 1, 8);
-  TensorDataRef dw = RandomTensor(DType::kF32, {128, 1, 3, 3}, -1, 1, 9);
-  report("Depthwise conv 128ch 3x3 56x56",
-         TimeKernel(Model(13, "(float[1,128,56,56] x, float[128,1,3,3] w) => (y)",
-                          "y = Conv <pads = [1, 1, 1, 1], group = 128> (x, w)"),
-                    {dx, dw}, {1, 128, 56, 56}),
-         2.0 * 128 * 9 * 56 * 56);
-  report("MaxPool 3x3 s2 64ch 112x112",
-         TimeKernel(Model(13, "(float[1,64,112,112] x) => (y)",
-                          "y = MaxPool <kernel_shape = [3, 3], strides = [2, 2], "
-                          "pads = [1, 1, 1, 1]> (x)"),
-                    {RandomTensor(DType::kF32, {1, 64, 112, 112}, -1, 1, 10)}, {1, 64, 56, 56}),
-         64.0 * 56 * 56 * 9);
-  report("LayerNorm 128x768",
-         TimeKernel(Model(17, "(float[128,768] x, float[768] s, float[768] b) => (y)",
-                          "y = LayerNormalization(x, s, b)"),
-                    {h, RandomTensor(DType::kF32, {768}, -1, 1, 11),
-                     RandomTensor(DType::kF32, {768}, -1, 1, 12)},
-                    {128, 768}),
-         128.0 * 768 * 8);
 }
 
 // The ONNX backend node tests of the nn ops (Debian libonnx-testdata), run through these
@@ -1669,7 +1576,7 @@ BOOST_AUTO_TEST_CASE(BackendNodeTests, *boost::unit_test::disabled()) {
         StatusOr<TensorDataRef> t = ImportOnnxTensorBytes(bytes);
         inputs.push_back(t.ok() && !bytes.empty() ? *t : nullptr);
       }
-      Evaluator ev(BenchEngine(), &Table());
+      Evaluator ev(SweepEngine(), &Table());
       StatusOr<std::vector<TensorDataRef>> out = ev.RunGraph(*g, inputs);
       if (!out.ok()) {
         why = "run: " + out.status().message();
