@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, runs every Bazel test, the VM tests under
-# ASan and TSan, then a bounded libFuzzer run over the loader. Ends with one line
-# "N passed, M failed"; a stage turned off (KILN_SANITIZERS=0, KILN_FUZZ_SECONDS=0) is named on
-# the line before it ("skipped: ..."), so a green count never hides one.
+# The README's test command: installs what is missing, runs every Bazel test, every test under
+# ASan and the threaded ones under TSan, then bounded libFuzzer runs (each fuzzer, 60 s). Ends
+# with one line "N passed, M failed"; a stage turned off (KILN_SANITIZERS=0,
+# KILN_FUZZ_SECONDS=0) is named on the line before it ("skipped: ..."), so a green count never
+# hides one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,7 +24,7 @@ skipped=()
 if [[ ${KILN_SANITIZERS:-1} == 0 ]]; then
   skipped+=("sanitizers (KILN_SANITIZERS=0)")
 else
-  echo "== sanitizers (ASan: vm, tools, external tests; TSan: concurrency tests)"
+  echo "== sanitizers (ASan: every test; TSan: every test that starts threads)"
   if bash tools/sanitizers.sh all; then
     passed=$((passed + 1))
   else
@@ -36,7 +37,7 @@ fuzz_seconds=${KILN_FUZZ_SECONDS:-60}
 if [[ $fuzz_seconds -le 0 ]]; then
   skipped+=("fuzzing (KILN_FUZZ_SECONDS=${fuzz_seconds})")
 else
-  echo "== fuzzing the loader for ${fuzz_seconds}s"
+  echo "== fuzzing: each fuzzer for ${fuzz_seconds}s"
   if bash tests/fuzz/run.sh "$fuzz_seconds"; then
     passed=$((passed + 1))
   else

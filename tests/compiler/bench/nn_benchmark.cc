@@ -36,14 +36,7 @@ jit::Engine& SharedEngine() {
   return *engine;
 }
 
-const LoweringTable& Table() {
-  static const LoweringTable* table = [] {
-    auto* t = new LoweringTable;
-    AddNnLowerings(*t);
-    return t;
-  }();
-  return *table;
-}
+const LoweringTable& Table() { return testing::TableOf<AddNnLowerings>(); }
 
 // The kernel the nn lowering makes for the one node of `model`.
 jit::KernelFn CompileNode(const std::string& model) {

@@ -39,14 +39,7 @@ using testing::RandomTensor;
 using testing::ToNd;
 using testing::Unravel;
 
-const LoweringTable& Table() {
-  static const LoweringTable* table = [] {
-    auto* t = new LoweringTable;
-    AddNnLowerings(*t);
-    return t;
-  }();
-  return *table;
-}
+const LoweringTable& Table() { return testing::TableOf<AddNnLowerings>(); }
 
 std::vector<TensorDataRef> Run(const std::string& model, const std::vector<TensorDataRef>& in) {
   StatusOr<std::vector<TensorDataRef>> out = testing::RunModel(model, in, Table());
