@@ -14,13 +14,17 @@
 #     for TSan to find, and its 5-15x slowdown on JIT-heavy suites would cost most of the budget;
 #   - OpenMP teams: Debian's libgomp is not TSan-instrumented, so its barriers are invisible to
 #     TSan and every parallel-for would be a false report. OMP_NUM_THREADS=1 keeps kernels on the
-#     calling thread; the threads kiln starts itself are all still there.
+#     calling thread; the threads kiln starts itself are all still there;
+#   - reports with a frame in libLLVM (tests/tsan_suppressions.txt): LLVM is not instrumented
+#     either, and ORC frees objects on its own threads after atomic reference counts TSan
+#     cannot see.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 which=${1:-all}
 base=${KILN_SANITIZER_OUTPUT_BASE:-$HOME/.cache/kiln-sanitizers}
 rc=0
+tsan_supp="$PWD/tests/tsan_suppressions.txt"
 
 TSAN_TARGETS=(
   # base: the allocator's free lists and epoch-based reclamation under concurrent readers.
@@ -58,7 +62,7 @@ run() {  # run NAME BAZEL_TEST_ARGS...
   bazel --output_base="${base}-${name}" --max_idle_secs=60 test --jobs=2 --config="${name}" \
     --symlink_prefix=/ --test_output=errors --build_tests_only --keep_going \
     --test_env=ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 \
-    --test_env=TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+    --test_env=TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=${tsan_supp}" \
     --test_timeout=180,900,1800,3600 "$@" || rc=1
   echo "== ${name}: $((SECONDS - start)) s"
 }
