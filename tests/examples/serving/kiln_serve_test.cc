@@ -68,7 +68,7 @@ BOOST_AUTO_TEST_CASE(serves_and_shuts_down_on_sigterm) {
   int port = std::atoi(banner.c_str() + colon + 10);
   BOOST_REQUIRE(port > 0);
 
-  auto client = HttpClient::Connect("127.0.0.1", port, std::chrono::seconds(10));
+  auto client = HttpClient::Connect("127.0.0.1", port, std::chrono::seconds(30));
   BOOST_REQUIRE_MESSAGE(client.ok(), client.status().ToString());
   auto ready = (*client)->Request("GET", "/v2/health/ready");
   BOOST_REQUIRE(ready.ok());

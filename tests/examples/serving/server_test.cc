@@ -86,8 +86,10 @@ std::unique_ptr<Server> StartServer(const ServerOptions& options = TestOptions()
   return std::move(*s);
 }
 
+// The client's per-operation timeout only catches hangs: 30 s, because one 70,000-iteration spin
+// request under TSan on a busy 2-core machine took over 10 s.
 std::unique_ptr<HttpClient> Connect(const Server& server,
-                                    milliseconds timeout = milliseconds(10000)) {
+                                    milliseconds timeout = milliseconds(30000)) {
   auto c = HttpClient::Connect("127.0.0.1", server.port(), timeout);
   BOOST_REQUIRE_MESSAGE(c.ok(), c.status().ToString());
   return std::move(*c);
@@ -529,7 +531,7 @@ BOOST_AUTO_TEST_CASE(concurrent_clients_on_two_io_threads) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
-      auto c = HttpClient::Connect("127.0.0.1", server->port(), milliseconds(10000));
+      auto c = HttpClient::Connect("127.0.0.1", server->port(), milliseconds(30000));
       if (!c.ok()) return;
       for (int i = 0; i < 25; ++i) {
         int64_t n = t * 1000 + i;
