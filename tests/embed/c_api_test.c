@@ -202,9 +202,11 @@ static void TestLoadBytes(void) {
   CHECK(kiln_runtime_create(NULL, &rt) == NULL);
   kiln_executable* rt_exe = NULL;
   CHECK(kiln_runtime_load_bytes(rt, bytes, size, &rt_exe) == NULL);
-  ExpectError(kiln_runtime_load_bytes(NULL, bytes, size, &rt_exe), KILN_INVALID_ARGUMENT,
-              "runtime");
-  ExpectError(kiln_runtime_load_bytes(rt, bytes, size / 2, &rt_exe), KILN_INVALID_FORMAT, "");
+  kiln_executable* bad = NULL; /* not rt_exe: a failed load overwrites *out with NULL */
+  ExpectError(kiln_runtime_load_bytes(NULL, bytes, size, &bad), KILN_INVALID_ARGUMENT, "runtime");
+  bad = (kiln_executable*)1;
+  ExpectError(kiln_runtime_load_bytes(rt, bytes, size / 2, &bad), KILN_INVALID_FORMAT, "");
+  CHECK(bad == NULL);
   memset(block, 0, size + 1); /* neither executable refers to the bytes after loading */
   free(block);
   if (exe != NULL) {
