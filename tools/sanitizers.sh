@@ -6,7 +6,7 @@
 #
 # ASan: `bazel test //...` (tests only), nothing left out. Code the JIT generates at run time and
 # the system libraries (LLVM, oneDNN, libgomp, Boost) are not instrumented; everything kiln
-# compiles is. LeakSanitizer ignores Boost.Test's own leaks (tests/lsan_suppressions.txt).
+# compiles is. No leak suppressions.
 #
 # TSan: the tests below start threads of their own (std::thread, the JIT's background compiler,
 # worker pools, servers, concurrent Invoke/GetOrCompile). Left out, with the reason:
@@ -25,7 +25,6 @@ which=${1:-all}
 base=${KILN_SANITIZER_OUTPUT_BASE:-$HOME/.cache/kiln-sanitizers}
 rc=0
 tsan_supp="$PWD/tests/tsan_suppressions.txt"
-lsan_supp="$PWD/tests/lsan_suppressions.txt"
 
 TSAN_TARGETS=(
   # base: the allocator's free lists and epoch-based reclamation under concurrent readers.
@@ -63,7 +62,6 @@ run() {  # run NAME BAZEL_TEST_ARGS...
   bazel --output_base="${base}-${name}" --max_idle_secs=60 test --jobs=2 --config="${name}" \
     --symlink_prefix=/ --test_output=errors --build_tests_only --keep_going \
     --test_env=ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 \
-    --test_env=LSAN_OPTIONS="suppressions=${lsan_supp}" \
     --test_env=TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=${tsan_supp}" \
     --test_timeout=180,900,1800,3600 "$@" || rc=1
   echo "== ${name}: $((SECONDS - start)) s"
