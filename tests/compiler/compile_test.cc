@@ -2,7 +2,7 @@
 // oneDNN runtime), checked against plain references. Dynamic shapes at several values in one
 // process, data-dependent shapes, --external=onednn vs none, and bad input.
 #define BOOST_TEST_MODULE compile_test
-#include <boost/test/included/unit_test.hpp>
+#include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 #include <cmath>

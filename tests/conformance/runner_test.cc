@@ -74,6 +74,28 @@ BOOST_AUTO_TEST_CASE(nan_matches_nan_and_infinities_match_themselves) {
   BOOST_TEST(!CompareTensors(Wrap(got, DType::kF64, Shape{4}), w).ok());
 }
 
+// A NaN or Inf where the reference is finite fails wherever it is (first, middle, last), in
+// f32 and f64, with any tolerance; the message names the element.
+BOOST_AUTO_TEST_CASE(nan_or_inf_where_reference_is_finite_fails_in_any_position) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = INFINITY;
+  for (int at : {0, 2, 4}) {
+    for (double bad : {nan, inf, -inf}) {
+      std::vector<double> want = {1, 2, 3, 4, 5}, got = want;
+      got[at] = bad;
+      Status s = CompareTensors(Wrap(got, DType::kF64, Shape{5}),
+                                Wrap(want, DType::kF64, Shape{5}), {1e30, 1e30});
+      BOOST_REQUIRE_MESSAGE(!s.ok(), "at=" << at << " bad=" << bad);
+      BOOST_TEST(Contains(s.message(), "1 of 5 values differ; worst at [" + std::to_string(at)),
+                 s.message());
+      std::vector<float> wantf(want.begin(), want.end()), gotf(got.begin(), got.end());
+      BOOST_TEST(!CompareTensors(Wrap(gotf, DType::kF32, Shape{5}),
+                                 Wrap(wantf, DType::kF32, Shape{5}), {1e30, 1e30})
+                      .ok(),
+                 "f32 at=" << at << " bad=" << bad);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(integers_and_bools_compare_exactly) {
   std::vector<int64_t> want = {1, -5, 1LL << 40};
   std::vector<int64_t> got = want;

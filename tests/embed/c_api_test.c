@@ -1,5 +1,6 @@
-/* The C API from C: load, inspect, invoke, errors (null handles, bad dtypes, ranks, dims,
- * unknown functions, small output arrays, deadlines), ownership of outputs. */
+/* The C API from C: load (file and bytes, plain and through a runtime), inspect, invoke, errors
+ * (null handles, bad dtypes, ranks, dims, unknown functions, small output arrays, deadlines),
+ * ownership of outputs, tensor dtypes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,30 @@ static void ExpectError(kiln_status* s, kiln_status_code code, const char* part)
 
 static const char* FixturePath(void) { return "tests/embed/c_api_fixture.kiln"; }
 
+/* The fixture's bytes at an odd address inside a malloc'd block (*block, to free), so loading
+ * must copy to align them; *size is set. NULL on failure. */
+static const void* ReadFixture(void** block, size_t* size) {
+  FILE* f = fopen(FixturePath(), "rb");
+  char* p;
+  long n;
+  *block = NULL;
+  if (f == NULL) return NULL;
+  if (fseek(f, 0, SEEK_END) != 0 || (n = ftell(f)) <= 0 || fseek(f, 0, SEEK_SET) != 0) {
+    fclose(f);
+    return NULL;
+  }
+  p = (char*)malloc((size_t)n + 1);
+  if (p != NULL && fread(p + 1, 1, (size_t)n, f) != (size_t)n) {
+    free(p);
+    p = NULL;
+  }
+  fclose(f);
+  if (p == NULL) return NULL;
+  *block = p;
+  *size = (size_t)n;
+  return p + 1;
+}
+
 static void TestSignature(const kiln_executable* exe) {
   kiln_value_info info;
   CHECK(kiln_executable_num_functions(exe) == 3);
@@ -58,6 +83,9 @@ static void TestInvoke(kiln_context* ctx) {
   const kiln_tensor* in[2] = {tx, tk};
   CHECK(kiln_context_invoke(ctx, "main", in, 2, out, 4, &n, 0) == NULL);
   CHECK(n == 3);
+  CHECK(kiln_tensor_dtype(tx) == KILN_F32 && kiln_tensor_dtype(tk) == KILN_I64);
+  CHECK(kiln_tensor_dtype(out[0]) == KILN_I64 && kiln_tensor_dtype(out[1]) == KILN_F32 &&
+        kiln_tensor_dtype(out[2]) == KILN_F32);
   CHECK(*(int64_t*)kiln_tensor_data(out[0]) == 42);
   CHECK(kiln_tensor_rank(out[1]) == 2 && kiln_tensor_shape(out[1])[0] == 2);
   CHECK(kiln_tensor_data(out[1]) == (void*)x); /* zero copy in and out */
@@ -114,10 +142,12 @@ static void TestNullsAndBadTensors(void) {
   ExpectError(kiln_tensor_wrap(NULL, KILN_F32, shape, 1, &t), KILN_INVALID_ARGUMENT, "data is null");
   ExpectError(kiln_tensor_create(KILN_F32, shape, 9, &t), KILN_UNSUPPORTED, "rank 9");
   CHECK(kiln_tensor_create(KILN_I32, shape, 1, &t) == NULL);
+  CHECK(kiln_tensor_dtype(t) == KILN_I32);
   CHECK(((int32_t*)kiln_tensor_data(t))[3] == 0);
   kiln_tensor_free(t);
   CHECK(kiln_executable_num_functions(NULL) == -1);
   CHECK(kiln_tensor_rank(NULL) == -1);
+  CHECK(kiln_tensor_dtype(NULL) == KILN_DTYPE_INVALID);
   CHECK(kiln_status_get_code(NULL) == KILN_OK && strcmp(kiln_status_message(NULL), "") == 0);
   kiln_executable_free(NULL);
   kiln_context_free(NULL);
@@ -169,6 +199,46 @@ static void TestRuntime(void) {
   CHECK(stats.jit_compilations == 0 && stats.generic_calls == 0);
 }
 
+/* kiln_executable_load_bytes and kiln_runtime_load_bytes on a valid executable: same signature,
+ * same answers, and the bytes may be freed as soon as the call returns. */
+static void TestLoadBytes(void) {
+  void* block = NULL;
+  size_t size = 0;
+  const void* bytes = ReadFixture(&block, &size);
+  kiln_executable* exe = NULL;
+  kiln_context* ctx = NULL;
+  kiln_runtime* rt = NULL;
+  CHECK(bytes != NULL);
+  if (bytes == NULL) return;
+  CHECK(kiln_executable_load_bytes(bytes, size, &exe) == NULL);
+  CHECK(kiln_runtime_create(NULL, &rt) == NULL);
+  kiln_executable* rt_exe = NULL;
+  CHECK(kiln_runtime_load_bytes(rt, bytes, size, &rt_exe) == NULL);
+  kiln_executable* bad = NULL; /* not rt_exe: a failed load overwrites *out with NULL */
+  ExpectError(kiln_runtime_load_bytes(NULL, bytes, size, &bad), KILN_INVALID_ARGUMENT, "runtime");
+  bad = (kiln_executable*)1;
+  ExpectError(kiln_runtime_load_bytes(rt, bytes, size / 2, &bad), KILN_INVALID_FORMAT, "");
+  CHECK(bad == NULL);
+  memset(block, 0, size + 1); /* neither executable refers to the bytes after loading */
+  free(block);
+  if (exe != NULL) {
+    TestSignature(exe);
+    CHECK(kiln_context_create(exe, &ctx) == NULL);
+    kiln_executable_free(exe);
+    if (ctx != NULL) TestInvoke(ctx);
+    kiln_context_free(ctx);
+  }
+  if (rt_exe != NULL) {
+    ctx = NULL;
+    TestSignature(rt_exe);
+    CHECK(kiln_runtime_context_create(rt, rt_exe, &ctx) == NULL);
+    kiln_executable_free(rt_exe);
+    if (ctx != NULL) TestInvoke(ctx);
+    kiln_context_free(ctx);
+  }
+  kiln_runtime_free(rt);
+}
+
 int main(void) {
   kiln_executable* exe = NULL;
   kiln_context* ctx = NULL;
@@ -184,6 +254,7 @@ int main(void) {
   kiln_context_free(ctx);
   TestNullsAndBadTensors();
   TestRuntime();
+  TestLoadBytes();
   printf("%d checks passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;
 }

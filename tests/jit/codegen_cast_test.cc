@@ -13,6 +13,7 @@ namespace {
 
 using testing::Call;
 using testing::CompileOrFail;
+using testing::SameFloat;
 using testing::TestBuffer;
 namespace data = boost::unit_test::data;
 
@@ -148,10 +149,6 @@ Expected Reference(bool src_float, double fv, int64_t iv, DType to) {
     }
   }
   return {false, 0, src_float ? Saturate(fv, to) : WrapInt(iv, to)};
-}
-
-bool SameFloat(double x, double y) {
-  return (std::isnan(x) && std::isnan(y)) || (x == y && std::signbit(x) == std::signbit(y));
 }
 
 BOOST_DATA_TEST_CASE(cast_every_dtype_pair, data::make(kAllTypes) * data::make(kAllTypes), from,

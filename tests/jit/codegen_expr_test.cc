@@ -13,6 +13,7 @@ namespace {
 
 using testing::Call;
 using testing::CompileOrFail;
+using testing::SameFloat;
 using testing::TestBuffer;
 using testing::UlpDistance;
 namespace data = boost::unit_test::data;
@@ -202,10 +203,6 @@ double FloatReference(ExprOp op, T a, T b) {
     default:
       return a == b ? (std::signbit(a) ? b : a) : (a > b ? a : b);  // kMax
   }
-}
-
-bool SameFloat(double x, double y) {
-  return (std::isnan(x) && std::isnan(y)) || (x == y && std::signbit(x) == std::signbit(y));
 }
 
 const std::vector<ExprOp> kFloatBinaryOps = {ExprOp::kAdd,      ExprOp::kSub, ExprOp::kMul,

@@ -300,7 +300,7 @@ BOOST_AUTO_TEST_CASE(run_rejects_tensors_that_do_not_match_the_kernel) {
   spec.payload_size = payload.size();
   auto fn = provider->PrepareKernel(spec);
   BOOST_REQUIRE(fn.ok());
-  std::vector<float> a(6), b(3), y(6);
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {10, 20, 30}, y(6, -1.0f);
   Tensor ta = Wrap(a, {2, 3}), tb = Wrap(b, {3}), ty = Wrap(y, {2, 3});
   Tensor bad_rank = Wrap(b, {1, 3});
   const Tensor* args[] = {&ta, &bad_rank, &ty};
@@ -310,8 +310,11 @@ BOOST_AUTO_TEST_CASE(run_rejects_tensors_that_do_not_match_the_kernel) {
       s.message().find("argument 1 ('in1') is f32[1, 3], the kernel expects f32 of rank 1") !=
           std::string::npos,
       s.ToString());
+  BOOST_TEST((y == std::vector<float>(6, -1.0f)), "a rejected call wrote its output");
   const Tensor* good[] = {&ta, &tb, &ty};
-  BOOST_TEST((*fn)->Run(good, 2, 1).ok());
+  BOOST_REQUIRE((*fn)->Run(good, 2, 1).ok());
+  // y[i, j] = a[i, j] + b[j], exact in f32.
+  BOOST_TEST((y == std::vector<float>{11, 22, 33, 14, 25, 36}));
 }
 
 BOOST_AUTO_TEST_CASE(preconditions_stop_mismatched_shapes_before_the_kernel_runs) {

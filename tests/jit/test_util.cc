@@ -243,6 +243,10 @@ double UlpDistance(double a, double b, DType dtype) {
   return std::fabs(a - b) / ulp;
 }
 
+bool SameFloat(double x, double y) {
+  return (std::isnan(x) && std::isnan(y)) || (x == y && std::signbit(x) == std::signbit(y));
+}
+
 std::vector<double> RandomDoubles(size_t n, double lo, double hi, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> dist(lo, hi);

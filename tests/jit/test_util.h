@@ -96,6 +96,10 @@ double UlpDistance(double a, double b, DType dtype);
 /// Runs `body` with the process's stderr (fd 2) going to the file `path`; returns what it wrote.
 std::string CaptureStderr(const std::function<void()>& body, const std::string& path);
 
+/// Exact match for results that must be correctly rounded: equal with the same sign of zero, or
+/// both NaN (a NaN matches only a NaN; callers use this where the reference's NaN is meant).
+bool SameFloat(double x, double y);
+
 /// Deterministic pseudo-random doubles in [lo, hi).
 std::vector<double> RandomDoubles(size_t n, double lo, double hi, uint64_t seed);
 

@@ -1,7 +1,7 @@
 // Emission: graphs compiled with a small lowering table of the test's own, run in the VM on the
 // JIT, compared with the Evaluator (the same kernels outside the VM) and with known answers.
 #define BOOST_TEST_MODULE emit_test
-#include <boost/test/included/unit_test.hpp>
+#include <boost/test/unit_test.hpp>
 #include <boost/test/data/test_case.hpp>
 
 #include <cmath>

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -40,14 +39,7 @@ using testing::RandomTensor;
 using testing::ToNd;
 using testing::Unravel;
 
-const LoweringTable& Table() {
-  static const LoweringTable* table = [] {
-    auto* t = new LoweringTable;
-    AddNnLowerings(*t);
-    return t;
-  }();
-  return *table;
-}
+const LoweringTable& Table() { return testing::TableOf<AddNnLowerings>(); }
 
 std::vector<TensorDataRef> Run(const std::string& model, const std::vector<TensorDataRef>& in) {
   StatusOr<std::vector<TensorDataRef>> out = testing::RunModel(model, in, Table());
@@ -63,6 +55,37 @@ void Expect(const TensorData& actual, const Nd& expected, DType dtype, double rt
   std::string diff = Compare(actual, *e, rtol, atol);
   BOOST_TEST(diff.empty(), diff);
 }
+
+// ---- f16 / bf16 tolerances, derived from the numerics ----------------------------------------
+//
+// The nn kernels widen f16/bf16 inputs to f32 (AccType in compiler/lower/nn.cc), compute in f32 and
+// round once at the store. Let r be the exact result (the double reference), c the kernel's f32
+// value with |c - r| <= A (the f32 error, bounded per op below), a = round(c) the output and
+// e = round(r) the expected tensor (Expect rounds the reference to the output type). Then
+//   |a - e| <= |a - c| + |c - r| + |r - e| <= (u|c| + s) + A + (u|r| + s)
+//           <= 2u/(1-u) * |e| + (1+u) * A + 2s * (1 + u/(1-u)),
+// with u = 2^-11 (f16) or 2^-8 (bf16), half an ulp relative to the value, and s = 2^-25, half of
+// f16's smallest subnormal (bf16's is far smaller). Compare() checks |a - e| <= atol + rtol * |e|.
+struct HalfTol {
+  double rtol, atol;
+};
+
+HalfTol HalfTolerance(DType dtype, double f32_error) {
+  BOOST_REQUIRE(dtype == DType::kF16 || dtype == DType::kBF16);
+  const double u = std::ldexp(1.0, dtype == DType::kF16 ? -11 : -8), s = std::ldexp(1.0, -25);
+  return {2 * u / (1 - u), (1 + u) * f32_error + 2 * s * (1 + u / (1 - u))};
+}
+
+// A for `roundings` f32 operations (adds, multiplies, fmas, sqrt, divisions), each correctly
+// rounded and so off by at most 2^-24 of a value no larger than `abs_sum`, the sum of the
+// magnitudes of the terms involved: gamma_n = n * 2^-24 / (1 - n * 2^-24) <= 1.01 * n * 2^-24
+// while n * 2^-24 < 0.0099 (n < 166,000).
+double F32Error(int64_t roundings, double abs_sum) {
+  BOOST_REQUIRE(roundings * std::ldexp(1.0, -24) < 0.0099);
+  return 1.01 * roundings * std::ldexp(1.0, -24) * abs_sum;
+}
+
+bool IsHalf(DType t) { return t == DType::kF16 || t == DType::kBF16; }
 
 std::string Shape(const std::vector<int64_t>& d) {
   std::string s = "[";
@@ -159,6 +182,14 @@ void CheckMatMul(std::vector<int64_t> da, std::vector<int64_t> db, DType dtype =
   std::string model =
       Model(13, "(" + t + Shape(da) + " a, " + t + Shape(db) + " b) => (y)", "y = MatMul(a, b)");
   std::vector<TensorDataRef> out = Run(model, {a, b});
+  if (IsHalf(dtype)) {
+    // K products of values in [-1, 1]: each exact in f32 (11 + 11 or 8 + 8 significand bits fit
+    // in 24), accumulated by K fmas, so A <= F32Error(K, K * 1 * 1). `tol` is not used.
+    int64_t k = da.back();
+    HalfTol h = HalfTolerance(dtype, F32Error(k, static_cast<double>(k)));
+    Expect(*out[0], expected, dtype, h.rtol, h.atol);
+    return;
+  }
   Expect(*out[0], expected, dtype, tol, tol);
 }
 
@@ -184,8 +215,8 @@ BOOST_AUTO_TEST_CASE(MatMulShapes) {
 BOOST_AUTO_TEST_CASE(MatMulDTypes) {
   CheckMatMul({7, 13}, {13, 37}, DType::kF64, 1e-12);
   CheckMatMul({2, 7, 13}, {2, 13, 37}, DType::kF64, 1e-12);
-  CheckMatMul({7, 13}, {13, 37}, DType::kF16, 1e-2);
-  CheckMatMul({5, 13}, {13, 20}, DType::kBF16, 3e-2);
+  CheckMatMul({7, 13}, {13, 37}, DType::kF16);  // tolerance derived in CheckMatMul
+  CheckMatMul({5, 13}, {13, 20}, DType::kBF16);
   CheckMatMul({7, 13}, {13, 37}, DType::kI32, 0);
   CheckMatMul({2, 7, 13}, {13, 37}, DType::kI64, 0);
 }
@@ -243,7 +274,15 @@ void CheckGemm(int64_t m, int64_t k, int64_t n, int ta, int tb, double alpha, do
       Model(opset, sig, std::string("y = Gemm ") + attrs + (has_c ? "(a, b, c)" : "(a, b)"));
   std::vector<TensorDataRef> in = {a, b};
   if (has_c) in.push_back(c);
-  double tol = dtype == DType::kF16 ? 2e-2 : is_int ? 0 : 1e-4;
+  if (IsHalf(dtype)) {
+    // K exact products of values in [-3, 3] (|term| <= 9) accumulated by K fmas, then alpha * acc,
+    // beta * C and their sum: K + 3 roundings of terms summing to at most |alpha| 9K + |beta| 3.
+    HalfTol h = HalfTolerance(
+        dtype, F32Error(k + 3, std::fabs(alpha) * 9.0 * k + (has_c ? std::fabs(beta) * 3 : 0)));
+    Expect(*Run(model, in)[0], expected, dtype, h.rtol, h.atol);
+    return;
+  }
+  double tol = is_int ? 0 : 1e-4;
   Expect(*Run(model, in)[0], expected, dtype, tol, tol);
 }
 
@@ -463,8 +502,15 @@ void CheckConv(const ConvCase& c) {
       Model(13, sig, "y = Conv <" + attrs + "> " + (c.bias ? "(x, w, b)" : "(x, w)"));
   std::vector<TensorDataRef> in = {x, w};
   if (c.bias) in.push_back(b);
-  double tol = c.dtype == DType::kF16 ? 2e-2 : 1e-4;
-  Expect(*Run(model, in)[0], expected, c.dtype, tol, tol);
+  if (IsHalf(c.dtype)) {
+    // C/group * taps exact products of values in [-1, 1] and the bias (in [-1, 1]), one fma or
+    // add each: n = C/group * taps + 1 roundings of terms whose magnitudes sum to at most n.
+    int64_t n = c_per_group * Count(taps) + 1;
+    HalfTol h = HalfTolerance(c.dtype, F32Error(n, static_cast<double>(n)));
+    Expect(*Run(model, in)[0], expected, c.dtype, h.rtol, h.atol);
+    return;
+  }
+  Expect(*Run(model, in)[0], expected, c.dtype, 1e-4, 1e-4);
 }
 
 BOOST_AUTO_TEST_CASE(Conv2D) {
@@ -708,7 +754,10 @@ void CheckPool(const PoolCase& c, TensorDataRef given_x = nullptr,
   std::string model =
       Model(17, "(" + t + Shape(c.x) + " x) => (y" + (c.indices ? ", i)" : ")"),
             std::string(c.indices ? "y, i" : "y") + " = " + c.op + " <" + attrs + "> (x)");
-  double tol = c.dtype == DType::kF16 ? 1e-2 : 1e-5;
+  // MaxPool only selects an input value: exact in every dtype. The averaging pools are checked in
+  // f32/f64 only here (no half-precision bound is derived for them).
+  BOOST_REQUIRE_MESSAGE(c.op == "MaxPool" || !IsHalf(c.dtype), c.op << " in half precision");
+  double tol = c.op == "MaxPool" ? 0 : 1e-5;
   if (actual) {
     Expect(*actual, expected, c.dtype, tol, tol);
     return;
@@ -875,11 +924,17 @@ BOOST_AUTO_TEST_CASE(BatchNormInference) {
     TensorDataRef x = RandomTensor(DType::kF16, {n, 2, 3}, -2, 2, 75);
     TensorDataRef p = RandomTensor(DType::kF16, {2}, 0.5, 1.5, 76);
     Nd X = ToNd(*x), P = ToNd(*p);
+    double terms = 0;  // max over elements of |x - m| * |a| + |b|, a = s / sqrt(v + eps)
     Nd expected = Generate({n, 2, 3}, [&](const std::vector<int64_t>& i) {
       double c = P.at({i[1]});
+      terms = std::max(terms, std::fabs(X.at(i) - c) * c / std::sqrt(c + 1e-5) + c);
       return (X.at(i) - c) / std::sqrt(c + 1e-5) * c + c;
     });
-    Expect(*Run(model, {x, p, p, p, p})[0], expected, DType::kF16, 1e-2, 1e-2);
+    // f32: a = s / sqrt(v + eps) takes the add, sqrt and division (and eps's own rounding to
+    // f32), each at most 2^-24 relative to a; then (x - m) and fma(x - m, a, b): 6 roundings,
+    // each bounded by 2^-24 * (|x - m| |a| + |b|).
+    HalfTol h = HalfTolerance(DType::kF16, F32Error(6, terms));
+    Expect(*Run(model, {x, p, p, p, p})[0], expected, DType::kF16, h.rtol, h.atol);
   }
 }
 
@@ -946,10 +1001,16 @@ void CheckLayerNorm(std::vector<int64_t> dims, int axis, bool bias, bool stats,
   std::vector<int64_t> stat_dims = dims;
   for (int d = a; d < rank; ++d) stat_dims[d] = 1;
   Nd mean_e{stat_dims, std::vector<double>(Count(stat_dims))}, inv_e = mean_e;
+  double max_x = 0, terms = 0;
+  for (double v : X.v) max_x = std::max(max_x, std::fabs(v));
   Nd expected = Generate(dims, [&](const std::vector<int64_t>& i) {
     std::vector<int64_t> lead(i.begin(), i.begin() + a);
     double mean, inv;
     SliceStats(X, a, lead, 1e-3, mean, inv);
+    std::vector<int64_t> pj(i.end() - pshape.size(), i.end());
+    terms = std::max(terms, (std::fabs(X.at(i)) + std::fabs(mean)) * inv * std::fabs(S.at(pj)) *
+                                    (1 + inv * max_x) +
+                                (bias ? std::fabs(B.at(pj)) : 0));
     std::vector<int64_t> si = i;
     for (int d = a; d < rank; ++d) si[d] = 0;
     mean_e[si] = mean;
@@ -968,8 +1029,18 @@ void CheckLayerNorm(std::vector<int64_t> dims, int axis, bool bias, bool stats,
   std::vector<TensorDataRef> in = {x, s};
   if (bias) in.push_back(b);
   std::vector<TensorDataRef> out = Run(model, in);
-  double tol = dtype == DType::kF16 ? 2e-2 : 1e-4;
-  Expect(*out[0], expected, dtype, tol, tol);
+  if (IsHalf(dtype)) {
+    // f32 over a slice of n: the mean (n adds, a division), the centred values (a subtraction),
+    // the variance (n fmas, a division), eps, sqrt, 1/x, then (x - mean) * inv and the fma with
+    // scale and bias: at most 2n + 10 roundings. Each perturbs y by at most 2^-24 of
+    // (|x| + |mean|) * inv * |s| + |b|, except that the centred values' errors reach the variance
+    // scaled by inv * max|x| (Cauchy-Schwarz on sum |x - mean| <= n sqrt(var)), hence that factor.
+    int64_t n = Count(norm);
+    HalfTol h = HalfTolerance(dtype, F32Error(2 * n + 10, terms));
+    Expect(*out[0], expected, dtype, h.rtol, h.atol);
+  } else {
+    Expect(*out[0], expected, dtype, 1e-4, 1e-4);
+  }
   if (stats) {
     Expect(*out[1], mean_e, DType::kF32, 1e-5, 1e-5);
     Expect(*out[2], inv_e, DType::kF32, 1e-4, 1e-4);
@@ -1449,102 +1520,10 @@ BOOST_AUTO_TEST_CASE(SymbolicSpatialDims) {
   }
 }
 
-// Steady-state timing of the kernels that dominate ResNet and BERT (printed, not asserted): the
-// lowered kernel of a one-node model called directly, best of several calls.
-std::shared_ptr<jit::Engine> BenchEngine() {
+// The backend sweep's own JIT engine (the Evaluator shares ownership of it).
+std::shared_ptr<jit::Engine> SweepEngine() {
   static std::shared_ptr<jit::Engine> engine(std::move(*jit::Engine::Create()));
   return engine;
-}
-
-double TimeFn(jit::KernelFn fn, const std::vector<TensorDataRef>& args) {
-  std::vector<void*> buffers;
-  std::vector<const int64_t*> shapes;
-  for (const TensorDataRef& t : args) {
-    buffers.push_back(const_cast<void*>(t->data()));
-    shapes.push_back(t->dims().data());
-  }
-  double best = 1e9;
-  for (int r = 0; r < 10; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    fn(buffers.data(), shapes.data(), nullptr, nullptr);
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
-
-double TimeKernel(const std::string& model, std::vector<TensorDataRef> args,
-                  const std::vector<int64_t>& out_dims) {
-  StatusOr<Graph> g = testing::InferText(model);
-  BOOST_REQUIRE(g.ok());
-  StatusOr<std::vector<NodeId>> order = g->TopologicalOrder();
-  StatusOr<LoweredNode> lowered = LowerNode(*g, (*order)[0], false, Table());
-  BOOST_REQUIRE_MESSAGE(lowered.ok(), lowered.status().message());
-  StatusOr<jit::KernelFn> fn = BenchEngine()->GetOrCompile(*lowered->kernel);
-  BOOST_REQUIRE(fn.ok());
-  args.push_back(RandomTensor(DType::kF32, out_dims, 0, 1, 0));
-  return TimeFn(*fn, args);
-}
-
-BOOST_AUTO_TEST_CASE(Timings) {
-  auto report = [](const char* what, double t, double flops) {
-    std::printf("%-34s %8.3f ms %7.1f GFLOP/s\n", what, t * 1e3, flops / t * 1e-9);
-  };
-  TensorDataRef a = RandomTensor(DType::kF32, {512, 512}, -1, 1, 1);
-  double flops = 2.0 * 512 * 512 * 512;
-  report("MatMul 512^3 (nn lowering)",
-         TimeKernel(Model(13, "(float[512,512] a, float[512,512] b) => (y)", "y = MatMul(a, b)"),
-                    {a, a}, {512, 512}),
-         flops);
-  StatusOr<jit::KernelFn> ref = BenchEngine()->GetOrCompile(jit::MatmulKernel("mm"));
-  BOOST_REQUIRE(ref.ok());
-  report("MatMul 512^3 (jit::MatmulKernel)",
-         TimeFn(*ref, {a, a, RandomTensor(DType::kF32, {512, 512}, 0, 1, 0)}), flops);
-  TensorDataRef x = RandomTensor(DType::kF32, {1, 64, 56, 56}, -1, 1, 2);
-  TensorDataRef w = RandomTensor(DType::kF32, {64, 64, 3, 3}, -1, 1, 3);
-  report("Conv 64->64 3x3 56x56 pad 1",
-         TimeKernel(Model(13, "(float[1,64,56,56] x, float[64,64,3,3] w) => (y)",
-                          "y = Conv <pads = [1, 1, 1, 1]> (x, w)"),
-                    {x, w}, {1, 64, 56, 56}),
-         2.0 * 64 * 64 * 9 * 56 * 56);
-  TensorDataRef w1 = RandomTensor(DType::kF32, {256, 64, 1, 1}, -1, 1, 4);
-  report(
-      "Conv 64->256 1x1 56x56",
-      TimeKernel(Model(13, "(float[1,64,56,56] x, float[256,64,1,1] w) => (y)", "y = Conv(x, w)"),
-                 {x, w1}, {1, 256, 56, 56}),
-      2.0 * 256 * 64 * 56 * 56);
-  TensorDataRef h = RandomTensor(DType::kF32, {128, 768}, -1, 1, 5);
-  TensorDataRef fc = RandomTensor(DType::kF32, {768, 3072}, -1, 1, 6);
-  report("MatMul 128x768x3072 (BERT FFN)",
-         TimeKernel(Model(13, "(float[128,768] a, float[768,3072] b) => (y)", "y = MatMul(a, b)"),
-                    {h, fc}, {128, 3072}),
-         2.0 * 128 * 768 * 3072);
-  TensorDataRef fct = RandomTensor(DType::kF32, {3072, 768}, -1, 1, 7);
-  report("Gemm transB 128x768x3072",
-         TimeKernel(Model(13, "(float[128,768] a, float[3072,768] b) => (y)",
-                          "y = Gemm <transB = 1> (a, b)"),
-                    {h, fct}, {128, 3072}),
-         2.0 * 128 * 768 * 3072);
-  TensorDataRef dx = RandomTensor(DType::kF32, {1, 128, 56, 56}, -1, 1, 8);
-  TensorDataRef dw = RandomTensor(DType::kF32, {128, 1, 3, 3}, -1, 1, 9);
-  report("Depthwise conv 128ch 3x3 56x56",
-         TimeKernel(Model(13, "(float[1,128,56,56] x, float[128,1,3,3] w) => (y)",
-                          "y = Conv <pads = [1, 1, 1, 1], group = 128> (x, w)"),
-                    {dx, dw}, {1, 128, 56, 56}),
-         2.0 * 128 * 9 * 56 * 56);
-  report("MaxPool 3x3 s2 64ch 112x112",
-         TimeKernel(Model(13, "(float[1,64,112,112] x) => (y)",
-                          "y = MaxPool <kernel_shape = [3, 3], strides = [2, 2], "
-                          "pads = [1, 1, 1, 1]> (x)"),
-                    {RandomTensor(DType::kF32, {1, 64, 112, 112}, -1, 1, 10)}, {1, 64, 56, 56}),
-         64.0 * 56 * 56 * 9);
-  report("LayerNorm 128x768",
-         TimeKernel(Model(17, "(float[128,768] x, float[768] s, float[768] b) => (y)",
-                          "y = LayerNormalization(x, s, b)"),
-                    {h, RandomTensor(DType::kF32, {768}, -1, 1, 11),
-                     RandomTensor(DType::kF32, {768}, -1, 1, 12)},
-                    {128, 768}),
-         128.0 * 768 * 8);
 }
 
 // The ONNX backend node tests of the nn ops (Debian libonnx-testdata), run through these
@@ -1590,7 +1569,7 @@ BOOST_AUTO_TEST_CASE(BackendNodeTests, *boost::unit_test::disabled()) {
         StatusOr<TensorDataRef> t = ImportOnnxTensorBytes(bytes);
         inputs.push_back(t.ok() && !bytes.empty() ? *t : nullptr);
       }
-      Evaluator ev(BenchEngine(), &Table());
+      Evaluator ev(SweepEngine(), &Table());
       StatusOr<std::vector<TensorDataRef>> out = ev.RunGraph(*g, inputs);
       if (!out.ok()) {
         why = "run: " + out.status().message();

@@ -26,6 +26,17 @@ inline TensorDataRef I64(std::vector<int64_t> dims, const std::vector<double>& v
 TensorDataRef RandomTensor(DType dtype, std::vector<int64_t> dims, double lo, double hi,
                            uint64_t seed);
 
+/// The process-lifetime table holding the lowerings `Add` registers (AddNnLowerings, ...).
+template <void (*Add)(LoweringTable&)>
+const LoweringTable& TableOf() {
+  static const LoweringTable* table = [] {
+    auto* t = new LoweringTable;
+    Add(*t);
+    return t;
+  }();
+  return *table;
+}
+
 /// Imports `model_text` (onnx::OnnxParser syntax), infers shapes and runs it on `inputs` (graph
 /// inputs in order) with the lowerings of `table`. One shared JIT engine per process.
 StatusOr<std::vector<TensorDataRef>> RunModel(const std::string& model_text,

@@ -1,6 +1,6 @@
 // Constant folding through the Evaluator, during shape inference.
 #define BOOST_TEST_MODULE fold_constants_test
-#include <boost/test/included/unit_test.hpp>
+#include <boost/test/unit_test.hpp>
 
 #include "compiler/passes/fold_constants.h"
 #include "jit/compute.h"

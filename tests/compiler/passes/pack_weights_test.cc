@@ -2,7 +2,7 @@
 // kiln::PackedMatMul, the packed layout (panels of `cols` columns, zero past n, alpha folded,
 // transB read), sharing, and what stays untouched. Numerics end to end are in compile_test.
 #define BOOST_TEST_MODULE pack_weights_test
-#include <boost/test/included/unit_test.hpp>
+#include <boost/test/unit_test.hpp>
 
 #include <set>
 #include <string>

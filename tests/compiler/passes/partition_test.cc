@@ -1,7 +1,7 @@
 // BYOC partitioning on hand-built graphs: regions, convexity (no cycles), maximal merging,
 // composites.
 #define BOOST_TEST_MODULE partition_test
-#include <boost/test/included/unit_test.hpp>
+#include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 #include <map>

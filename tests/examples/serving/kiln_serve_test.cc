@@ -71,7 +71,7 @@ BOOST_AUTO_TEST_CASE(serves_and_shuts_down_on_sigterm) {
   int port = std::atoi(banner.c_str() + colon + 10);
   BOOST_REQUIRE(port > 0);
 
-  auto client = HttpClient::Connect("127.0.0.1", port, std::chrono::seconds(10));
+  auto client = HttpClient::Connect("127.0.0.1", port, std::chrono::seconds(30));
   BOOST_REQUIRE_MESSAGE(client.ok(), client.status().ToString());
   auto ready = (*client)->Request("GET", "/v2/health/ready");
   BOOST_REQUIRE(ready.ok());
@@ -93,13 +93,15 @@ BOOST_AUTO_TEST_CASE(serves_and_shuts_down_on_sigterm) {
   BOOST_REQUIRE(kill(child.pid, SIGTERM) == 0);
   int status = 0;
   BOOST_REQUIRE(waitpid(child.pid, &status, 0) == child.pid);
-  BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(5)));
+  // A hang-only bound (a busy 2-core machine makes any tighter one flaky); the order is what is
+  // checked: the exit comes after the signal, then the lines below, then the connection closes.
+  BOOST_TEST((std::chrono::steady_clock::now() - start < std::chrono::seconds(30)));
   BOOST_TEST(WIFEXITED(status));
   BOOST_TEST(WEXITSTATUS(status) == 0);
   BOOST_TEST(ReadLine(child.out).find("signal 15, shutting down") != std::string::npos);
   BOOST_TEST(ReadLine(child.out).find("served 2 requests (1 inferences") != std::string::npos);
   std::fclose(child.out);
-  BOOST_TEST((*client)->WaitForClose(std::chrono::seconds(2)));
+  BOOST_TEST((*client)->WaitForClose(std::chrono::seconds(30)));
 }
 
 // Runs kiln_serve to its exit; its exit code and everything it printed.

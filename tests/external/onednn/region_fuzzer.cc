@@ -1,5 +1,6 @@
 // libFuzzer target: DecodeRegion on arbitrary bytes must return a Status, never crash, hang or
-// over-allocate; a blob it accepts must pass ValidateRegion and re-encode to the same bytes.
+// over-allocate; a blob it accepts must pass ValidateRegion and re-encode to the same bytes (up to
+// the minor version, which becomes the current one).
 // Build like tests/fuzz/load_fuzzer (clang-14, --config=fuzz, an output base of its own):
 //   bazel --output_base=$HOME/.cache/kiln-fuzz-bazel build --config=fuzz
 //       //tests/external/onednn:region_fuzzer
@@ -7,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "external/onednn/region.h"
@@ -16,7 +18,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kiln::StatusOr<RegionProgram> region = DecodeRegion(data, size);
   if (!region.ok()) return 0;
   if (!ValidateRegion(*region).ok()) std::abort();
+  // The re-encoding is byte-identical except the minor version: an older minor is readable
+  // (same body layout) and EncodeRegion writes the current one. Bytes 6-7 hold the minor.
   std::vector<uint8_t> again = EncodeRegion(*region);
-  if (again.size() != size || !std::equal(again.begin(), again.end(), data)) std::abort();
+  if (again.size() != size || size < 8) std::abort();
+  if (!std::equal(again.begin(), again.begin() + 6, data) ||
+      !std::equal(again.begin() + 8, again.end(), data + 8)) {
+    std::abort();
+  }
+  uint16_t minor;
+  std::memcpy(&minor, again.data() + 6, sizeof(minor));
+  if (minor != kRegionMinor) std::abort();
   return 0;
 }

@@ -264,19 +264,23 @@ bool Close(const Floats& got, const Floats& want, double atol, double rtol) {
     std::printf("size %zu != %zu\n", got.size(), want.size());
     return false;
   }
-  double worst = 0;
-  size_t at = 0;
+  // NaN-safe: an element that is not within tolerance (including a NaN or Inf where the reference
+  // is finite, whose ratio is NaN or Inf) fails on its own, and the first such element is
+  // reported. A running maximum would let a NaN ratio be overwritten by the next finite one.
+  size_t bad = 0, at = 0;
+  double ratio_at = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    double e =
-        std::fabs(static_cast<double>(got[i]) - want[i]) / (atol + rtol * std::fabs(want[i]));
-    if (!(e <= worst)) {
-      worst = e;
+    double bound = atol + rtol * std::fabs(want[i]);
+    double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
+    if (diff <= bound) continue;  // false for NaN, and for Inf - Inf
+    if (bad++ == 0) {
       at = i;
+      ratio_at = diff / bound;
     }
   }
-  if (worst <= 1.0) return true;
-  std::printf("element %zu: got %.7g, want %.7g (error ratio %.3g)\n", at, got[at], want[at],
-              worst);
+  if (bad == 0) return true;
+  std::printf("%zu of %zu elements differ; first at %zu: got %.7g, want %.7g (error ratio %.3g)\n",
+              bad, got.size(), at, got[at], want[at], ratio_at);
   return false;
 }
 

@@ -79,7 +79,9 @@ Floats RefLayerNorm(const Floats& x, const Dims& xd, int axis, const Floats& sca
                     const Floats& bias, float eps);
 float RefGelu(float x);
 
-/// Max |a - b| / (atol + rtol * |b|) <= 1 for every element; prints the worst on failure.
+/// |a - b| <= atol + rtol * |b| for every element; a NaN or Inf in `got` fails, and so does any
+/// element where `want` is NaN or Inf (the oneDNN references are finite). Prints the count and
+/// the first mismatch on failure.
 bool Close(const Floats& got, const Floats& want, double atol, double rtol);
 
 }  // namespace kiln::onednn::testing

@@ -260,15 +260,6 @@ Kernel LayerNormRowKernel(float epsilon) {
                 For(r, DimOf(in, 0), ForKind::kParallel, row)};
 }
 
-// Largest |a - b| / max(1, |b|): the benchmark refuses to time a kernel whose answers are wrong.
-double MaxRelError(const Floats& a, const Floats& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.n; ++i) {
-    worst = std::max(worst, std::fabs(double{a.p[i]} - b.p[i]) / std::max(1.0, std::fabs(double{b.p[i]})));
-  }
-  return worst;
-}
-
 // Reassociated f32 sums over a row of up to 1024 and vector exp (4 ulp): 1e-4 relative is
 // well above both and far below any indexing mistake.
 constexpr double kRowTolerance = 1e-4;
@@ -284,7 +275,9 @@ void BM_JitSoftmaxRows(benchmark::State& state) {
   fn(bufs, shapes, nullptr, nullptr);
   Floats want(rows * cols, 0);
   bench::SoftmaxRows(in.p, want.p, rows, cols);
-  if (MaxRelError(out, want) > kRowTolerance) return state.SkipWithError("softmax result is wrong");
+  if (bench::MaxRelError(out.p, want.p, rows * cols) > kRowTolerance) {
+    return state.SkipWithError("softmax result is wrong");
+  }
   for (auto _ : state) fn(bufs, shapes, nullptr, nullptr);
   state.SetItemsProcessed(state.iterations() * rows * cols);
 }
@@ -310,7 +303,9 @@ void BM_JitLayerNormRows(benchmark::State& state) {
   fn(bufs, shapes, nullptr, nullptr);
   Floats want(rows * cols, 0);
   bench::LayerNormRows(in.p, gamma.p, beta.p, want.p, rows, cols, 1e-5f);
-  if (MaxRelError(out, want) > kRowTolerance) return state.SkipWithError("layer norm result is wrong");
+  if (bench::MaxRelError(out.p, want.p, rows * cols) > kRowTolerance) {
+    return state.SkipWithError("layer norm result is wrong");
+  }
   for (auto _ : state) fn(bufs, shapes, nullptr, nullptr);
   state.SetItemsProcessed(state.iterations() * rows * cols);
 }

@@ -36,4 +36,14 @@ void LayerNormRows(const float* in, const float* gamma, const float* beta, float
   }
 }
 
+double MaxRelError(const float* got, const float* want, int64_t n) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double e = std::fabs(double{got[i]} - want[i]) / std::fmax(1.0, std::fabs(double{want[i]}));
+    // std::max(worst, NaN) keeps worst: a NaN element would vanish. Test "within" instead.
+    if (!(e <= worst)) worst = e <= HUGE_VAL ? e : HUGE_VAL;
+  }
+  return worst;
+}
+
 }  // namespace kiln::bench
