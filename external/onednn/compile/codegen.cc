@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "compiler/ops/attributes.h"
 #include "external/onednn/region.h"
 
 namespace kiln::onednn {
@@ -39,11 +40,6 @@ int64_t GetInt(const Node& n, const char* name, int64_t def) {
 float GetFloat(const Node& n, const char* name, float def) {
   const Attribute* a = n.FindAttribute(name);
   return a && a->type() == Attribute::Type::kFloat ? a->f() : def;
-}
-
-std::string GetString(const Node& n, const char* name, const char* def) {
-  const Attribute* a = n.FindAttribute(name);
-  return a && a->type() == Attribute::Type::kString ? a->s() : def;
 }
 
 std::vector<int64_t> GetInts(const Node& n, const char* name) {
@@ -206,20 +202,45 @@ bool IsCommutative(BinaryAlg a) { return a != BinaryAlg::kSub && a != BinaryAlg:
 
 // ---- Support predicates --------------------------------------------------------------------
 
-bool WindowSupported(const Node& n, int spatial, bool pool) {
-  std::string auto_pad = GetString(n, "auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER" &&
-      auto_pad != "VALID")
-    return false;
-  auto ok = [&](const char* name, size_t count, int64_t min) {
-    std::vector<int64_t> v = GetInts(n, name);
-    if (v.empty()) return true;
-    if (v.size() != count) return false;
-    return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x >= min && x < (1 << 20); });
-  };
-  if (pool && GetInts(n, "kernel_shape").size() != static_cast<size_t>(spatial)) return false;
-  return ok("kernel_shape", spatial, 1) && ok("strides", spatial, 1) &&
-         ok("dilations", spatial, 1) && ok("pads", 2 * spatial, 0);
+// A Conv node's attributes as compiler/ops parses them for shape inference and lowering (one
+// parser for all three); a Conv without kernel_shape takes its weights' spatial dims. nullopt
+// when malformed.
+std::optional<compiler::ConvAttributes> ConvOf(const Graph& g, const Node& n, int spatial) {
+  std::optional<std::vector<int64_t>> from_weights;
+  const SymbolicShape* w = n.inputs.size() > 1 ? ShapeOf(g, n.inputs[1]) : nullptr;
+  if (w && static_cast<int>(w->size()) == spatial + 2 && StaticDims(*w, 2)) {
+    from_weights.emplace();
+    for (int i = 0; i < spatial; ++i) from_weights->push_back((*w)[2 + i].const_value());
+  }
+  StatusOr<compiler::ConvAttributes> a = compiler::ParseConvAttributes(n, spatial, from_weights);
+  if (!a.ok()) return std::nullopt;
+  return *a;
+}
+
+// The window of a Conv or pool node; nullopt when malformed.
+std::optional<compiler::WindowAttributes> Window(const Graph& g, const Node& n, int spatial,
+                                                 bool pool) {
+  if (!pool) return ConvOf(g, n, spatial);
+  StatusOr<compiler::PoolAttributes> a = compiler::ParsePoolAttributes(n, spatial);
+  if (!a.ok()) return std::nullopt;
+  return *a;
+}
+
+// A window oneDNN takes: well formed, and every size below 2^20 (oneDNN's dims are int64 but
+// its kernels index with int).
+bool WindowSupported(const Graph& g, const Node& n, int spatial, bool pool) {
+  std::optional<compiler::WindowAttributes> w = Window(g, n, spatial, pool);
+  if (!w) return false;
+  // A Conv kernel taken from the weights (no kernel_shape) is not limited here: this predicate
+  // claims exactly the nodes it claimed when it read the attributes itself.
+  std::vector<const std::vector<int64_t>*> lists = {&w->strides, &w->dilations, &w->pads};
+  if (n.FindAttribute("kernel_shape")) lists.push_back(&w->kernel);
+  for (const std::vector<int64_t>* v : lists) {
+    for (int64_t x : *v) {
+      if (x >= (1 << 20)) return false;
+    }
+  }
+  return true;
 }
 
 bool BinarySupported(const Graph& g, const Node& n, BinaryAlg alg) {
@@ -241,16 +262,16 @@ bool SupportedImpl(const Graph& g, const Node& n) {
     if (!IsF32(g, w) || (b != kNoValue && !IsF32(g, b))) return false;
     if (rank < 3 || rank > 5 || RankOf(g, w) != rank || !StaticDims(*ShapeOf(g, w), 0))
       return false;
-    int64_t group = GetInt(n, "group", 1);
-    return group >= 1 && (*ShapeOf(g, w))[0].const_value() % group == 0 &&
-           WindowSupported(n, rank - 2, false);
+    if (!WindowSupported(g, n, rank - 2, false)) return false;
+    int64_t group = ConvOf(g, n, rank - 2)->group;
+    return (*ShapeOf(g, w))[0].const_value() % group == 0;
   }
   if (op == "MaxPool" || op == "AveragePool") {
-    if (rank < 3 || rank > 5 || !WindowSupported(n, rank - 2, true)) return false;
+    if (rank < 3 || rank > 5 || !WindowSupported(g, n, rank - 2, true)) return false;
+    StatusOr<compiler::PoolAttributes> pool = compiler::ParsePoolAttributes(n, rank - 2);
     if (op == "MaxPool")
-      return (n.outputs.size() < 2 || Unused(g, n.outputs[1])) &&
-             GetInt(n, "storage_order", 0) == 0;
-    return !(GetInt(n, "ceil_mode", 0) && GetInt(n, "count_include_pad", 0));
+      return (n.outputs.size() < 2 || Unused(g, n.outputs[1])) && pool->storage_order == 0;
+    return !(pool->ceil_mode && pool->count_include_pad);
   }
   if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return rank >= 3 && rank <= 5;
   if (op == "Flatten") {
@@ -637,12 +658,13 @@ class Generator {
     if (t == "MaxPool" || t == "AveragePool" || t == "GlobalAveragePool" || t == "GlobalMaxPool") {
       op.kind = OpKind::kPool;
       op.global = t[0] == 'G';
-      op.pool = t.find("Max") != std::string::npos  ? PoolAlg::kMax
-                : GetInt(n, "count_include_pad", 0) ? PoolAlg::kAvgIncludePad
-                                                    : PoolAlg::kAvgExcludePad;
+      op.pool = t.find("Max") != std::string::npos ? PoolAlg::kMax : PoolAlg::kAvgExcludePad;
       if (!op.global) {
-        SetWindow(&op, n, RankOf(g_, n.inputs[0]) - 2);
-        op.ceil_mode = GetInt(n, "ceil_mode", 0) != 0;
+        ASSIGN_OR_RETURN(compiler::PoolAttributes pool,
+                         compiler::ParsePoolAttributes(n, RankOf(g_, n.inputs[0]) - 2));
+        SetWindow(&op, pool);
+        op.ceil_mode = pool.ceil_mode;
+        if (op.pool != PoolAlg::kMax && pool.count_include_pad) op.pool = PoolAlg::kAvgIncludePad;
       }
       RETURN_IF_ERROR(Inputs(&op, n, 1));
       return Emit(std::move(op), n.outputs[0]);
@@ -696,27 +718,29 @@ class Generator {
     return Emit(std::move(op), n.outputs[0]);
   }
 
-  void SetWindow(Op* op, const Node& n, int spatial) {
-    op->kernel = GetInts(n, "kernel_shape");
-    op->strides = GetInts(n, "strides");
-    op->dilations = GetInts(n, "dilations");
-    op->pads = GetInts(n, "pads");
-    if (op->strides.empty()) op->strides.assign(spatial, 1);
-    if (op->dilations.empty()) op->dilations.assign(spatial, 1);
-    if (op->pads.empty()) op->pads.assign(2 * spatial, 0);
-    std::string p = GetString(n, "auto_pad", "NOTSET");
-    op->auto_pad = p == "SAME_UPPER"   ? AutoPad::kSameUpper
-                   : p == "SAME_LOWER" ? AutoPad::kSameLower
-                   : p == "VALID"      ? AutoPad::kValid
-                                       : AutoPad::kNotSet;
+  // The parsed window into the blob's op (its AutoPad mirrors compiler::AutoPad).
+  static void SetWindow(Op* op, const compiler::WindowAttributes& w) {
+    op->kernel = w.kernel;
+    op->strides = w.strides;
+    op->dilations = w.dilations;
+    op->pads = w.pads;
+    op->auto_pad = w.auto_pad == compiler::AutoPad::kSameUpper   ? AutoPad::kSameUpper
+                   : w.auto_pad == compiler::AutoPad::kSameLower ? AutoPad::kSameLower
+                   : w.auto_pad == compiler::AutoPad::kValid     ? AutoPad::kValid
+                                                                  : AutoPad::kNotSet;
   }
 
   Status EmitConv(NodeId id) {
     const Node& n = g_.node(id);
     Op op;
     op.kind = OpKind::kConv;
-    op.group = GetInt(n, "group", 1);
-    SetWindow(&op, n, RankOf(g_, n.inputs[0]) - 2);
+    std::optional<compiler::ConvAttributes> conv = ConvOf(g_, n, RankOf(g_, n.inputs[0]) - 2);
+    if (!conv) return InvalidArgument("malformed Conv attributes");
+    op.group = conv->group;
+    SetWindow(&op, *conv);
+    // An empty kernel tells the runtime to take W's dims; a Conv without kernel_shape keeps it
+    // empty so its blob stays byte-identical to the one it always had.
+    if (!n.FindAttribute("kernel_shape")) op.kernel.clear();
     ValueId out = n.outputs[0];
     // BatchNormalization folded into constant weights: W' = W * s, B' = (B - mean) * s + beta
     // with s = gamma / sqrt(var + eps), per output channel.
