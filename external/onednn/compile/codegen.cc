@@ -1,515 +1,25 @@
-// The oneDNN codegen: support predicates per op, and region -> blob with BatchNormalization
-// folding and post-op fusion (see codegen.h).
+// The oneDNN codegen's Generator: a region of graph nodes -> the region blob the run side
+// executes, with BatchNormalization folding and post-op fusion (see codegen.h). Which nodes
+// oneDNN runs, and the helpers and matchers shared with it, are in support.{h,cc}.
 #include "external/onednn/compile/codegen.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <functional>
-#include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
+#include "compiler/ops/attributes.h"
+#include "external/onednn/compile/support.h"
 #include "external/onednn/region.h"
 
 namespace kiln::onednn {
+namespace internal {
 namespace {
 
-using compiler::Attribute;
-using compiler::DimExpr;
-using compiler::Graph;
-using compiler::kNoValue;
-using compiler::Node;
-using compiler::NodeId;
-using compiler::SymbolicShape;
-using compiler::TensorData;
 using compiler::TensorDataRef;
-using compiler::ValueId;
-using compiler::ValueKind;
-
-// ---- Attribute and value helpers -----------------------------------------------------------
-
-int64_t GetInt(const Node& n, const char* name, int64_t def) {
-  const Attribute* a = n.FindAttribute(name);
-  return a && a->type() == Attribute::Type::kInt ? a->i() : def;
-}
-
-float GetFloat(const Node& n, const char* name, float def) {
-  const Attribute* a = n.FindAttribute(name);
-  return a && a->type() == Attribute::Type::kFloat ? a->f() : def;
-}
-
-std::string GetString(const Node& n, const char* name, const char* def) {
-  const Attribute* a = n.FindAttribute(name);
-  return a && a->type() == Attribute::Type::kString ? a->s() : def;
-}
-
-std::vector<int64_t> GetInts(const Node& n, const char* name) {
-  const Attribute* a = n.FindAttribute(name);
-  return a && a->type() == Attribute::Type::kInts ? a->ints() : std::vector<int64_t>{};
-}
-
-// A node input or kNoValue when absent.
-ValueId In(const Node& n, size_t i) { return i < n.inputs.size() ? n.inputs[i] : kNoValue; }
-
-// The value's data when it is known at compile time.
-const TensorData* Data(const Graph& g, ValueId v) {
-  if (v == kNoValue) return nullptr;
-  const compiler::Value& val = g.value(v);
-  if (val.kind == ValueKind::kGraphInput) return nullptr;  // overridable default
-  return val.data.get();
-}
-
-std::optional<float> Scalar(const Graph& g, ValueId v) {
-  const TensorData* d = Data(g, v);
-  if (!d || d->num_elements() != 1) return std::nullopt;
-  return static_cast<float>(d->ToDoubles()[0]);
-}
-
-const SymbolicShape* ShapeOf(const Graph& g, ValueId v) {
-  const compiler::Value& val = g.value(v);
-  return val.shape ? &*val.shape : nullptr;
-}
-
-int RankOf(const Graph& g, ValueId v) { return static_cast<int>(ShapeOf(g, v)->size()); }
-
-bool IsF32(const Graph& g, ValueId v) {
-  return v != kNoValue && g.value(v).dtype == DType::kF32 && ShapeOf(g, v) &&
-         ShapeOf(g, v)->size() <= 8;
-}
-
-bool StaticDims(const SymbolicShape& s, size_t from) {
-  for (size_t i = from; i < s.size(); ++i) {
-    if (!s[i].is_const()) return false;
-  }
-  return true;
-}
-
-// An optional output that nothing reads.
-bool Unused(const Graph& g, ValueId v) {
-  if (v == kNoValue) return true;
-  if (!g.Users(v).empty()) return false;
-  const std::vector<ValueId>& outs = g.outputs();
-  return std::find(outs.begin(), outs.end(), v) == outs.end();
-}
-
-int64_t NormalizeAxis(int64_t axis, int rank) { return axis < 0 ? axis + rank : axis; }
-
-// `small` broadcasts into `big` by oneDNN's rule: after rank alignment each dim is 1 or equal.
-bool BroadcastsInto(const SymbolicShape& small, const SymbolicShape& big) {
-  if (small.size() > big.size()) return false;
-  size_t off = big.size() - small.size();
-  for (size_t i = 0; i < small.size(); ++i) {
-    if (small[i] != DimExpr(1) && small[i] != big[i + off]) return false;
-  }
-  return true;
-}
-
-struct EltwiseSpec {
-  EltwiseAlg alg;
-  float alpha = 0.0f, beta = 0.0f;
-};
-
-// The eltwise algorithm of a unary node (nullopt: not one oneDNN runs).
-std::optional<EltwiseSpec> ScalarBinaryAsEltwise(const Graph& g, const Node& n, size_t* data);
-
-// The eltwise oneDNN runs for `n` on its data operand (DataInput), if any. With
-// `scalar_binaries` false, binary ops are never eltwise ones (post-op fusion keeps them binary).
-std::optional<EltwiseSpec> EltwiseOf(const Graph& g, const Node& n, bool scalar_binaries = true) {
-  const std::string& op = n.op_type;
-  size_t data = 0;
-  if (scalar_binaries) {
-    if (std::optional<EltwiseSpec> e = ScalarBinaryAsEltwise(g, n, &data)) return e;
-  }
-  if (op == "Relu") return EltwiseSpec{EltwiseAlg::kRelu};
-  if (op == "LeakyRelu") return EltwiseSpec{EltwiseAlg::kRelu, GetFloat(n, "alpha", 0.01f)};
-  if (op == "Sigmoid") return EltwiseSpec{EltwiseAlg::kSigmoid};
-  if (op == "Tanh") return EltwiseSpec{EltwiseAlg::kTanh};
-  if (op == "HardSwish") return EltwiseSpec{EltwiseAlg::kHardSwish};
-  if (op == "Elu") return EltwiseSpec{EltwiseAlg::kElu, GetFloat(n, "alpha", 1.0f)};
-  if (op == "Exp") return EltwiseSpec{EltwiseAlg::kExp};
-  if (op == "Log") return EltwiseSpec{EltwiseAlg::kLog};
-  if (op == "Abs") return EltwiseSpec{EltwiseAlg::kAbs};
-  if (op == "Sqrt") return EltwiseSpec{EltwiseAlg::kSqrt};
-  if (op == "Softplus") return EltwiseSpec{EltwiseAlg::kSoftplus};
-  if (op == "Neg") return EltwiseSpec{EltwiseAlg::kLinear, -1.0f, 0.0f};
-  if (op == "Round") return EltwiseSpec{EltwiseAlg::kRound};
-  if (op == "Clip") {
-    float lo = -std::numeric_limits<float>::max(), hi = std::numeric_limits<float>::max();
-    if (g.OpsetFor("") < 11) {
-      lo = GetFloat(n, "min", lo);
-      hi = GetFloat(n, "max", hi);
-    } else {
-      for (size_t i = 1; i < 3; ++i) {
-        ValueId v = In(n, i);
-        if (v == kNoValue) continue;
-        std::optional<float> s = Scalar(g, v);
-        if (!s) return std::nullopt;  // run-time bounds
-        (i == 1 ? lo : hi) = *s;
-      }
-    }
-    return EltwiseSpec{EltwiseAlg::kClip, lo, hi};
-  }
-  return std::nullopt;
-}
-
-// A binary op with a constant scalar on one side and the output's shape on the other, as an
-// eltwise on the data operand: x + c and c + x -> linear(1, c); x - c -> linear(1, -c);
-// c - x -> linear(-1, c); x * c -> linear(c, 0); x / c -> linear(1 / c, 0) (within one rounding
-// of the division); max(x, c) / min(x, c) -> clip. oneDNN's binary primitive runs a scalar
-// operand on blocked layouts with its reference kernel (234 ms for one 1x32x160x240 add), its
-// eltwise primitive and post-ops with JIT kernels. `*data` receives the data operand's index.
-std::optional<EltwiseSpec> ScalarBinaryAsEltwise(const Graph& g, const Node& n, size_t* data) {
-  const std::string& op = n.op_type;
-  if (n.inputs.size() != 2 || n.outputs.empty()) return std::nullopt;
-  const SymbolicShape* out = ShapeOf(g, n.outputs[0]);
-  for (size_t d = 0; d < 2; ++d) {
-    std::optional<float> c = Scalar(g, n.inputs[1 - d]);
-    const SymbolicShape* x = ShapeOf(g, n.inputs[d]);
-    if (!c || !x || !out || *x != *out) continue;
-    *data = d;
-    const float kMax = std::numeric_limits<float>::max();
-    if (op == "Add") return EltwiseSpec{EltwiseAlg::kLinear, 1.0f, *c};
-    if (op == "Mul") return EltwiseSpec{EltwiseAlg::kLinear, *c, 0.0f};
-    if (op == "Sub") {
-      return d == 0 ? EltwiseSpec{EltwiseAlg::kLinear, 1.0f, -*c}
-                    : EltwiseSpec{EltwiseAlg::kLinear, -1.0f, *c};
-    }
-    if (op == "Div" && d == 0 && *c != 0.0f && std::isfinite(1.0f / *c)) {
-      return EltwiseSpec{EltwiseAlg::kLinear, 1.0f / *c, 0.0f};
-    }
-    if (op == "Max") return EltwiseSpec{EltwiseAlg::kClip, *c, kMax};
-    if (op == "Min") return EltwiseSpec{EltwiseAlg::kClip, -kMax, *c};
-    return std::nullopt;
-  }
-  return std::nullopt;
-}
-
-// The operand an eltwise from EltwiseOf applies to: input 0, or the non-constant side of a
-// scalar binary.
-ValueId DataInput(const Graph& g, const Node& n) {
-  size_t data = 0;
-  ScalarBinaryAsEltwise(g, n, &data);
-  return n.inputs[data];
-}
-
-std::optional<BinaryAlg> BinaryOf(const std::string& op) {
-  if (op == "Add") return BinaryAlg::kAdd;
-  if (op == "Sub") return BinaryAlg::kSub;
-  if (op == "Mul") return BinaryAlg::kMul;
-  if (op == "Div") return BinaryAlg::kDiv;
-  if (op == "Max") return BinaryAlg::kMax;
-  if (op == "Min") return BinaryAlg::kMin;
-  return std::nullopt;
-}
-
-bool IsCommutative(BinaryAlg a) { return a != BinaryAlg::kSub && a != BinaryAlg::kDiv; }
-
-// ---- Support predicates --------------------------------------------------------------------
-
-bool WindowSupported(const Node& n, int spatial, bool pool) {
-  std::string auto_pad = GetString(n, "auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER" &&
-      auto_pad != "VALID")
-    return false;
-  auto ok = [&](const char* name, size_t count, int64_t min) {
-    std::vector<int64_t> v = GetInts(n, name);
-    if (v.empty()) return true;
-    if (v.size() != count) return false;
-    return std::all_of(v.begin(), v.end(), [&](int64_t x) { return x >= min && x < (1 << 20); });
-  };
-  if (pool && GetInts(n, "kernel_shape").size() != static_cast<size_t>(spatial)) return false;
-  return ok("kernel_shape", spatial, 1) && ok("strides", spatial, 1) &&
-         ok("dilations", spatial, 1) && ok("pads", 2 * spatial, 0);
-}
-
-bool BinarySupported(const Graph& g, const Node& n, BinaryAlg alg) {
-  if (n.inputs.size() != 2) return false;
-  const SymbolicShape &a = *ShapeOf(g, n.inputs[0]), &b = *ShapeOf(g, n.inputs[1]);
-  const SymbolicShape& out = *ShapeOf(g, n.outputs[0]);
-  auto full = [&](const SymbolicShape& s) { return s.size() == out.size() && s == out; };
-  if (full(a) && BroadcastsInto(b, out)) return true;
-  return IsCommutative(alg) && full(b) && BroadcastsInto(a, out);
-}
-
-bool SupportedImpl(const Graph& g, const Node& n) {
-  const std::string& op = n.op_type;
-  ValueId x = In(n, 0);
-  if (!IsF32(g, x)) return false;
-  int rank = RankOf(g, x);
-  if (op == "Conv") {
-    ValueId w = In(n, 1), b = In(n, 2);
-    if (!IsF32(g, w) || (b != kNoValue && !IsF32(g, b))) return false;
-    if (rank < 3 || rank > 5 || RankOf(g, w) != rank || !StaticDims(*ShapeOf(g, w), 0))
-      return false;
-    int64_t group = GetInt(n, "group", 1);
-    return group >= 1 && (*ShapeOf(g, w))[0].const_value() % group == 0 &&
-           WindowSupported(n, rank - 2, false);
-  }
-  if (op == "MaxPool" || op == "AveragePool") {
-    if (rank < 3 || rank > 5 || !WindowSupported(n, rank - 2, true)) return false;
-    if (op == "MaxPool")
-      return (n.outputs.size() < 2 || Unused(g, n.outputs[1])) &&
-             GetInt(n, "storage_order", 0) == 0;
-    return !(GetInt(n, "ceil_mode", 0) && GetInt(n, "count_include_pad", 0));
-  }
-  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return rank >= 3 && rank <= 5;
-  if (op == "Flatten") {
-    int64_t axis = NormalizeAxis(GetInt(n, "axis", 1), rank);
-    return axis >= 0 && axis <= rank;
-  }
-  if (op == "MatMul") return IsF32(g, In(n, 1)) && rank >= 2 && RankOf(g, In(n, 1)) >= 2;
-  if (op == "Gemm") {
-    ValueId c = In(n, 2);
-    if (GetFloat(n, "alpha", 1.0f) == 0.0f) return false;  // nothing to multiply; not worth it
-    if (!IsF32(g, In(n, 1)) || (c != kNoValue && !IsF32(g, c))) return false;
-    if (c == kNoValue || Data(g, c)) return true;
-    float alpha = GetFloat(n, "alpha", 1.0f), beta = GetFloat(n, "beta", 1.0f);
-    return alpha == beta;
-  }
-  if (op == "Softmax" || op == "LogSoftmax") {
-    if (rank < 1) return false;
-    int64_t axis = NormalizeAxis(GetInt(n, "axis", g.OpsetFor("") >= 13 ? -1 : 1), rank);
-    return axis >= 0 && axis < rank && (g.OpsetFor("") >= 13 || axis == rank - 1);
-  }
-  if (op == "LayerNormalization") {
-    for (size_t i = 1; i < n.outputs.size(); ++i) {
-      if (!Unused(g, n.outputs[i])) return false;
-    }
-    int64_t axis = NormalizeAxis(GetInt(n, "axis", -1), rank);
-    if (axis < 0 || axis >= rank || !StaticDims(*ShapeOf(g, x), axis)) return false;
-    SymbolicShape norm(ShapeOf(g, x)->begin() + axis, ShapeOf(g, x)->end());
-    for (size_t i = 1; i < 3; ++i) {
-      ValueId v = In(n, i);
-      if (v == kNoValue) continue;
-      if (!IsF32(g, v) || !StaticDims(*ShapeOf(g, v), 0)) return false;
-      int64_t count = 1, want = 1;
-      for (const DimExpr& d : *ShapeOf(g, v)) count *= d.const_value();
-      for (const DimExpr& d : norm) want *= d.const_value();
-      if (count != want) return false;
-    }
-    return In(n, 1) != kNoValue;
-  }
-  if (op == "Concat") {
-    for (ValueId v : n.inputs) {
-      if (!IsF32(g, v) || RankOf(g, v) != rank) return false;
-    }
-    return rank >= 1;
-  }
-  if (op == "BatchNormalization") {
-    for (size_t i = 1; i < 5; ++i) {
-      if (!IsF32(g, In(n, i))) return false;
-    }
-    for (size_t i = 1; i < n.outputs.size(); ++i) {
-      if (!Unused(g, n.outputs[i])) return false;
-    }
-    return rank >= 2 && GetInt(n, "training_mode", 0) == 0;
-  }
-  size_t data = 0;
-  if (ScalarBinaryAsEltwise(g, n, &data)) return IsF32(g, In(n, 1));
-  if (std::optional<BinaryAlg> alg = BinaryOf(op)) {
-    return IsF32(g, In(n, 1)) && BinarySupported(g, n, *alg);
-  }
-  return EltwiseOf(g, n).has_value();
-}
-
-// ---- Erf-based Gelu: 0.5 * x * (1 + erf(x / sqrt(2))) ---------------------------------------
-
-struct GeluMatch {
-  ValueId x = kNoValue, out = kNoValue;
-  std::set<NodeId> nodes;
-};
-
-bool Near(std::optional<float> v, double want) { return v && std::fabs(*v - want) < 1e-3; }
-
-// The other input of binary node `n` when one input is `v`.
-std::optional<ValueId> Other(const Node& n, ValueId v) {
-  if (n.inputs.size() != 2) return std::nullopt;
-  if (n.inputs[0] == v) return n.inputs[1];
-  if (n.inputs[1] == v && n.op_type != "Div" && n.op_type != "Sub") return n.inputs[0];
-  return std::nullopt;
-}
-
-// Matches 0.5 * x * (1 + erf(x / sqrt(2))) (the forms exporters emit) around Erf node
-// `erf_id`. `allowed` says which nodes may be part of it; `escapes` marks values read outside
-// (those cannot be intermediates). x itself may have other users.
-std::optional<GeluMatch> MatchGelu(const Graph& g, NodeId erf_id,
-                                   const std::function<bool(NodeId)>& allowed,
-                                   const std::function<bool(ValueId)>& escapes) {
-  // The one user of `v` when it is allowed and `v` does not escape.
-  auto Only = [&](ValueId v) -> std::optional<NodeId> {
-    if (escapes(v) || g.Users(v).size() != 1 || !allowed(g.Users(v)[0])) return std::nullopt;
-    return g.Users(v)[0];
-  };
-
-  const Node& erf = g.node(erf_id);
-  GeluMatch m;
-  ValueId a = erf.inputs[0];
-  NodeId div = g.value(a).producer;
-  if (div == compiler::kNoNode || !allowed(div) || escapes(a) || g.Users(a).size() != 1)
-    return std::nullopt;
-  const Node& d = g.node(div);
-  if (d.inputs.size() != 2) return std::nullopt;
-  m.x = d.inputs[0];
-  if (!IsF32(g, m.x)) return std::nullopt;
-  std::optional<float> c = Scalar(g, d.inputs[1]);
-  if (!((d.op_type == "Div" && Near(c, std::sqrt(2.0))) ||
-        (d.op_type == "Mul" && Near(c, std::sqrt(0.5)))))
-    return std::nullopt;
-  std::optional<NodeId> add = Only(erf.outputs[0]);
-  if (!add || g.node(*add).op_type != "Add") return std::nullopt;
-  std::optional<ValueId> one = Other(g.node(*add), erf.outputs[0]);
-  if (!one || !Near(Scalar(g, *one), 1.0)) return std::nullopt;
-  m.nodes = {div, erf_id, *add};
-  ValueId p = g.node(*add).outputs[0];  // 1 + erf(x / sqrt 2)
-  std::optional<NodeId> m1 = Only(p);
-  if (!m1 || g.node(*m1).op_type != "Mul") return std::nullopt;
-  std::optional<ValueId> y = Other(g.node(*m1), p);
-  if (!y) return std::nullopt;
-  m.nodes.insert(*m1);
-  ValueId q = g.node(*m1).outputs[0];
-  if (*y == m.x || Near(Scalar(g, *y), 0.5)) {
-    // x * p then * 0.5, or 0.5 * p then * x.
-    std::optional<NodeId> m2 = Only(q);
-    if (!m2 || g.node(*m2).op_type != "Mul") return std::nullopt;
-    std::optional<ValueId> z = Other(g.node(*m2), q);
-    if (!z || !(*y == m.x ? Near(Scalar(g, *z), 0.5) : *z == m.x)) return std::nullopt;
-    m.nodes.insert(*m2);
-    m.out = g.node(*m2).outputs[0];
-  } else {
-    // (x * 0.5) * p.
-    NodeId h = g.value(*y).producer;
-    if (h == compiler::kNoNode || !allowed(h) || !Only(*y)) return std::nullopt;
-    const Node& hn = g.node(h);
-    std::optional<ValueId> half = hn.op_type == "Mul" ? Other(hn, m.x) : std::nullopt;
-    if (!half || !Near(Scalar(g, *half), 0.5)) return std::nullopt;
-    m.nodes.insert(h);
-    m.out = q;
-  }
-  // Every node is allowed and every intermediate has its one user in the pattern (Only);
-  // x may have other users (then the pattern is one gelu op, not a post-op).
-  return m;
-}
-
-// ---- Decomposed LayerNorm: (x - mean(x)) / sqrt(mean((x - mean(x))^2) + eps) * g + b --------
-
-struct LnMatch {
-  ValueId x = kNoValue, gamma = kNoValue, beta = kNoValue, out = kNoValue;
-  float epsilon = 0.0f;
-  std::set<NodeId> nodes;
-};
-
-// The producer of `v` when it is one of `ops`, allowed, and `v` has `users` readers, none
-// outside the pattern (escapes).
-std::optional<NodeId> Producer(const Graph& g, ValueId v, const char* op, size_t users,
-                               const std::function<bool(NodeId)>& allowed,
-                               const std::function<bool(ValueId)>& escapes) {
-  if (v == kNoValue) return std::nullopt;
-  NodeId p = g.value(v).producer;
-  if (p == compiler::kNoNode || g.node(p).op_type != op || !allowed(p) || escapes(v) ||
-      g.Users(v).size() != users || !g.node(p).domain.empty())
-    return std::nullopt;
-  return p;
-}
-
-// ReduceMean over the last axis only, keeping dims (axes as an attribute, or a constant input
-// from opset 18).
-bool MeanOfLastAxis(const Graph& g, const Node& n) {
-  if (n.inputs.empty() || !ShapeOf(g, n.inputs[0]) || GetInt(n, "keepdims", 1) != 1) return false;
-  int rank = RankOf(g, n.inputs[0]);
-  std::vector<int64_t> axes = GetInts(n, "axes");
-  if (n.inputs.size() > 1) {
-    const TensorData* d = Data(g, n.inputs[1]);
-    if (!d || !axes.empty()) return false;
-    for (double a : d->ToDoubles()) axes.push_back(static_cast<int64_t>(a));
-  }
-  return axes.size() == 1 && rank >= 1 && NormalizeAxis(axes[0], rank) == rank - 1;
-}
-
-// A constant f32 of `c` elements laid out along the last dim ([c], [1, c], ...).
-bool LastDimVector(const Graph& g, ValueId v, int64_t c) {
-  const TensorData* d = Data(g, v);
-  if (!d || d->dtype() != DType::kF32 || d->num_elements() != c || d->dims().empty() ||
-      d->dims().back() != c)
-    return false;
-  return true;
-}
-
-// Matches the decomposed LayerNorm exporters emit for torch.nn.LayerNorm at its root, the last
-// Add: Add(Mul(Div(Sub(x, ReduceMean(x)), Sqrt(Add(ReduceMean(Pow(Sub, 2)), eps))), g), b) with
-// Mul and both Adds in either operand order, reductions over the last axis, and constant g, b
-// of the last dim's size. Intermediates must have their readers inside the pattern.
-std::optional<LnMatch> MatchLayerNorm(const Graph& g, NodeId root,
-                                      const std::function<bool(NodeId)>& allowed,
-                                      const std::function<bool(ValueId)>& escapes) {
-  const Node& add = g.node(root);
-  if (add.op_type != "Add" || add.inputs.size() != 2 || !add.domain.empty()) return std::nullopt;
-  for (int order = 0; order < 2; ++order) {
-    LnMatch m;
-    m.beta = add.inputs[1 - order];
-    std::optional<NodeId> mul = Producer(g, add.inputs[order], "Mul", 1, allowed, escapes);
-    if (!mul || g.node(*mul).inputs.size() != 2) continue;
-    for (int mo = 0; mo < 2; ++mo) {
-      const Node& mn = g.node(*mul);
-      m.gamma = mn.inputs[1 - mo];
-      std::optional<NodeId> div = Producer(g, mn.inputs[mo], "Div", 1, allowed, escapes);
-      if (!div || g.node(*div).inputs.size() != 2) continue;
-      const Node& dn = g.node(*div);
-      std::optional<NodeId> sub = Producer(g, dn.inputs[0], "Sub", 2, allowed, escapes);
-      std::optional<NodeId> sqrt = Producer(g, dn.inputs[1], "Sqrt", 1, allowed, escapes);
-      if (!sub || !sqrt || g.node(*sub).inputs.size() != 2) continue;
-      const Node& sn = g.node(*sub);
-      m.x = sn.inputs[0];
-      std::optional<NodeId> mean = Producer(g, sn.inputs[1], "ReduceMean", 1, allowed, escapes);
-      if (!mean || g.node(*mean).inputs[0] != m.x || !MeanOfLastAxis(g, g.node(*mean))) continue;
-      std::optional<NodeId> eps_add =
-          Producer(g, g.node(*sqrt).inputs[0], "Add", 1, allowed, escapes);
-      if (!eps_add || g.node(*eps_add).inputs.size() != 2) continue;
-      const Node& en = g.node(*eps_add);
-      bool eps_second = Scalar(g, en.inputs[1]).has_value();
-      std::optional<float> eps = Scalar(g, en.inputs[eps_second ? 1 : 0]);
-      std::optional<NodeId> var =
-          Producer(g, en.inputs[eps_second ? 0 : 1], "ReduceMean", 1, allowed, escapes);
-      if (!eps || *eps < 0 || !var || !MeanOfLastAxis(g, g.node(*var))) continue;
-      std::optional<NodeId> pow = Producer(g, g.node(*var).inputs[0], "Pow", 1, allowed, escapes);
-      if (!pow || g.node(*pow).inputs.size() != 2 || g.node(*pow).inputs[0] != dn.inputs[0] ||
-          !Near(Scalar(g, g.node(*pow).inputs[1]), 2.0))
-        continue;
-      // The Sub's two readers are the Pow and the Div.
-      const std::vector<NodeId>& su = g.Users(dn.inputs[0]);
-      if (!((su[0] == *pow && su[1] == *div) || (su[0] == *div && su[1] == *pow))) continue;
-      if (!IsF32(g, m.x) || RankOf(g, m.x) < 1 || !IsF32(g, add.outputs[0])) continue;
-      const DimExpr& last = ShapeOf(g, m.x)->back();
-      if (!last.is_const() || last.const_value() < 1 ||
-          *ShapeOf(g, add.outputs[0]) != *ShapeOf(g, m.x))
-        continue;
-      if (!LastDimVector(g, m.gamma, last.const_value()) ||
-          !LastDimVector(g, m.beta, last.const_value()))
-        continue;
-      m.epsilon = *eps;
-      m.out = add.outputs[0];
-      m.nodes = {root, *mul, *div, *sub, *sqrt, *mean, *eps_add, *var, *pow};
-      return m;
-    }
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
-bool IsSupported(const Graph& graph, NodeId node) {
-  const Node& n = graph.node(node);
-  if (!n.domain.empty() && n.domain != "ai.onnx") return false;
-  for (ValueId v : n.outputs) {
-    if (v != kNoValue && !graph.value(v).shape) return false;
-  }
-  if (n.outputs.empty() || !IsF32(graph, n.outputs[0])) return false;
-  return SupportedImpl(graph, n);
-}
-
-namespace {
 
 class Generator {
  public:
@@ -640,12 +150,13 @@ class Generator {
     if (t == "MaxPool" || t == "AveragePool" || t == "GlobalAveragePool" || t == "GlobalMaxPool") {
       op.kind = OpKind::kPool;
       op.global = t[0] == 'G';
-      op.pool = t.find("Max") != std::string::npos  ? PoolAlg::kMax
-                : GetInt(n, "count_include_pad", 0) ? PoolAlg::kAvgIncludePad
-                                                    : PoolAlg::kAvgExcludePad;
+      op.pool = t.find("Max") != std::string::npos ? PoolAlg::kMax : PoolAlg::kAvgExcludePad;
       if (!op.global) {
-        SetWindow(&op, n, RankOf(g_, n.inputs[0]) - 2);
-        op.ceil_mode = GetInt(n, "ceil_mode", 0) != 0;
+        ASSIGN_OR_RETURN(compiler::PoolAttributes pool,
+                         compiler::ParsePoolAttributes(n, RankOf(g_, n.inputs[0]) - 2));
+        SetWindow(&op, pool);
+        op.ceil_mode = pool.ceil_mode;
+        if (op.pool != PoolAlg::kMax && pool.count_include_pad) op.pool = PoolAlg::kAvgIncludePad;
       }
       RETURN_IF_ERROR(Inputs(&op, n, 1));
       return Emit(std::move(op), n.outputs[0]);
@@ -699,27 +210,29 @@ class Generator {
     return Emit(std::move(op), n.outputs[0]);
   }
 
-  void SetWindow(Op* op, const Node& n, int spatial) {
-    op->kernel = GetInts(n, "kernel_shape");
-    op->strides = GetInts(n, "strides");
-    op->dilations = GetInts(n, "dilations");
-    op->pads = GetInts(n, "pads");
-    if (op->strides.empty()) op->strides.assign(spatial, 1);
-    if (op->dilations.empty()) op->dilations.assign(spatial, 1);
-    if (op->pads.empty()) op->pads.assign(2 * spatial, 0);
-    std::string p = GetString(n, "auto_pad", "NOTSET");
-    op->auto_pad = p == "SAME_UPPER"   ? AutoPad::kSameUpper
-                   : p == "SAME_LOWER" ? AutoPad::kSameLower
-                   : p == "VALID"      ? AutoPad::kValid
-                                       : AutoPad::kNotSet;
+  // The parsed window into the blob's op (its AutoPad mirrors compiler::AutoPad).
+  static void SetWindow(Op* op, const compiler::WindowAttributes& w) {
+    op->kernel = w.kernel;
+    op->strides = w.strides;
+    op->dilations = w.dilations;
+    op->pads = w.pads;
+    op->auto_pad = w.auto_pad == compiler::AutoPad::kSameUpper   ? AutoPad::kSameUpper
+                   : w.auto_pad == compiler::AutoPad::kSameLower ? AutoPad::kSameLower
+                   : w.auto_pad == compiler::AutoPad::kValid     ? AutoPad::kValid
+                                                                 : AutoPad::kNotSet;
   }
 
   Status EmitConv(NodeId id) {
     const Node& n = g_.node(id);
     Op op;
     op.kind = OpKind::kConv;
-    op.group = GetInt(n, "group", 1);
-    SetWindow(&op, n, RankOf(g_, n.inputs[0]) - 2);
+    std::optional<compiler::ConvAttributes> conv = ConvOf(g_, n, RankOf(g_, n.inputs[0]) - 2);
+    if (!conv) return InvalidArgument("malformed Conv attributes");
+    op.group = conv->group;
+    SetWindow(&op, *conv);
+    // An empty kernel tells the runtime to take W's dims; a Conv without kernel_shape keeps it
+    // empty so its blob stays byte-identical to the one it always had.
+    if (!n.FindAttribute("kernel_shape")) op.kernel.clear();
     ValueId out = n.outputs[0];
     // BatchNormalization folded into constant weights: W' = W * s, B' = (B - mean) * s + beta
     // with s = gamma / sqrt(var + eps), per output channel.
@@ -990,53 +503,27 @@ class Generator {
 };
 
 }  // namespace
+}  // namespace internal
 
-bool IsLayerNormRoot(const Graph& graph, NodeId node) {
-  const std::vector<ValueId>& outs = graph.outputs();
-  return MatchLayerNorm(
-             graph, node, [](NodeId) { return true; },
-             [&](ValueId v) { return std::find(outs.begin(), outs.end(), v) != outs.end(); })
-      .has_value();
-}
-
-std::vector<std::vector<NodeId>> FindComposites(const Graph& graph) {
-  std::vector<std::vector<NodeId>> groups;
-  const std::vector<ValueId>& outs = graph.outputs();
-  for (NodeId n = 0; n < graph.num_nodes(); ++n) {
-    std::optional<LnMatch> m = MatchLayerNorm(
-        graph, n, [](NodeId) { return true; },
-        [&](ValueId v) { return std::find(outs.begin(), outs.end(), v) != outs.end(); });
-    if (m) groups.emplace_back(m->nodes.begin(), m->nodes.end());
-  }
-  for (NodeId n = 0; n < graph.num_nodes(); ++n) {
-    const Node& erf = graph.node(n);
-    if (erf.op_type != "Erf" || erf.inputs.size() != 1 || !erf.domain.empty()) continue;
-    std::optional<GeluMatch> m = MatchGelu(
-        graph, n, [](NodeId) { return true; },
-        [&](ValueId v) { return std::find(outs.begin(), outs.end(), v) != outs.end(); });
-    if (m && IsF32(graph, m->out)) groups.emplace_back(m->nodes.begin(), m->nodes.end());
-  }
-  return groups;
-}
-
-StatusOr<compiler::ExternalCode> Codegen(const Graph& graph, const std::vector<NodeId>& nodes,
-                                         const std::vector<ValueId>& inputs,
-                                         const std::vector<ValueId>& outputs) {
-  for (NodeId n : nodes) {
+StatusOr<compiler::ExternalCode> Codegen(const compiler::Graph& graph,
+                                         const std::vector<compiler::NodeId>& nodes,
+                                         const std::vector<compiler::ValueId>& inputs,
+                                         const std::vector<compiler::ValueId>& outputs) {
+  for (compiler::NodeId n : nodes) {
     if (n < 0 || n >= graph.num_nodes())
       return InvalidArgument("oneDNN codegen: node id " + std::to_string(n) + " is out of range");
   }
-  for (ValueId v : inputs) {
+  for (compiler::ValueId v : inputs) {
     if (v < 0 || v >= graph.num_values())
       return InvalidArgument("oneDNN codegen: input value id " + std::to_string(v) +
                              " is out of range");
   }
-  for (ValueId v : outputs) {
+  for (compiler::ValueId v : outputs) {
     if (v < 0 || v >= graph.num_values())
       return InvalidArgument("oneDNN codegen: output value id " + std::to_string(v) +
                              " is out of range");
   }
-  return Generator(graph, nodes, inputs, outputs).Run();
+  return internal::Generator(graph, nodes, inputs, outputs).Run();
 }
 
 }  // namespace kiln::onednn
