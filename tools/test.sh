@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: installs what is missing, runs every Bazel test, every test under
+# The README's test command: installs what is missing, runs every Bazel test, the layering
+# check over every #include, every test under
 # ASan and the threaded ones under TSan, then bounded libFuzzer runs (each fuzzer, 60 s). Ends
 # with one line "N passed, M failed"; a stage turned off (KILN_SANITIZERS=0,
 # KILN_FUZZ_SECONDS=0) is named on the line before it ("skipped: ..."), so a green count never
@@ -18,6 +19,15 @@ passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
 failed=$(grep -cE '^//[^ ]+ +.*(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$log")
 if [[ $bazel_rc -ne 0 && $failed -eq 0 ]]; then
   failed=1  # the build itself failed
+fi
+
+# The folders include each other one way only (base <- ... <- embed <- tools).
+echo "== layering (tools/layers.py)"
+if python3 tools/layers.py; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+  echo "FAILED: an #include points the wrong way (tools/layers.py)"
 fi
 
 skipped=()
