@@ -1,6 +1,8 @@
 // kiln compile MODEL.onnx -o OUT.kiln [--dim NAME=VALUE]... [--external=onednn|none] [--quiet]
 #include "compiler/compile.h"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -79,6 +81,15 @@ int CompileMain(int argc, char** argv) {
   if (std::optional<int> exit = flags.Parse(argc, argv)) return *exit;
   if (args.output.empty()) {
     std::fprintf(stderr, "kiln compile: no -o OUT.kiln given\n%s", flags.Usage().c_str());
+    return 2;
+  }
+  // Checked before the compile (seconds for a big model), not after it at the rename.
+  struct stat st;
+  if (::stat(args.output.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    std::fprintf(stderr,
+                 "kiln compile: -o %s is a directory; name the file to write, e.g. "
+                 "%s/model.kiln\n",
+                 args.output.c_str(), args.output.c_str());
     return 2;
   }
   if (!args.quiet) {

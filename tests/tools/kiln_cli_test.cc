@@ -377,6 +377,16 @@ BOOST_AUTO_TEST_CASE(compile_errors_print_the_compilers_message_and_exit_non_zer
   r = Kiln("compile " + relu + " -o " + out + " --frobnicate");
   BOOST_TEST(r.code == 2);
   BOOST_TEST(Contains(r.out, "kiln compile: unknown flag --frobnicate"), r.out);
+  // -o naming a directory is refused before compiling, saying what to give instead.
+  r = Kiln("compile " + relu + " -o " + TmpDir());
+  BOOST_TEST(r.code == 2);
+  BOOST_TEST(Contains(r.out, "kiln compile: -o " + TmpDir() + " is a directory; name the file to "
+                             "write, e.g. " + TmpDir() + "/model.kiln"),
+             r.out);
+  // Files of the other kind say what they are.
+  r = Kiln("run " + relu);
+  BOOST_TEST(r.code == 1);
+  BOOST_TEST(Contains(r.out, "this is an ONNX model; compile it first with `kiln compile"), r.out);
   r = Kiln("compile --help");
   BOOST_TEST(r.code == 0);
   BOOST_TEST(Contains(r.out, "usage: kiln compile MODEL.onnx -o OUT.kiln"), r.out);
