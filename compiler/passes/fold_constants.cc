@@ -29,6 +29,29 @@ TensorDataRef KnownValue(const Graph& g, const Node& node) {
 
 }  // namespace
 
+namespace {
+
+// Integer Div / Mod by zero has no value (ONNX leaves it undefined; the kernels give 0 so that
+// they never trap). Folded silently it became a wrong constant; here it is an error naming the
+// node and the element.
+Status CheckIntegerDivisor(const Graph& g, const Node& node,
+                           const std::vector<TensorDataRef>& inputs) {
+  if ((node.op_type != "Div" && node.op_type != "Mod") || inputs.size() < 2 || !inputs[1] ||
+      node.outputs.empty() || !IsInteger(g.value(node.outputs[0]).dtype))
+    return Status::Ok();
+  std::vector<double> divisor = inputs[1]->ToDoubles();
+  for (size_t i = 0; i < divisor.size(); ++i) {
+    if (divisor[i] == 0) {
+      return InvalidArgument("node '" + node.name + "' (" + node.op_type +
+                             "): integer division by zero: the divisor (a constant) is 0 at "
+                             "element " + std::to_string(i));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 ShapeInferenceOptions::FoldHook MakeFoldHook(Evaluator* evaluator, const FoldOptions& options,
                                              int* folded) {
   return [evaluator, options, folded](Graph& g, NodeId n) -> Status {
@@ -67,6 +90,7 @@ ShapeInferenceOptions::FoldHook MakeFoldHook(Evaluator* evaluator, const FoldOpt
       inputs.push_back(g.value(in).data);
     }
     if (node.inputs.empty() && node.op_type != "Constant") return Status::Ok();  // e.g. random ops
+    RETURN_IF_ERROR(CheckIntegerDivisor(g, node, inputs));
     StatusOr<std::vector<TensorDataRef>> outs = evaluator->RunNode(g, n, inputs);
     if (!outs.ok()) {
       if (outs.status().code() == StatusCode::kUnsupported) return Status::Ok();

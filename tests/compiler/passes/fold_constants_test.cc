@@ -100,6 +100,31 @@ BOOST_AUTO_TEST_CASE(constant_subgraphs_fold_and_feed_downstream_rules) {
   BOOST_TEST(!z.data);  // depends on the input
 }
 
+// An integer division by a constant zero has no value: folding it is an error naming the node
+// and the element, not a silent 0. A float division by zero folds (IEEE: inf) as before; the
+// check runs before the kernel, so the table here need not lower Div.
+BOOST_AUTO_TEST_CASE(integer_division_by_zero_is_an_error) {
+  for (const char* op : {"Div", "Mod"}) {
+    Folding f;
+    auto g = testing::ImportText(std::string(R"(
+      <ir_version: 8, opset_import: ["" : 13]>
+      g (int64[3] x) => (int64[3] z) {
+        a = Constant <value = int64[3] {6, 7, 8}> ()
+        b = Constant <value = int64[3] {2, 0, 4}> ()
+        q = )") + op + R"((a, b)
+        z = Add(x, q)
+      }
+    )");
+    BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
+    Status st = InferShapes(*g, f.shape_options);
+    BOOST_TEST(st.code() == StatusCode::kInvalidArgument, st.ToString());
+    BOOST_TEST(st.message().find(std::string("(") + op +
+                                 "): integer division by zero: the divisor (a constant) is 0 at "
+                                 "element 1") != std::string::npos,
+               st.message());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(overridable_inputs_are_not_constants) {
   Folding f;
   auto g = testing::ImportText(R"(
