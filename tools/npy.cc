@@ -340,14 +340,17 @@ StatusOr<Tensor> ParseNpy(const uint8_t* data, size_t size, Allocator& allocator
 
 StatusOr<Tensor> ReadNpy(const std::string& path, Allocator& allocator) {
   MappedFile file;
-  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO would otherwise block open() until a writer came; the regular files
+  // accepted below ignore it.
+  file.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (file.fd < 0) {
     if (errno == ENOENT) return NotFound(path + ": no such file");
     return InvalidArgument(path + ": cannot open: " + std::strerror(errno));
   }
   struct stat st;
   if (fstat(file.fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    return InvalidArgument(path + ": not a regular file");
+    return InvalidArgument(path + ": not a regular file (inputs are read from files, not "
+                           "pipes or devices)");
   }
   file.size = static_cast<size_t>(st.st_size);
   const uint8_t* data = reinterpret_cast<const uint8_t*>("");

@@ -1,7 +1,10 @@
 // Tensor files of the kiln CLI: .npy through tools/npy, .pb through the ONNX importer.
 #include "tools/tensor_file.h"
 
+#include <fcntl.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -21,20 +24,40 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// The whole file; NotFound when it does not exist.
+// The whole file, read by its size: NotFound when it does not exist, InvalidArgument for
+// anything but a regular file (a FIFO would block, /dev/zero would never end) or one larger
+// than protobuf can parse.
 StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
     if (errno == ENOENT) return NotFound(path + ": no such file");
     return InvalidArgument(path + ": cannot open: " + std::strerror(errno));
   }
-  std::string bytes;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) bytes.append(buf, n);
-  bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) return InvalidArgument(path + ": read failed (a directory?)");
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgument(path + ": not a regular file (inputs are read from files, not pipes "
+                           "or devices)");
+  }
+  constexpr off_t kMaxBytes = (off_t{1} << 31) - 1;  // protobuf's message size limit
+  if (st.st_size > kMaxBytes) {
+    ::close(fd);
+    return InvalidArgument(path + ": " + std::to_string(st.st_size) +
+                           " bytes; a TensorProto file holds at most 2 GiB");
+  }
+  std::string bytes(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::read(fd, &bytes[done], bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      return InvalidArgument(path + ": read failed after " + std::to_string(done) + " of " +
+                             std::to_string(bytes.size()) + " bytes");
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
   return bytes;
 }
 

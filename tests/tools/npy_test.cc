@@ -432,7 +432,7 @@ BOOST_AUTO_TEST_CASE(read_errors_name_the_path) {
 
   t = ReadNpy(TempDir(), TestAllocator());
   BOOST_REQUIRE(!t.ok());
-  BOOST_TEST(t.status().message() == TempDir() + ": not a regular file");
+  BOOST_TEST(t.status().message().rfind(TempDir() + ": not a regular file", 0) == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(write_errors_name_the_path) {

@@ -9,6 +9,9 @@
 #include <boost/test/data/monomorphic.hpp>
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -186,6 +189,28 @@ BOOST_AUTO_TEST_CASE(encode_rejects_empty_tensors) {
   StatusOr<std::string> e = EncodeTensorProto(Tensor(), "x");
   BOOST_REQUIRE(!e.ok());
   BOOST_TEST(e.status().code() == StatusCode::kInvalidArgument);
+}
+
+// Inputs must be regular files: a FIFO would block open() forever and /dev/zero would be read
+// until memory ran out (`kiln run mlp.kiln /dev/zero` grew to 4 GB). Both are refused at once,
+// whatever their name says.
+BOOST_AUTO_TEST_CASE(pipes_and_devices_are_refused_at_once) {
+  std::string fifo = TmpDir() + "/input_fifo.pb";
+  ::unlink(fifo.c_str());
+  BOOST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const std::string& path : {fifo, std::string("/dev/zero"), fifo + ".npy"}) {
+    if (path == fifo + ".npy") {
+      ::unlink(path.c_str());
+      BOOST_REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+    }
+    StatusOr<Tensor> r = ReadTensorFile(path, TestAllocator());
+    BOOST_REQUIRE(!r.ok());
+    BOOST_TEST(r.status().code() == StatusCode::kInvalidArgument, r.status().ToString());
+    BOOST_TEST(Contains(r.status().message(), path + ": not a regular file"),
+               r.status().ToString());
+  }
+  ::unlink(fifo.c_str());
+  ::unlink((fifo + ".npy").c_str());
 }
 
 BOOST_AUTO_TEST_CASE(read_tensor_file_picks_the_format) {
