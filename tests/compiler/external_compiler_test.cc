@@ -2,7 +2,7 @@
 // CompileGraph picks a compiler by name and reports unknown names and bad options, and that a
 // region whose codegen declines stays on the JIT with the same answer.
 #define BOOST_TEST_MODULE external_compiler_test
-#include <boost/test/included/unit_test.hpp>
+#include <boost/test/unit_test.hpp>
 
 #include <atomic>
 #include <cmath>

@@ -2,7 +2,7 @@
 // compiled with the real op set and inspected in the file (storage plan, dims, constants)
 // without running them, since they describe tensors of gigabytes to exabytes.
 #define BOOST_TEST_MODULE wide_test
-#include <boost/test/included/unit_test.hpp>
+#include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 #include <cstdio>

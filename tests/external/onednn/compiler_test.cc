@@ -1,7 +1,7 @@
 // The oneDNN compile side behind compiler::ExternalCompiler (external/onednn/compile/compiler.h):
 // registration by name (idempotent) and its string options.
 #define BOOST_TEST_MODULE onednn_compiler_test
-#include <boost/test/included/unit_test.hpp>
+#include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 #include <string>
