@@ -13,6 +13,11 @@
 namespace kiln::onednn::testing {
 namespace {
 
+// The reference for the tests' 3x3 convolutions with one pixel of padding.
+Floats PaddedConv3x3(const Floats& x, const Dims& xd, const Floats& w, const Dims& wd, Dims* yd) {
+  return RefConv2d(x, xd, w, wd, nullptr, ConvParams{1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, yd);
+}
+
 RegionProgram Decoded(const CompiledRegion& r) {
   StatusOr<RegionProgram> region = DecodeRegion(r.code.blob.data(), r.code.blob.size());
   BOOST_REQUIRE(region.ok());
@@ -55,8 +60,9 @@ BOOST_AUTO_TEST_CASE(scalar_binaries_are_eltwise_ops) {
   }
 }
 
-// HardSwish as exporters spell it, after a convolution: the scalar ops join the conv as eltwise
-// post-ops or run as eltwise primitives; the only binary left is the two-tensor Mul.
+// HardSwish as exporters spell it, after a convolution: the standalone scalar ops run as eltwise
+// primitives (scalar ops fused after a conv stay binary post-ops); at most one binary primitive,
+// the two-tensor Mul.
 BOOST_AUTO_TEST_CASE(hardswish_by_hand_after_a_conv) {
   Dims wd = {4, 3, 3, 3};
   Floats w = Random(Numel(wd), 5);
@@ -77,7 +83,7 @@ BOOST_AUTO_TEST_CASE(hardswish_by_hand_after_a_conv) {
   Dims xd = {1, 3, 9, 9};
   Floats x = Random(Numel(xd), 9);
   Dims yd;
-  Floats conv = RefConv2d(x, xd, w, wd, nullptr, ConvParams{1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &yd);
+  Floats conv = PaddedConv3x3(x, xd, w, wd, &yd);
   Floats want(conv.size());
   for (size_t i = 0; i < conv.size(); ++i) {
     float v = conv[i];
@@ -105,8 +111,7 @@ BOOST_AUTO_TEST_CASE(squeeze_excite_scale_on_a_blocked_conv_output) {
     Dims xd = {n, 3, 9, 9};
     Floats x = Random(Numel(xd), 22 + n);
     Dims yd;
-    Floats conv =
-        RefConv2d(x, xd, w, wd, nullptr, ConvParams{1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &yd);
+    Floats conv = PaddedConv3x3(x, xd, w, wd, &yd);
     Floats want(conv.size());
     const int64_t hw = 81;
     for (int64_t c = 0; c < n * 12; ++c) {
