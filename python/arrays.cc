@@ -75,10 +75,9 @@ StatusOr<py::array> Convert(py::handle value, int npy_type, const std::string& n
   return py::reinterpret_steal<py::array>(out);
 }
 
-bool Bindable(const py::array& array) {
+bool Bindable(const py::array& array, const py::dtype& dtype) {
   constexpr int kNeed = npy::npy_api::NPY_ARRAY_C_CONTIGUOUS_ | npy::npy_api::NPY_ARRAY_ALIGNED_;
-  return (npy::array_proxy(array.ptr())->flags & kNeed) == kNeed &&
-         NativeByteOrder(array.dtype());
+  return (npy::array_proxy(array.ptr())->flags & kNeed) == kNeed && NativeByteOrder(dtype);
 }
 
 // Views `array` (contiguous, aligned, native, of a kiln dtype) as a tensor, no copy.
@@ -117,14 +116,13 @@ py::dtype NumpyDType(DType dtype) {
 
 StatusOr<BoundInput> BindInput(py::handle value, const std::string& name, DType declared) {
   BoundInput bound;
-  if (py::isinstance<PyTensor>(value)) {
+  py::array array;
+  if (npy::npy_api::get().PyArray_Check_(value.ptr())) {  // the common case first
+    array = py::reinterpret_borrow<py::array>(value);
+  } else if (py::isinstance<PyTensor>(value)) {
     bound.tensor = value.cast<const PyTensor&>().tensor;
     bound.owner = py::reinterpret_borrow<py::object>(value);
     return bound;
-  }
-  py::array array;
-  if (py::isinstance<py::array>(value)) {
-    array = py::reinterpret_borrow<py::array>(value);
   } else if (py::hasattr(value, "__dlpack__")) {
     ASSIGN_OR_RETURN(PyTensor t, FromDLPackObject(value));
     bound.tensor = std::move(t.tensor);
@@ -135,13 +133,14 @@ StatusOr<BoundInput> BindInput(py::handle value, const std::string& name, DType 
     ASSIGN_OR_RETURN(array, Convert(value, NpyTypeOf(declared), name));
     bound.converted = true;
   }
-  DType dtype = KilnDTypeOf(array.dtype());
+  py::dtype array_dtype = array.dtype();
+  DType dtype = KilnDTypeOf(array_dtype);
   if (dtype == DType::kInvalid) {
-    return InvalidArgument("input '" + name + "': numpy dtype " +
-                           std::string(py::str(array.dtype())) + " has no kiln equivalent (the "
-                           "model declares " + DTypeName(declared) + ")");
+    return InvalidArgument("input '" + name + "': numpy dtype " + std::string(py::str(array_dtype)) +
+                           " has no kiln equivalent (the model declares " + DTypeName(declared) +
+                           ")");
   }
-  if (!Bindable(array)) {
+  if (!Bindable(array, array_dtype)) {
     ASSIGN_OR_RETURN(array, Convert(array, NpyTypeOf(dtype), name));
     bound.converted = true;
   }
@@ -151,6 +150,8 @@ StatusOr<BoundInput> BindInput(py::handle value, const std::string& name, DType 
 }
 
 py::array ToNumpy(const Tensor& tensor, py::handle alias_owner) {
+  // numpy's C API directly: pybind11's array constructor copies shape and strides into
+  // vectors, which is most of an output's cost at small sizes.
   py::ssize_t shape[kMaxRank];
   py::ssize_t strides[kMaxRank];
   const auto itemsize = static_cast<py::ssize_t>(DTypeSize(tensor.dtype()));
@@ -158,18 +159,17 @@ py::array ToNumpy(const Tensor& tensor, py::handle alias_owner) {
     shape[i] = tensor.dim(i);
     strides[i] = tensor.stride(i) * itemsize;
   }
-  py::object base;
-  if (alias_owner) {
-    base = py::reinterpret_borrow<py::object>(alias_owner);
-  } else {
-    base = py::capsule(new Tensor(tensor), &DeleteTensor);
-  }
-  py::array array(NumpyDType(tensor.dtype()),
-                  std::vector<py::ssize_t>(shape, shape + tensor.rank()),
-                  std::vector<py::ssize_t>(strides, strides + tensor.rank()), tensor.data(),
-                  base);
-  if (!tensor.storage()->pooled()) {
-    npy::array_proxy(array.ptr())->flags &= ~npy::npy_api::NPY_ARRAY_WRITEABLE_;
+  // Kiln's pooled buffers are the caller's to write; memory kiln did not allocate is not.
+  const int flags = tensor.storage()->pooled() ? npy::npy_api::NPY_ARRAY_WRITEABLE_ : 0;
+  auto& api = npy::npy_api::get();
+  auto array = py::reinterpret_steal<py::array>(api.PyArray_NewFromDescr_(
+      api.PyArray_Type_, NumpyDType(tensor.dtype()).release().ptr(), tensor.rank(), shape,
+      strides, tensor.data(), flags, nullptr));
+  if (!array) throw py::error_already_set();
+  py::object base = alias_owner ? py::reinterpret_borrow<py::object>(alias_owner)
+                                : py::capsule(new Tensor(tensor), &DeleteTensor);
+  if (api.PyArray_SetBaseObject_(array.ptr(), base.release().ptr()) != 0) {
+    throw py::error_already_set();
   }
   return array;
 }

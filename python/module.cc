@@ -123,8 +123,8 @@ void DefineSession(py::module_& m) {
                              "Inputs converted (copied) instead of bound in place so far.")
       .def_property_readonly("runtime", &Session::runtime)
       .def("_bench_invoke", &Session::BenchInvoke, py::arg("input_feed"), py::arg("iters"),
-           "Seconds per C++ Context::Invoke on input_feed (no Python in the loop): the "
-           "baseline for run's per-call overhead.");
+           "(wall, thread CPU) seconds per C++ Context::Invoke on input_feed (no Python in "
+           "the loop): the baseline for measuring run's per-call overhead.");
 }
 
 }  // namespace
