@@ -3,8 +3,7 @@
 # for, with Debian's numpy, onnx and pytest), importing the package Bazel built.
 set -euo pipefail
 cd "${TEST_SRCDIR}/kiln"
-export PYTHONPATH="$PWD/python:$PWD/tests/python:$PWD/examples/python"
-export PYTHONDONTWRITEBYTECODE=1           # the runfiles tree is not ours to write
-export XDG_CACHE_HOME="${TEST_TMPDIR}"     # a default JIT cache, if any, stays in the sandbox
-exec /usr/bin/python3 -m pytest -q -s -p no:cacheprovider --basetemp="${TEST_TMPDIR}/pytest" \
+export PYTHONPATH="$PWD/tests/python:$PWD/examples/python"
+source python/test_env.sh
+exec "$KILN_PYTHON" -m pytest -q -s -p no:cacheprovider --basetemp="${TEST_TMPDIR}/pytest" \
   tests/python "$@"
