@@ -6,7 +6,7 @@ sequence length.
 
 writes OUTDIR/classifier.onnx and OUTDIR/encoder.onnx, each with an input .npy and the reference
 output .npy (classifier_input.npy, classifier_output.npy, encoder_input.npy, encoder_output.npy),
-which classify.py and encoder.py check kiln's outputs against.
+which classify.py and encoder.py check kiln's outputs against (check_reference).
 """
 import os
 import sys
@@ -111,6 +111,18 @@ class Encoder:
         s = x + relu(x @ self.w1) @ self.w2
         d = s - s.mean(axis=-1, keepdims=True)
         return [d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + 1e-5) * self.gamma + self.beta]
+
+
+def check_reference(got, reference_path, step):
+    """Prints how `got` compares with the .npy at `reference_path` and returns whether it
+    matches: rtol 1e-3 and atol 1e-4 of the reference's scale, as tools/zoo.py checks models."""
+    ref = np.load(reference_path)
+    scale = float(np.abs(ref).max())
+    ok = got.shape == ref.shape and np.allclose(got, ref, rtol=1e-3, atol=1e-4 * scale)
+    err = float(np.abs(got - ref).max()) if got.shape == ref.shape else float("inf")
+    print(f"({step}) against {reference_path}: max abs error {err:.3g} (scale {scale:.3g}): "
+          f"{'match' if ok else 'MISMATCH'}")
+    return ok
 
 
 def main(outdir):
