@@ -12,7 +12,6 @@
 
 #include "base/status.h"
 #include "embed/runtime.h"
-#include "vm/executable.h"
 
 namespace kiln::python {
 

@@ -115,7 +115,8 @@ void DefineSession(py::module_& m) {
            "input_copies); a kiln.Tensor or an object with __dlpack__ is used in place; lists "
            "and scalars are converted to the declared dtype. A wrong dtype, rank or dim raises "
            "kiln.InvalidArgument naming the input (no implicit casts).\n\n"
-           "Outputs view kiln's buffers (no copy): each array's base keeps kiln's tensor alive. "
+           "Outputs view kiln's buffers (no copy): each array's base keeps kiln's tensor alive "
+           "(bfloat16, which numpy lacks, comes back as its uint16 bits). "
            "An output over memory kiln did not allocate (a model constant, or an input it "
            "reshapes) is read-only.\n\n"
            "timeout_ms: stop a longer run with kiln.DeadlineExceeded.")

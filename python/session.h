@@ -13,10 +13,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "embed/runtime.h"
+#include "embed/runtime.h"  // also Context and Executable (vm/), which its API uses
 #include "python/arrays.h"
-#include "vm/context.h"
-#include "vm/executable.h"
 
 namespace kiln::python {
 
