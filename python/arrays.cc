@@ -14,43 +14,34 @@ namespace {
 
 namespace npy = py::detail;
 
-// numpy's type numbers (numpy/ndarraytypes.h, stable ABI): what kiln's dtypes map to.
-enum NpyType : int {
-  kNpyBool = 0, kNpyByte = 1, kNpyUByte = 2, kNpyShort = 3, kNpyUShort = 4, kNpyInt = 5,
-  kNpyLong = 7, kNpyLongLong = 9, kNpyFloat = 11, kNpyDouble = 12, kNpyHalf = 23,
+// kiln's dtypes and numpy's type numbers for them (numpy/ndarraytypes.h, a stable ABI).
+struct DTypePair {
+  DType kiln;
+  int npy;
+};
+constexpr int kNpyLong = 7;      // int64 on LP64 Linux
+constexpr int kNpyLongLong = 9;  // also 64 bits there
+constexpr DTypePair kDTypes[] = {
+    {DType::kF32, 11}, {DType::kF16, 23}, {DType::kF64, 12}, {DType::kI8, 1},
+    {DType::kU8, 2},   {DType::kI16, 3},  {DType::kI32, 5},  {DType::kI64, kNpyLong},
+    {DType::kBool, 0}, {DType::kBF16, 4},  // numpy has no bfloat16: its bits, as uint16
 };
 
 int NpyTypeOf(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return kNpyFloat;
-    case DType::kF16: return kNpyHalf;
-    case DType::kBF16: return kNpyUShort;  // numpy has no bfloat16: the raw bits
-    case DType::kF64: return kNpyDouble;
-    case DType::kI8: return kNpyByte;
-    case DType::kU8: return kNpyUByte;
-    case DType::kI16: return kNpyShort;
-    case DType::kI32: return kNpyInt;
-    case DType::kI64: return kNpyLong;  // int64 on LP64 Linux
-    case DType::kBool: return kNpyBool;
-    default: return -1;
+  for (const DTypePair& p : kDTypes) {
+    if (p.kiln == dtype) return p.npy;
   }
+  return -1;
 }
 
 // The kiln dtype of a numpy dtype, or kInvalid (uint16-64, complex, strings, objects, ...).
 DType KilnDTypeOf(const py::dtype& dtype) {
-  switch (dtype.num()) {
-    case kNpyFloat: return DType::kF32;
-    case kNpyHalf: return DType::kF16;
-    case kNpyDouble: return DType::kF64;
-    case kNpyByte: return DType::kI8;
-    case kNpyUByte: return DType::kU8;
-    case kNpyShort: return DType::kI16;
-    case kNpyInt: return DType::kI32;
-    case kNpyLong:
-    case kNpyLongLong: return dtype.itemsize() == 8 ? DType::kI64 : DType::kInvalid;
-    case kNpyBool: return DType::kBool;
-    default: return DType::kInvalid;
+  int npy = dtype.num();
+  if (npy == kNpyLongLong && dtype.itemsize() == 8) npy = kNpyLong;
+  for (const DTypePair& p : kDTypes) {
+    if (p.npy == npy && p.kiln != DType::kBF16) return p.kiln;  // uint16 data is not bfloat16
   }
+  return DType::kInvalid;
 }
 
 bool NativeByteOrder(const py::dtype& dtype) {
@@ -63,11 +54,11 @@ bool NativeByteOrder(const py::dtype& dtype) {
 StatusOr<py::array> Convert(py::handle value, int npy_type, const std::string& name) {
   auto& api = npy::npy_api::get();
   PyObject* descr = npy_type >= 0 ? api.PyArray_DescrFromType_(npy_type) : nullptr;
-  PyObject* out = api.PyArray_FromAny_(
-      value.ptr(), descr, 0, 0,
-      npy::npy_api::NPY_ARRAY_C_CONTIGUOUS_ | npy::npy_api::NPY_ARRAY_ALIGNED_ |
-          npy::npy_api::NPY_ARRAY_ENSUREARRAY_,
-      nullptr);  // steals descr
+  PyObject* out = api.PyArray_FromAny_(value.ptr(), descr, 0, 0,
+                                       npy::npy_api::NPY_ARRAY_C_CONTIGUOUS_ |
+                                           npy::npy_api::NPY_ARRAY_ALIGNED_ |
+                                           npy::npy_api::NPY_ARRAY_ENSUREARRAY_,
+                                       nullptr);  // steals descr
   if (out == nullptr) {
     std::string why = py::error_already_set().what();
     return InvalidArgument("input '" + name + "': cannot convert the value to an array: " + why);
@@ -86,8 +77,8 @@ StatusOr<Tensor> ViewArray(const py::array& array, DType dtype, const std::strin
     return InvalidArgument("input '" + name + "': rank " + std::to_string(array.ndim()) +
                            " exceeds kiln's maximum rank " + std::to_string(kMaxRank));
   }
-  auto shape = Shape::Make(reinterpret_cast<const int64_t*>(array.shape()),
-                           static_cast<int>(array.ndim()));
+  auto shape =
+      Shape::Make(reinterpret_cast<const int64_t*>(array.shape()), static_cast<int>(array.ndim()));
   if (!shape.ok()) return shape.status().WithContext("input '" + name + "'");
   return Tensor::Wrap(const_cast<void*>(array.data()), dtype, *shape);
 }
@@ -136,9 +127,9 @@ StatusOr<BoundInput> BindInput(py::handle value, const std::string& name, DType 
   py::dtype array_dtype = array.dtype();
   DType dtype = KilnDTypeOf(array_dtype);
   if (dtype == DType::kInvalid) {
-    return InvalidArgument("input '" + name + "': numpy dtype " + std::string(py::str(array_dtype)) +
-                           " has no kiln equivalent (the model declares " + DTypeName(declared) +
-                           ")");
+    return InvalidArgument(
+        "input '" + name + "': numpy dtype " + std::string(py::str(array_dtype)) +
+        " has no kiln equivalent (the model declares " + DTypeName(declared) + ")");
   }
   if (!Bindable(array, array_dtype)) {
     ASSIGN_OR_RETURN(array, Convert(array, NpyTypeOf(dtype), name));
@@ -162,9 +153,9 @@ py::array ToNumpy(const Tensor& tensor, py::handle alias_owner) {
   // Kiln's pooled buffers are the caller's to write; memory kiln did not allocate is not.
   const int flags = tensor.storage()->pooled() ? npy::npy_api::NPY_ARRAY_WRITEABLE_ : 0;
   auto& api = npy::npy_api::get();
-  auto array = py::reinterpret_steal<py::array>(api.PyArray_NewFromDescr_(
-      api.PyArray_Type_, NumpyDType(tensor.dtype()).release().ptr(), tensor.rank(), shape,
-      strides, tensor.data(), flags, nullptr));
+  auto array = py::reinterpret_steal<py::array>(
+      api.PyArray_NewFromDescr_(api.PyArray_Type_, NumpyDType(tensor.dtype()).release().ptr(),
+                                tensor.rank(), shape, strides, tensor.data(), flags, nullptr));
   if (!array) throw py::error_already_set();
   py::object base = alias_owner ? py::reinterpret_borrow<py::object>(alias_owner)
                                 : py::capsule(new Tensor(tensor), &DeleteTensor);
@@ -185,8 +176,9 @@ StatusOr<PyTensor> FromDLPackObject(py::handle object) {
                            " has no __dlpack__ and is not a DLPack capsule");
   }
   if (!PyCapsule_IsValid(capsule.ptr(), kDLTensor)) {
-    return InvalidArgument("from_dlpack: not an unused \"dltensor\" capsule (a DLPack capsule "
-                           "can be consumed only once)");
+    return InvalidArgument(
+        "from_dlpack: not an unused \"dltensor\" capsule (a DLPack capsule "
+        "can be consumed only once)");
   }
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kDLTensor));
   ASSIGN_OR_RETURN(Tensor tensor, FromDLPack(managed));
@@ -217,28 +209,35 @@ void DefineTensor(py::module_& m) {
                                for (int i = 0; i < t.tensor.rank(); ++i) shape[i] = t.tensor.dim(i);
                                return shape;
                              })
-      .def_property_readonly("dtype", [](const PyTensor& t) { return NumpyDType(t.tensor.dtype()); })
-      .def("numpy", [](const PyTensor& t) { return ToNumpy(t.tensor); },
-           "A numpy array over the same memory (no copy); it keeps the tensor alive.")
-      .def("__array__",
-           [](const PyTensor& t, py::object dtype) {
-             py::array a = ToNumpy(t.tensor);
-             return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
-           },
-           py::arg("dtype") = py::none())
-      .def("__dlpack__",
-           [](const PyTensor& t, py::object stream) { return Unwrap(ToDLPackCapsule(t.tensor)); },
-           py::arg("stream") = py::none(),
-           "A \"dltensor\" capsule sharing this tensor's memory (CPU, row-major).")
-      .def("__dlpack_device__", [](const PyTensor&) { return py::make_tuple(1, 0); },
-           "(kDLCPU, 0): kiln tensors live in host memory.")
-      .def("__repr__", [](const PyTensor& t) { return "kiln.Tensor(" + t.tensor.TypeString() + ")"; });
-  m.def("from_dlpack",
-        [](py::handle object) { return Unwrap(FromDLPackObject(object)); }, py::arg("x"),
-        "A kiln.Tensor sharing the memory of `x` (anything with __dlpack__, e.g. a numpy array "
-        "or a torch CPU tensor, or a \"dltensor\" capsule), no copy. The producer's memory stays "
-        "alive as long as kiln refers to it. Only CPU, row-major contiguous tensors of kiln's "
-        "dtypes are accepted (InvalidArgument / Unsupported otherwise).");
+      .def_property_readonly("dtype",
+                             [](const PyTensor& t) { return NumpyDType(t.tensor.dtype()); })
+      .def(
+          "numpy", [](const PyTensor& t) { return ToNumpy(t.tensor); },
+          "A numpy array over the same memory (no copy); it keeps the tensor alive.")
+      .def(
+          "__array__",
+          [](const PyTensor& t, py::object dtype) {
+            py::array a = ToNumpy(t.tensor);
+            return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
+          },
+          py::arg("dtype") = py::none())
+      .def(
+          "__dlpack__",
+          [](const PyTensor& t, py::object stream) { return Unwrap(ToDLPackCapsule(t.tensor)); },
+          py::arg("stream") = py::none(),
+          "A \"dltensor\" capsule sharing this tensor's memory (CPU, row-major).")
+      .def(
+          "__dlpack_device__", [](const PyTensor&) { return py::make_tuple(1, 0); },
+          "(kDLCPU, 0): kiln tensors live in host memory.")
+      .def("__repr__",
+           [](const PyTensor& t) { return "kiln.Tensor(" + t.tensor.TypeString() + ")"; });
+  m.def(
+      "from_dlpack", [](py::object object) { return Unwrap(FromDLPackObject(object)); },
+      py::arg("x"),
+      "A kiln.Tensor sharing the memory of `x` (anything with __dlpack__, e.g. a numpy array "
+      "or a torch CPU tensor, or a \"dltensor\" capsule), no copy. The producer's memory stays "
+      "alive as long as kiln refers to it. Only CPU, row-major contiguous tensors of kiln's "
+      "dtypes are accepted (InvalidArgument / Unsupported otherwise).");
 }
 
 }  // namespace kiln::python

@@ -53,8 +53,8 @@ void DefineErrors(py::module_& m) {
   for (const ErrorClass& c : classes) {
     py::tuple bases = c.builtin ? py::make_tuple(py::handle(g_base), py::handle(c.builtin))
                                 : py::make_tuple(py::handle(g_base));
-    PyObject* cls = PyErr_NewExceptionWithDoc((module + "." + c.name).c_str(), c.doc,
-                                              bases.ptr(), nullptr);
+    PyObject* cls =
+        PyErr_NewExceptionWithDoc((module + "." + c.name).c_str(), c.doc, bases.ptr(), nullptr);
     if (cls == nullptr) throw py::error_already_set();
     py::handle(cls).attr("code") = StatusCodeName(c.code);
     g_classes[static_cast<int>(c.code)] = cls;

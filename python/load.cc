@@ -31,7 +31,8 @@ bool FileIsKiln(const std::string& path) {
 RuntimeOptions ToRuntimeOptions(py::handle threads, py::handle jit_cache, py::handle plugins) {
   RuntimeOptions options;
   if (!threads.is_none()) options.num_threads = py::cast<int>(threads);
-  if (!jit_cache.is_none()) options.jit_cache = py::str(py::module_::import("os").attr("fspath")(jit_cache));
+  if (!jit_cache.is_none())
+    options.jit_cache = py::str(py::module_::import("os").attr("fspath")(jit_cache));
   if (!plugins.is_none()) {
     for (py::handle p : py::iter(plugins)) {
       options.plugins.push_back(py::str(py::module_::import("os").attr("fspath")(p)));
@@ -94,11 +95,12 @@ StatusOr<std::vector<uint8_t>> CompileModel(const ModelSource& model,
 StatusOr<std::shared_ptr<const Executable>> LoadModel(const Runtime& runtime,
                                                       const ModelSource& model,
                                                       const CompileRequest& request) {
-  bool kiln = model.is_path ? FileIsKiln(model.path)
-                            : IsKiln(model.bytes.data(), model.bytes.size());
+  bool kiln =
+      model.is_path ? FileIsKiln(model.path) : IsKiln(model.bytes.data(), model.bytes.size());
   if (kiln && !request.dims.empty()) {
-    return InvalidArgument("dims pins symbolic dims when compiling an ONNX model; this is a "
-                           "compiled .kiln executable (compile it again with the dims instead)");
+    return InvalidArgument(
+        "dims pins symbolic dims when compiling an ONNX model; this is a "
+        "compiled .kiln executable (compile it again with the dims instead)");
   }
   if (kiln && model.is_path) return runtime.LoadFile(model.path);
   if (kiln) return runtime.LoadBytes(model.bytes.data(), model.bytes.size());

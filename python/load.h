@@ -47,7 +47,8 @@ struct ModelSource {
 ModelSource ToModelSource(py::handle model);
 
 /// Compiles an ONNX model (path or bytes) to .kiln bytes: embed/compile.h's errors.
-StatusOr<std::vector<uint8_t>> CompileModel(const ModelSource& model, const CompileRequest& request);
+StatusOr<std::vector<uint8_t>> CompileModel(const ModelSource& model,
+                                            const CompileRequest& request);
 
 /// Loads `model` into `runtime`: a .kiln executable as it is (`request.dims` must be empty:
 /// InvalidArgument, a compiled file's dims are already fixed), anything else compiled as

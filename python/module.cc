@@ -15,15 +15,16 @@ namespace kiln::python {
 namespace {
 
 // Loads `model` into `runtime` with the GIL released (compiling and JIT set-up take long).
-std::unique_ptr<Session> Open(std::shared_ptr<Runtime> runtime, py::handle model,
-                              py::handle dims, py::handle external) {
+std::unique_ptr<Session> Open(std::shared_ptr<Runtime> runtime, py::handle model, py::handle dims,
+                              py::handle external) {
   ModelSource source = ToModelSource(model);
   CompileRequest request = ToCompileRequest(dims, external, runtime->options().num_threads);
   StatusOr<std::unique_ptr<Session>> session = Internal("not loaded");
   {
     py::gil_scoped_release release;
     auto exe = LoadModel(*runtime, source, request);
-    session = exe.ok() ? Session::Create(runtime, std::move(*exe)) : StatusOr<std::unique_ptr<Session>>(exe.status());
+    session = exe.ok() ? Session::Create(runtime, std::move(*exe))
+                       : StatusOr<std::unique_ptr<Session>>(exe.status());
   }
   return Unwrap(std::move(session));
 }
@@ -47,8 +48,8 @@ void DefineNodeArg(py::module_& m) {
       .def_readonly("shape", &NodeArg::shape,
                     "An int per fixed dim; the symbol (str) of a symbolic dim, None if unnamed.")
       .def("__repr__", [](const NodeArg& a) {
-        return "NodeArg(name='" + a.name + "', type='" + a.type + "', shape=" +
-               std::string(py::repr(a.shape)) + ")";
+        return "NodeArg(name='" + a.name + "', type='" + a.type +
+               "', shape=" + std::string(py::repr(a.shape)) + ")";
       });
 }
 
@@ -58,7 +59,7 @@ void DefineRuntime(py::module_& m) {
       "The JIT (kernels compiled on first use, persistent object cache), vendor runtimes "
       "(oneDNN, plugins) and a pooling allocator. Create one and load many models into it; "
       "InferenceSession makes (and shares) one per (threads, jit_cache) by itself.")
-      .def(py::init([](py::handle threads, py::handle jit_cache, py::handle plugins) {
+      .def(py::init([](py::object threads, py::object jit_cache, py::object plugins) {
              return Unwrap(Runtime::Create(ToRuntimeOptions(threads, jit_cache, plugins)));
            }),
            py::arg("threads") = py::none(), py::arg("jit_cache") = py::none(),
@@ -66,18 +67,18 @@ void DefineRuntime(py::module_& m) {
            "threads: OpenMP threads of kernels and oneDNN regions (None: $OMP_NUM_THREADS, else "
            "every core); jit_cache: None (~/.cache/kiln), \"off\" or a directory; plugins: "
            "vendor plugin .so paths.")
-      .def("load",
-           [](std::shared_ptr<Runtime> self, py::handle model, py::handle dims, py::handle external) {
-             return Open(std::move(self), model, dims, external);
-           },
-           py::arg("path_or_bytes"), py::arg("dims") = py::none(),
-           py::arg("external") = "onednn",
-           "An InferenceSession for a .kiln executable or an .onnx model (compiled in memory; "
-           "dims pins its symbolic dims, external picks the external compiler: \"onednn\" or "
-           "\"none\").")
-      .def("stats", [](const Runtime& r) { return StatsDict(r.stats()); },
-           "Counters since the runtime was created: JIT compilations and cache hits, allocator "
-           "bytes.")
+      .def(
+          "load",
+          [](std::shared_ptr<Runtime> self, py::object model, py::object dims,
+             py::object external) { return Open(std::move(self), model, dims, external); },
+          py::arg("path_or_bytes"), py::arg("dims") = py::none(), py::arg("external") = "onednn",
+          "An InferenceSession for a .kiln executable or an .onnx model (compiled in memory; "
+          "dims pins its symbolic dims, external picks the external compiler: \"onednn\" or "
+          "\"none\").")
+      .def(
+          "stats", [](const Runtime& r) { return StatsDict(r.stats()); },
+          "Counters since the runtime was created: JIT compilations and cache hits, allocator "
+          "bytes.")
       .def("wait_for_background_compiles", &Runtime::WaitForBackgroundCompiles,
            py::call_guard<py::gil_scoped_release>(),
            "Blocks until no shape-specialized kernel variant is compiling in the background "
@@ -91,8 +92,8 @@ void DefineSession(py::module_& m) {
       m, "InferenceSession",
       "A model ready to run, modelled on onnxruntime.InferenceSession. Safe to run from any "
       "number of Python threads at once; the GIL is released while kiln runs.")
-      .def(py::init([](py::handle model, py::handle threads, py::handle jit_cache,
-                       py::handle external, py::handle dims) {
+      .def(py::init([](py::object model, py::object threads, py::object jit_cache,
+                       py::object external, py::object dims) {
              std::shared_ptr<Runtime> runtime =
                  Unwrap(SharedRuntime(ToRuntimeOptions(threads, jit_cache, py::none())));
              return Open(std::move(runtime), model, dims, external);
@@ -141,7 +142,7 @@ void DefineModule(py::module_& m) {
   DefineSession(m);
   m.def(
       "compile",
-      [](py::handle model, py::handle dims, py::handle external, py::handle threads) {
+      [](py::object model, py::object dims, py::object external, py::object threads) {
         ModelSource source = ToModelSource(model);
         CompileRequest request =
             ToCompileRequest(dims, external, threads.is_none() ? 0 : py::cast<int>(threads));

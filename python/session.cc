@@ -35,19 +35,11 @@ std::string NameList(const std::vector<ValueSpec>& specs) {
 }  // namespace
 
 std::string OrtTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return "tensor(float)";
-    case DType::kF16: return "tensor(float16)";
-    case DType::kBF16: return "tensor(bfloat16)";
-    case DType::kF64: return "tensor(double)";
-    case DType::kI8: return "tensor(int8)";
-    case DType::kU8: return "tensor(uint8)";
-    case DType::kI16: return "tensor(int16)";
-    case DType::kI32: return "tensor(int32)";
-    case DType::kI64: return "tensor(int64)";
-    case DType::kBool: return "tensor(bool)";
-    default: return "tensor(invalid)";
-  }
+  // ONNX's names are numpy's (base/dtype.h) but for its two oldest float types.
+  const char* name = dtype == DType::kF32   ? "float"
+                     : dtype == DType::kF64 ? "double"
+                                            : DTypeName(dtype);
+  return std::string("tensor(") + name + ")";
 }
 
 Session::Session(std::shared_ptr<Runtime> runtime, std::shared_ptr<const Executable> exe,
@@ -56,16 +48,18 @@ Session::Session(std::shared_ptr<Runtime> runtime, std::shared_ptr<const Executa
 
 StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<Runtime> runtime,
                                                    std::shared_ptr<const Executable> exe) {
-  if (runtime == nullptr || exe == nullptr) return InvalidArgument("Session: null runtime or executable");
+  if (runtime == nullptr || exe == nullptr) {
+    return InvalidArgument("Session: null runtime or executable");
+  }
   std::string_view entry = exe->entry_function();
   int function = exe->FindFunction(entry);
   if (function < 0) {
     return NotFound("the executable has no entry function '" + std::string(entry) + "'");
   }
-  auto session = std::unique_ptr<Session>(new Session(std::move(runtime), std::move(exe), function));
+  auto session =
+      std::unique_ptr<Session>(new Session(std::move(runtime), std::move(exe), function));
   // One context now, so a load error surfaces here and the first run finds one waiting.
-  ASSIGN_OR_RETURN(std::unique_ptr<Context> context,
-                   session->runtime_->NewContext(session->exe_));
+  ASSIGN_OR_RETURN(std::unique_ptr<Context> context, session->runtime_->NewContext(session->exe_));
   session->idle_.push_back(std::move(context));
   return session;
 }
@@ -99,8 +93,8 @@ void Session::BindFeeds(py::handle feeds, std::vector<BoundInput>* bound) {
     size_t i = 0;
     while (i < params.size() && params[i].name != name) ++i;
     if (i == params.size()) {
-      Raise(InvalidArgument("run: the model has no input '" + std::string(name) + "' (inputs: " +
-                            NameList(params) + ")"));
+      Raise(InvalidArgument("run: the model has no input '" + std::string(name) +
+                            "' (inputs: " + NameList(params) + ")"));
     }
     (*bound)[i] = Unwrap(BindInput(item.second, params[i].name, params[i].dtype));
     if ((*bound)[i].converted) input_copies_.fetch_add(1, std::memory_order_relaxed);
@@ -126,8 +120,8 @@ std::vector<int> Session::SelectOutputs(py::handle output_names) const {
     size_t i = 0;
     while (i < results.size() && results[i].name != name) ++i;
     if (i == results.size()) {
-      Raise(InvalidArgument("run: the model has no output '" + name + "' (outputs: " +
-                            NameList(results) + ")"));
+      Raise(InvalidArgument("run: the model has no output '" + name +
+                            "' (outputs: " + NameList(results) + ")"));
     }
     selected.push_back(static_cast<int>(i));
   }
@@ -152,12 +146,14 @@ void Session::ReturnContext(std::unique_ptr<Context> context) {
   idle_.push_back(std::move(context));
 }
 
-py::list Session::Run(py::handle output_names, py::handle feeds, py::handle timeout_ms) {
+py::list Session::Run(py::object output_names, py::object feeds, py::object timeout_ms) {
   std::vector<int> selected = SelectOutputs(output_names);
   InvokeOptions options;
   if (!timeout_ms.is_none()) {
     auto ms = py::cast<int64_t>(timeout_ms);
-    if (ms <= 0) Raise(InvalidArgument("run: timeout_ms must be positive (or None), got " + std::to_string(ms)));
+    if (ms <= 0)
+      Raise(
+          InvalidArgument("run: timeout_ms must be positive (or None), got " + std::to_string(ms)));
     options.timeout = std::chrono::milliseconds(ms);
   }
   std::vector<BoundInput> bound;
@@ -198,7 +194,7 @@ double ThreadCpuSeconds() {
 
 }  // namespace
 
-std::pair<double, double> Session::BenchInvoke(py::handle feeds, int iters) {
+std::pair<double, double> Session::BenchInvoke(py::object feeds, int iters) {
   if (iters < 1) Raise(InvalidArgument("_bench_invoke: iters must be >= 1"));
   std::vector<BoundInput> bound;
   BindFeeds(feeds, &bound);
@@ -214,7 +210,8 @@ std::pair<double, double> Session::BenchInvoke(py::handle feeds, int iters) {
     std::vector<Tensor> outputs;
     auto start = std::chrono::steady_clock::now();
     double cpu_start = ThreadCpuSeconds();
-    for (int i = 0; i < iters && status.ok(); ++i) status = context->Invoke(function_, inputs, &outputs);
+    for (int i = 0; i < iters && status.ok(); ++i)
+      status = context->Invoke(function_, inputs, &outputs);
     cpu = ThreadCpuSeconds() - cpu_start;
     wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     outputs.clear();

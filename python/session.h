@@ -52,12 +52,12 @@ class Session {
   /// DeadlineExceeded. Raises InvalidArgument for a missing, unknown or repeated input name,
   /// an unknown output name, or an input kiln rejects (dtype, rank, dims: kiln's message,
   /// naming the input); run-time errors as their kiln exception. Needs the GIL.
-  py::list Run(py::handle output_names, py::handle feeds, py::handle timeout_ms);
+  py::list Run(py::object output_names, py::object feeds, py::object timeout_ms);
 
   /// (wall, calling thread's CPU) seconds per Context::Invoke over `iters` runs on `feeds`
   /// with the GIL released and no Python work in between: the C++ side of the per-call
   /// overhead measurement (CPU time is what a loaded machine's preemption does not inflate).
-  std::pair<double, double> BenchInvoke(py::handle feeds, int iters);
+  std::pair<double, double> BenchInvoke(py::object feeds, int iters);
 
   /// Inputs converted (copied) rather than bound in place, since the session was made.
   int64_t input_copies() const { return input_copies_.load(std::memory_order_relaxed); }
