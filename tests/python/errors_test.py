@@ -1,6 +1,7 @@
 """Errors: kiln's status codes as exception classes, with kiln's message naming the input."""
 import numpy as np
 import pytest
+from onnx import TensorProto, helper
 
 import kiln
 import models
@@ -67,3 +68,12 @@ def test_bad_models(tmp_path):
         kiln.InferenceSession(exe[:64], jit_cache="off")
     with pytest.raises(TypeError):
         kiln.InferenceSession(42, jit_cache="off")
+
+
+def test_an_op_kiln_lacks_is_unsupported_naming_the_node():
+    det = models.make_model(
+        [helper.make_node("Det", ["x"], ["y"], name="det_node")],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])], [])
+    with pytest.raises(kiln.Unsupported, match="Det is not supported \\(node 'det_node'\\)"):
+        kiln.compile(det)
