@@ -7,7 +7,7 @@
 The layers, bottom to top (a folder may include its own layer and any layer below it):
 
     base <- serializer <- vm <- jit, external (run sides) <- compiler
-         <- external/<vendor>/compile (compile sides of vendors) <- embed <- tools, examples
+         <- external/<vendor>/compile (compile sides of vendors) <- embed <- python, tools, examples
 
 tests/ may include anything. Exit status 1 lists every include that points up or sideways.
 """
@@ -32,13 +32,17 @@ LAYERS = [
     ("tests/", 8),
 ]
 # Edges the layer numbers would allow but the design forbids: the compiler knows vendors only
-# through compiler/external_compiler.h; tools and servers wire nothing themselves (embed/ is the
-# one composition root), so they reach neither the JIT's engine nor a vendor runtime directly.
+# through compiler/external_compiler.h; tools, servers and the Python module wire nothing
+# themselves (embed/ is the one composition root), so they reach neither the JIT's engine nor
+# a vendor runtime directly.
 FORBIDDEN = [
     ("compiler/", "external/"),
     ("tools/", "jit/engine.h"),
     ("tools/", "jit/kernel_provider.h"),
     ("tools/", "external/onednn/"),
+    ("python/", "jit/engine.h"),
+    ("python/", "jit/kernel_provider.h"),
+    ("python/", "external/onednn/"),
     ("examples/serving/", "jit/engine.h"),
     ("examples/serving/", "jit/kernel_provider.h"),
     ("examples/serving/", "external/onednn/"),
@@ -130,7 +134,7 @@ def main(argv):
         return 1
     if not graph:
         print("layers: every include points down (base <- serializer <- vm <- jit, external "
-              "<- compiler <- vendor compile sides <- embed <- tools, examples)")
+              "<- compiler <- vendor compile sides <- embed <- python, tools, examples)")
     return 0
 
 

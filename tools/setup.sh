@@ -15,7 +15,9 @@ PACKAGES=(
   libbenchmark-dev           # Google Benchmark
   libdlpack-dev              # DLPack struct definitions
   clang-14 libclang-rt-14-dev   # libFuzzer + ASan runtime for the fuzz target
-  python3-numpy              # quickstart / test data generation
+  python3-numpy              # quickstart / test data generation; the Python package's arrays
+  python3-dev pybind11-dev   # the Python package (python/): python3.11 headers, pybind11 2.10
+  python3-pytest python3-onnx   # its tests (pytest; models built with onnx.helper)
 )
 
 missing=()

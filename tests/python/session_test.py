@@ -1,0 +1,103 @@
+"""kiln.InferenceSession, kiln.compile and kiln.Runtime: outputs against numpy references."""
+import pathlib
+
+import numpy as np
+import pytest
+
+import kiln
+import models
+from conftest import assert_matches
+
+
+@pytest.mark.parametrize("batch", [1, 3, 8])
+def test_mlp_matches_reference_at_every_batch(mlp, rng, batch):
+    model, session = mlp
+    x = rng.standard_normal((batch, 16)).astype(np.float32)
+    assert_matches(session.run(None, {"x": x}), model.reference(x))
+
+
+@pytest.mark.parametrize("external", ["onednn", "none"])
+def test_convnet_matches_reference_on_onednn_and_jit(rng, external):
+    model = models.ConvNet()
+    session = kiln.InferenceSession(model.onnx, jit_cache="off", external=external)
+    image = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    assert_matches(session.run(["scores"], {"image": image}), model.reference(image))
+
+
+@pytest.mark.parametrize("seq", [1, 7, 32, 100])
+def test_encoder_matches_reference_at_every_seq(encoder, rng, seq):
+    model, session = encoder
+    x = rng.standard_normal((2, seq, model.hidden)).astype(np.float32)
+    assert_matches(session.run(None, {"x": x}), model.reference(x), rtol=1e-4, atol=1e-4)
+
+
+def test_signature_reads_as_onnx_runtime(mlp):
+    _, session = mlp
+    (x,) = session.get_inputs()
+    assert (x.name, x.type, x.shape) == ("x", "tensor(float)", ["batch", 16])
+    outputs = session.get_outputs()
+    assert [o.name for o in outputs] == ["logits", "probs"]
+    assert all(o.type == "tensor(float)" and o.shape == ["batch", 4] for o in outputs)
+    assert repr(x) == "NodeArg(name='x', type='tensor(float)', shape=['batch', 16])"
+
+
+def test_output_names_select_and_order_outputs(mlp, rng):
+    model, session = mlp
+    x = rng.standard_normal((2, 16)).astype(np.float32)
+    logits, probs = model.reference(x)
+    assert_matches(session.run(["probs"], {"x": x}), [probs])
+    assert_matches(session.run(["probs", "logits"], {"x": x}), [probs, logits])
+
+
+def test_compile_pins_dims_and_the_kiln_bytes_load_every_way(tmp_path, rng):
+    model = models.Mlp()
+    exe = kiln.compile(model.onnx, dims={"batch": 2}, external="none")
+    assert isinstance(exe, bytes) and exe[8:12] == b"KILN"
+    path = tmp_path / "mlp.kiln"
+    path.write_bytes(exe)
+    x = rng.standard_normal((2, 16)).astype(np.float32)
+    runtime = kiln.Runtime(threads=1, jit_cache="off")
+    sessions = [
+        kiln.InferenceSession(exe, jit_cache="off"),
+        kiln.InferenceSession(path, jit_cache="off"),  # os.PathLike
+        runtime.load(str(path)),
+        runtime.load(bytearray(exe)),
+    ]
+    for session in sessions:
+        assert session.get_inputs()[0].shape == [2, 16]
+        assert_matches(session.run(None, {"x": x}), model.reference(x))
+
+
+def test_onnx_file_is_compiled_in_memory(tmp_path, rng):
+    model = models.ConvNet()
+    path = tmp_path / "convnet.onnx"
+    path.write_bytes(model.onnx)
+    session = kiln.InferenceSession(str(path), jit_cache="off", dims={"batch": 1})
+    assert session.get_inputs()[0].shape == [1, 3, 8, 8]
+    image = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    assert_matches(session.run(None, {"image": image}), model.reference(image))
+
+
+def test_runtime_options_and_stats(rng):
+    runtime = kiln.Runtime(threads=1, jit_cache="off")
+    assert runtime.num_threads == 1 and runtime.jit_cache_dir == ""
+    session = runtime.load(models.Mlp().onnx)
+    assert session.runtime.stats()["jit_compilations"] == 0  # kernels compile on first use
+    session.run(None, {"x": rng.standard_normal((1, 16)).astype(np.float32)})
+    assert runtime.stats()["jit_compilations"] > 0
+
+
+def test_sessions_with_the_same_options_share_a_runtime():
+    a = kiln.InferenceSession(models.Flatten().onnx, jit_cache="off", threads=2)
+    b = kiln.InferenceSession(models.Mlp().onnx, jit_cache="off", threads=2)
+    c = kiln.InferenceSession(models.Mlp().onnx, jit_cache="off", threads=1)
+    assert a.runtime is b.runtime  # pybind11 hands out one wrapper per C++ object
+    assert a.runtime is not c.runtime
+    assert c.runtime.num_threads == 1 and a.runtime.num_threads == 2
+
+
+def test_package_exports():
+    assert kiln.__version__
+    assert pathlib.Path(kiln.__file__).name == "__init__.py"
+    for name in kiln.__all__:
+        assert hasattr(kiln, name), name
