@@ -24,6 +24,7 @@ struct Emitter::LoopRegs {
 
 StatusOr<Emitter*> Emitter::Subgraph(const Graph& body, const std::string& name) {
   auto sub = std::make_unique<Emitter>(sh_, body, name, false);
+  sub->parent_ = this;
   RETURN_IF_ERROR(sub->Run().WithContext("subgraph '" + name + "'"));
   subs_.push_back(std::move(sub));
   ++sh_.subgraphs;
@@ -38,6 +39,7 @@ StatusOr<std::vector<int>> Emitter::CaptureRegs(const Emitter& sub) {
     ASSIGN_OR_RETURN(int r, RegFor(*v));
     regs.push_back(r);
   }
+  regs.insert(regs.end(), sub.symbol_sources().begin(), sub.symbol_sources().end());
   return regs;
 }
 
@@ -53,6 +55,7 @@ Status Emitter::EmitIf(NodeId n) {
       else_a->type() != Attribute::Type::kGraph) {
     return InvalidFormat(g_.DescribeNode(n) + ": then_branch and else_branch must be graphs");
   }
+  if (const Graph* known = ConstantIfBranch(g_, node)) return EmitKnownIf(n, *known);
   ASSIGN_OR_RETURN(Emitter * then_fn, Subgraph(*then_a->graph(),
                                                sh_.UniqueFunctionName(name_, node, n, "then")));
   ASSIGN_OR_RETURN(Emitter * else_fn, Subgraph(*else_a->graph(),
@@ -79,6 +82,30 @@ Status Emitter::EmitIf(NodeId n) {
   fb_.Bind(else_l);
   fb_.Invoke(else_fn->function_index(), else_caps, outs);
   fb_.Bind(end_l);
+  BindFromResults(out_values);
+  return Status::Ok();
+}
+
+// An If whose cond is a compile-time constant: only the branch it takes (the only one shape
+// inference typed) becomes a function, called unconditionally.
+Status Emitter::EmitKnownIf(NodeId n, const Graph& branch) {
+  const Node& node = g_.node(n);
+  bool then = node.FindAttribute("then_branch")->graph().get() == &branch;
+  ASSIGN_OR_RETURN(Emitter * fn, Subgraph(branch, sh_.UniqueFunctionName(name_, node, n,
+                                                                         then ? "then" : "else")));
+  fb_.SetSourceNode(node.name);
+  ASSIGN_OR_RETURN(std::vector<int> caps, CaptureRegs(*fn));
+  std::vector<int> outs;
+  std::vector<ValueId> out_values;
+  for (ValueId v : node.outputs) {
+    int r = NewReg();
+    outs.push_back(r);
+    if (v != kNoValue) {
+      vals_[v].reg = r;
+      out_values.push_back(v);
+    }
+  }
+  fb_.Invoke(fn->function_index(), caps, outs);
   BindFromResults(out_values);
   return Status::Ok();
 }

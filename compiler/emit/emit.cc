@@ -73,12 +73,42 @@ Status Emitter::BindParams() {
     next_reg_ = std::max(next_reg_, r + 1);
     BindSymbols(val, r);
   }
+  num_params_ = static_cast<int>(params.size());
+  if (parent_) BindParentSymbols();
   for (ValueId v : g_.outputs()) {
     const Value& val = g_.value(v);
     if (!val.shape) return Internal("graph output '" + val.name + "' has no shape");
     fb_.AddResult(SpecOf(val));
   }
   return Status::Ok();
+}
+
+// Symbols this subgraph's shapes use that its parameters do not carry bare: when the parent
+// reads one from a parameter of its own (never dropped), that tensor is passed too, after the
+// captures, and read the same way here.
+void Emitter::BindParentSymbols() {
+  std::set<std::string> used;
+  for (ValueId v = 0; v < g_.num_values(); ++v) {
+    if (g_.value(v).shape) {
+      for (const DimExpr& d : *g_.value(v).shape) d.CollectSymbols(&used);
+    }
+  }
+  for (const std::string& s : used) {
+    auto it = parent_->bound_.find(s);
+    if (bound_.count(s) || it == parent_->bound_.end() || it->second.reg >= parent_->num_params_)
+      continue;
+    SymbolSource src = it->second;
+    ValueSpec spec;
+    spec.name = "kiln.symbol." + s;
+    spec.dtype = src.dtype;
+    spec.shape.resize(src.dim ? src.rank : 1);
+    int r = fb_.AddParam(spec);
+    next_reg_ = std::max(next_reg_, r + 1);
+    num_params_ = std::max(num_params_, r + 1);  // a parameter too: nested subgraphs may read it
+    symbol_sources_.push_back(src.reg);
+    src.reg = r;
+    bound_[s] = src;
+  }
 }
 
 // Items in order; registers of values are dropped after their last use.

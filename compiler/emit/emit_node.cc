@@ -232,10 +232,10 @@ Status Emitter::EmitNodeShapeFunction(NodeId n, const jit::Kernel& sk,
   for (size_t j = 0; j < outs.size(); ++j) {
     const SymbolicShape& shape = *g_.value(outs[j]).shape;
     for (size_t a = 0; a < shape.size(); ++a) {
-      const DimExpr& d = shape[a];
-      if (d.is_symbol() && !bound_.count(d.symbol_name())) {
-        bound_[d.symbol_name()] = SymbolSource{shape_regs[j], static_cast<int>(a), false,
-                                               DType::kI64, 1};
+      auto inv = Invertible(shape[a]);
+      if (inv && !bound_.count(inv->first)) {
+        bound_[inv->first] = SymbolSource{shape_regs[j], static_cast<int>(a), false,
+                                          DType::kI64, 1, inv->second};
       }
     }
     if (!SymbolsBound(shape)) {

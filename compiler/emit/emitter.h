@@ -113,6 +113,7 @@ struct SymbolSource {
   bool dim = true;    // true: DimOf(tensor, index); false: shape_tensor[index]
   DType dtype = DType::kI64;
   int rank = 1;
+  int64_t offset = 0;  // the source holds symbol + offset (a dim `seq + 192`)
 };
 
 // Per-value emission state.
@@ -167,6 +168,9 @@ class Emitter {
   int function_index() const { return fb_.index(); }
   /// The captured outer values, by name, in parameter order (after the formal inputs).
   const std::vector<std::string>& captures() const { return captures_; }
+  /// Parent registers passed after the captures: tensors the parent reads symbols from that
+  /// no captured shape carries bare (a capture of shape [floordiv(seq, 64)] cannot give seq).
+  const std::vector<int>& symbol_sources() const { return symbol_sources_; }
 
  private:
   // Emission units: a node outside every region, or a whole region.
@@ -231,6 +235,8 @@ class Emitter {
   void EmitShapeViews(const ShapeBatch& b, int sf);
   bool SymbolsBound(const SymbolicShape& s) const;
   void BindSymbols(const Value& v, int reg);
+  void BindParentSymbols();
+  static std::optional<std::pair<std::string, int64_t>> Invertible(const DimExpr& d);
   jit::Expr ToExpr(const DimExpr& d, const std::map<std::string, jit::Expr>& vars) const;
   /// Preconditions of a kernel whose buffers hold `values` (in order): every dim equals its
   /// symbolic value, symbols bound at their first bare occurrence; then the DimFacts of the
@@ -264,6 +270,7 @@ class Emitter {
 
   // control_flow.cc: If and Loop.
   Status EmitIf(NodeId n);
+  Status EmitKnownIf(NodeId n, const Graph& branch);
   Status EmitLoop(NodeId n);
   StatusOr<Emitter*> Subgraph(const Graph& body, const std::string& name);
   StatusOr<std::vector<int>> CaptureRegs(const Emitter& sub);
@@ -285,6 +292,9 @@ class Emitter {
   std::vector<ValueState> vals_;
   const std::vector<ExternalRegionToEmit>& regions_;
   std::vector<std::string> captures_;
+  std::vector<int> symbol_sources_;
+  const Emitter* parent_ = nullptr;  // the function calling this subgraph's
+  int num_params_ = 0;
   std::vector<std::unique_ptr<Emitter>> subs_;
   std::set<ValueId> callee_allocated_;  // If/Loop results: the callee allocates them
 

@@ -9,14 +9,25 @@ namespace kiln::compiler::emit_internal {
 
 bool Emitter::SymbolsBound(const SymbolicShape& s) const { return SymbolsIn(s, bound_); }
 
-// Symbols appearing bare in `v`'s shape and not bound yet are read from the dims of the tensor
-// in `reg` from now on.
+// The symbol `d` determines when it is `s` or `s + c` (the dims subgraphs see of padded or
+// framed tensors, e.g. `sequence + 192`), with c; nullopt otherwise.
+std::optional<std::pair<std::string, int64_t>> Emitter::Invertible(const DimExpr& d) {
+  if (d.is_symbol()) return std::pair{d.symbol_name(), int64_t{0}};
+  if (d.kind() == DimExpr::Kind::kSum && d.operands().size() == 1 && d.sum_coeffs()[0] == 1 &&
+      d.operands()[0].is_symbol()) {
+    return std::pair{d.operands()[0].symbol_name(), d.sum_constant()};
+  }
+  return std::nullopt;
+}
+
+// Symbols appearing bare (or plus a constant) in `v`'s shape and not bound yet are read from
+// the dims of the tensor in `reg` from now on.
 void Emitter::BindSymbols(const Value& v, int reg) {
   for (size_t a = 0; a < v.shape->size(); ++a) {
-    const DimExpr& d = (*v.shape)[a];
-    if (d.is_symbol() && !bound_.count(d.symbol_name())) {
-      bound_[d.symbol_name()] = SymbolSource{reg, static_cast<int>(a), true, v.dtype,
-                                             static_cast<int>(v.shape->size())};
+    auto inv = Invertible((*v.shape)[a]);
+    if (inv && !bound_.count(inv->first)) {
+      bound_[inv->first] = SymbolSource{reg, static_cast<int>(a), true, v.dtype,
+                                        static_cast<int>(v.shape->size()), inv->second};
     }
   }
 }
@@ -174,8 +185,9 @@ void Emitter::ReadSymbols(ShapeBatch& b) const {
     const jit::Buffer& buf = b.buffers[it->second];
     jit::Var var(name);
     b.vars[name] = var;
-    b.lets.emplace_back(var, src.dim ? jit::DimOf(buf, src.index)
-                                     : jit::Load(buf, {jit::IntImm(src.index)}));
+    jit::Expr read = src.dim ? jit::DimOf(buf, src.index) : jit::Load(buf, {jit::IntImm(src.index)});
+    if (src.offset != 0) read = jit::Sub(read, jit::IntImm(src.offset));
+    b.lets.emplace_back(var, read);
     if (!src.dim) b.pre.push_back(jit::Gt(jit::DimOf(buf, 0), jit::IntImm(src.index)));
   }
 }

@@ -498,4 +498,15 @@ Status Graph::VerifyInScope(const std::vector<const Graph*>& enclosing) const {
   return Status::Ok();
 }
 
+const Graph* ConstantIfBranch(const Graph& g, const Node& node) {
+  if (node.op_type != "If" || node.inputs.empty() || node.inputs[0] == kNoValue) return nullptr;
+  const Value& cond = g.value(node.inputs[0]);
+  if (!cond.data || cond.kind == ValueKind::kGraphInput || cond.data->num_elements() != 1 ||
+      cond.data->dtype() != DType::kBool)
+    return nullptr;
+  bool take_then = *static_cast<const uint8_t*>(cond.data->data()) != 0;
+  const Attribute* a = node.FindAttribute(take_then ? "then_branch" : "else_branch");
+  return a && a->type() == Attribute::Type::kGraph ? a->graph().get() : nullptr;
+}
+
 }  // namespace kiln::compiler

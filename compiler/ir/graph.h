@@ -272,6 +272,12 @@ class Graph {
   std::shared_ptr<SymbolGenerator> symbols_;
 };
 
+/// The branch (then_branch or else_branch graph) an If node takes whatever the inputs, when its
+/// cond is a compile-time constant bool scalar in `g` (Value::data, not a graph input's
+/// default); null when cond is only known at run time. Shape inference infers only that branch
+/// and the emitter emits only it: the other never runs and may not even be typable.
+const Graph* ConstantIfBranch(const Graph& g, const Node& node);
+
 }  // namespace kiln::compiler
 
 #endif  // KILN_COMPILER_IR_GRAPH_H_

@@ -32,6 +32,22 @@ Status IfRule(InferenceContext& ctx) {
     return ctx.Error("cond must be a bool scalar");
   ASSIGN_OR_RETURN(Graph * then_g, ctx.GetGraph("then_branch"));
   ASSIGN_OR_RETURN(Graph * else_g, ctx.GetGraph("else_branch"));
+  // A cond known at compile time (exporters guard code on ranks and static dims) takes one
+  // branch; the other may be one kiln cannot type (another rank) and is never inferred or
+  // emitted.
+  if (const Graph* known = ConstantIfBranch(ctx.graph(), ctx.node())) {
+    Graph* taken = known == then_g ? then_g : else_g;
+    if (!taken->inputs().empty()) return ctx.Error("branches must not have inputs");
+    RETURN_IF_ERROR(ctx.InferSubgraph(*taken, {}));
+    if (static_cast<int>(taken->outputs().size()) != ctx.num_outputs())
+      return ctx.Error("a branch has " + std::to_string(taken->outputs().size()) +
+                       " outputs, the node has " + std::to_string(ctx.num_outputs()));
+    for (int i = 0; i < ctx.num_outputs(); ++i) {
+      ValueType t = TypeOf(taken->value(taken->outputs()[i]));
+      ctx.SetOutput(i, t.dtype, t.shape);
+    }
+    return Status::Ok();
+  }
   for (Graph* g : {then_g, else_g}) {
     if (!g->inputs().empty()) return ctx.Error("branches must not have inputs");
     RETURN_IF_ERROR(ctx.InferSubgraph(*g, {}));

@@ -92,9 +92,41 @@ Status BinaryRule(InferenceContext& ctx) {
   return Status::Ok();
 }
 
+// A comparison of two small int inputs whose values are known at compile time (`rank(x) == 3`,
+// `x.shape[1] == 1`: exporters guard branches with these) becomes a constant, so an If on it
+// takes one branch at compile time. Equal also holds for the same symbolic dim on both sides.
+void FoldKnownComparison(InferenceContext& ctx, const SymbolicShape& shape) {
+  if (!IsIntTensor(ctx, 0) || !IsIntTensor(ctx, 1)) return;
+  std::optional<std::vector<DimExpr>> a = ctx.InputValues(0), b = ctx.InputValues(1);
+  if (!a || !b) return;
+  size_t n = std::max(a->size(), b->size());
+  if ((a->size() != n && a->size() != 1) || (b->size() != n && b->size() != 1)) return;
+  if (shape.size() > 1 || (shape.size() == 1 && shape[0] != DimExpr(static_cast<int64_t>(n))))
+    return;
+  const std::string& op = ctx.node().op_type;
+  std::vector<uint8_t> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    const DimExpr& x = (*a)[a->size() == 1 ? 0 : i];
+    const DimExpr& y = (*b)[b->size() == 1 ? 0 : i];
+    if (op == "Equal" && x == y) {
+      out[i] = 1;
+      continue;
+    }
+    if (!x.is_const() || !y.is_const()) return;
+    int64_t u = x.const_value(), v = y.const_value();
+    out[i] = op == "Equal" ? u == v : op == "Less" ? u < v : op == "Greater" ? u > v
+             : op == "LessOrEqual" ? u <= v : u >= v;
+  }
+  std::vector<int64_t> dims;
+  if (shape.size() == 1) dims.push_back(static_cast<int64_t>(n));
+  StatusOr<TensorDataRef> data = TensorData::Copy(DType::kBool, dims, out.data(), out.size());
+  if (data.ok()) ctx.SetOutputData(0, *data);
+}
+
 Status ComparisonRule(InferenceContext& ctx) {
   RETURN_IF_ERROR(CheckSameDType(ctx, 0, 1));
   ASSIGN_OR_RETURN(SymbolicShape shape, Broadcast(ctx, ctx.input_shape(0), ctx.input_shape(1)));
+  FoldKnownComparison(ctx, shape);
   ctx.SetOutput(0, DType::kBool, std::move(shape));
   return Status::Ok();
 }
@@ -150,6 +182,18 @@ Status CastRule(InferenceContext& ctx) {
   if (IsInteger(*dtype) && DTypeSize(*dtype) >= 4 && IsIntTensor(ctx, 0) &&
       ctx.input(0).symbolic_value)
     ctx.SetOutputValues(0, *ctx.input(0).symbolic_value);
+  // A known dim cast to bool (`if h.shape[0]:`) is a constant, like a comparison of known dims.
+  if (*dtype == DType::kBool && IsIntTensor(ctx, 0)) {
+    std::optional<std::vector<int64_t>> v = ctx.InputConstInts(0);
+    if (v && !ctx.input_data(0)) {
+      std::vector<uint8_t> out(v->size());
+      for (size_t i = 0; i < v->size(); ++i) out[i] = (*v)[i] != 0;
+      std::vector<int64_t> dims;
+      if (ctx.input_rank(0) == 1) dims.push_back(static_cast<int64_t>(v->size()));
+      StatusOr<TensorDataRef> data = TensorData::Copy(DType::kBool, dims, out.data(), out.size());
+      if (data.ok()) ctx.SetOutputData(0, *data);
+    }
+  }
   return Status::Ok();
 }
 

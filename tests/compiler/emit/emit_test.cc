@@ -635,5 +635,58 @@ BOOST_DATA_TEST_CASE(nested_control_flow_functions_have_unique_names,
   }
 }
 
+// Exporters guard code on ranks (`if x.dim() == 3`): the cond is known at compile time, the branch
+// not taken may have another rank (kiln cannot type it) and is neither inferred nor emitted. The
+// nested branch sees only `half` [B, floordiv(T + 1, 2)], which does not give T: the symbol comes
+// from the enclosing function's parameter x.
+constexpr const char* kRankGuardedIf = R"(
+  <ir_version: 8, opset_import: ["" : 13]>
+  g (float[B, T] x) => (float[B, H] y) {
+    shape = Shape(x)
+    rank = Shape(shape)
+    two = Constant <value = int64[1] {2}> ()
+    c = Equal(rank, two)
+    st = Constant <value = int64[1] {0}> ()
+    en = Constant <value = int64[1] {1000000}> ()
+    ax = Constant <value = int64[1] {1}> ()
+    sp = Constant <value = int64[1] {2}> ()
+    half = Slice(x, st, en, ax, sp)
+    y = If (c) <
+      then_branch = t () => (float[B, H] ty) {
+        ty = If (c) <
+          then_branch = t2 () => (float[B, H] a) { a = Identity(half) },
+          else_branch = e2 () => (float[B, 1, H] b) { b = Unsqueeze(half, ax) }
+        >
+      },
+      else_branch = e () => (float[B, 1, H] ey) { ey = Unsqueeze(half, ax) }
+    >
+  }
+)";
+
+BOOST_AUTO_TEST_CASE(if_on_a_known_rank_takes_its_branch_at_compile_time) {
+  auto g = testing::InferText(kRankGuardedIf);
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
+  EmitOptions o;
+  o.table = &LoweringTable::Global();
+  auto bytes = EmitExecutable(*g, o);
+  BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().message());
+  auto exe = testing::LoadWithJit(*bytes);
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().message());
+  BOOST_TEST((*exe)->num_functions() == 3);  // main and the two then branches
+  for (int64_t t : {1, 4, 7}) {
+    std::vector<double> x, expect;
+    for (int64_t b = 0; b < 2; ++b) {
+      for (int64_t i = 0; i < t; ++i) {
+        x.push_back(10 * b + i);
+        if (i % 2 == 0) expect.push_back(10 * b + i);
+      }
+    }
+    auto out = testing::RunExecutable(*exe, {F32({2, t}, x)});
+    BOOST_REQUIRE_MESSAGE(out.ok(), out.status().message());
+    BOOST_TEST((*out)[0]->dims() == (std::vector<int64_t>{2, (t + 1) / 2}));
+    BOOST_TEST(Values(*(*out)[0]) == expect, "T=" << t);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::compiler

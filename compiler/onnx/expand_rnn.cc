@@ -1,0 +1,570 @@
+// LSTM / GRU / RNN -> MatMul + Loop over the steps (see expand_rnn.h).
+#include "compiler/onnx/expand_rnn.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::compiler {
+namespace {
+
+using onnx::AttributeProto;
+using onnx::NodeProto;
+using onnx::TensorProto;
+
+AttributeProto IntAttr(const std::string& name, int64_t v) {
+  AttributeProto a;
+  a.set_name(name);
+  a.set_type(AttributeProto::INT);
+  a.set_i(v);
+  return a;
+}
+
+AttributeProto IntsAttr(const std::string& name, const std::vector<int64_t>& v) {
+  AttributeProto a;
+  a.set_name(name);
+  a.set_type(AttributeProto::INTS);
+  for (int64_t x : v) a.add_ints(x);
+  return a;
+}
+
+AttributeProto FloatAttr(const std::string& name, float v) {
+  AttributeProto a;
+  a.set_name(name);
+  a.set_type(AttributeProto::FLOAT);
+  a.set_f(v);
+  return a;
+}
+
+AttributeProto TensorAttr(const std::string& name, TensorProto t) {
+  AttributeProto a;
+  a.set_name(name);
+  a.set_type(AttributeProto::TENSOR);
+  *a.mutable_t() = std::move(t);
+  return a;
+}
+
+// Appends nodes to one graph (the outer graph or a Loop body); names come from a counter shared
+// by every writer of one expanded node, so they are unique across the body and its scope.
+class Writer {
+ public:
+  Writer(std::string prefix, std::shared_ptr<int> counter, int64_t opset, int elem_type,
+         std::string like)
+      : prefix_(std::move(prefix)),
+        counter_(std::move(counter)),
+        opset_(opset),
+        elem_type_(elem_type),
+        like_(std::move(like)) {}
+
+  // A writer for a subgraph: same names, types and counter.
+  Writer Sub() const { return Writer(prefix_, counter_, opset_, elem_type_, like_); }
+
+  std::string Fresh(const std::string& what) {
+    return prefix_ + what + "_" + std::to_string((*counter_)++);
+  }
+
+  std::vector<std::string> OpN(const std::string& op, const std::vector<std::string>& ins,
+                               int outs, std::vector<AttributeProto> attrs = {}) {
+    NodeProto* n = &nodes_.emplace_back();
+    n->set_op_type(op);
+    n->set_name(Fresh(op));
+    for (const std::string& in : ins) n->add_input(in);
+    std::vector<std::string> names;
+    for (int i = 0; i < outs; ++i) {
+      names.push_back(Fresh(op + "_out"));
+      n->add_output(names.back());
+    }
+    for (AttributeProto& a : attrs) *n->add_attribute() = std::move(a);
+    return names;
+  }
+  std::string Op(const std::string& op, const std::vector<std::string>& ins,
+                 std::vector<AttributeProto> attrs = {}) {
+    return OpN(op, ins, 1, std::move(attrs))[0];
+  }
+  // `x` copied to the value named `out` (the expanded node's own output names).
+  void Rename(const std::string& x, const std::string& out) {
+    NodeProto* n = &nodes_.emplace_back();
+    n->set_op_type("Identity");
+    n->set_name(Fresh("Identity"));
+    n->add_input(x);
+    n->add_output(out);
+  }
+
+  // An int64 constant: a scalar when `dims` is empty.
+  std::string I64(const std::vector<int64_t>& values, const std::vector<int64_t>& dims) {
+    TensorProto t;
+    t.set_data_type(TensorProto::INT64);
+    for (int64_t d : dims) t.add_dims(d);
+    for (int64_t v : values) t.add_int64_data(v);
+    return Op("Constant", {}, {TensorAttr("value", std::move(t))});
+  }
+  std::string I64(int64_t v) { return I64({v}, {}); }
+
+  // A scalar of the recurrent op's element type.
+  std::string Scalar(float v) {
+    TensorProto t;
+    t.set_data_type(TensorProto::FLOAT);
+    t.add_float_data(v);
+    return Typed(Op("Constant", {}, {TensorAttr("value", std::move(t))}));
+  }
+
+  // A float value converted to the op's element type.
+  std::string Typed(const std::string& f) {
+    if (elem_type_ == TensorProto::FLOAT) return f;
+    if (elem_type_ != 0) return Op("Cast", {f}, {IntAttr("to", elem_type_)});
+    return Op("CastLike", {f, like_});
+  }
+
+  int64_t opset() const { return opset_; }
+  std::vector<NodeProto>& nodes() { return nodes_; }
+
+ private:
+  std::string prefix_;
+  std::shared_ptr<int> counter_;
+  int64_t opset_;
+  int elem_type_;  // TensorProto::DataType of X, 0 when unknown (then CastLike from `like_`)
+  std::string like_;
+  std::vector<NodeProto> nodes_;
+};
+
+struct Activation {
+  std::string name;  // lower case
+  float alpha = 0, beta = 0;
+};
+
+enum class Kind { kLstm, kGru, kRnn };
+
+// One recurrent node, parsed and checked.
+struct Recurrent {
+  Kind kind;
+  std::string label;  // "LSTM node 'lstm_1'"
+  int gates = 1;
+  int64_t hidden = 0;
+  int directions = 1;
+  bool reverse_only = false;
+  int64_t layout = 0;
+  bool has_clip = false;
+  float clip = 0;
+  bool input_forget = false;
+  bool linear_before_reset = false;
+  std::vector<Activation> acts;  // per direction, `per_direction` each
+  int per_direction = 1;
+  std::string x, w, r, b, lens, h0, c0, p;
+  std::string y, y_h, y_c;
+};
+
+std::string Input(const NodeProto& n, int i) { return i < n.input_size() ? n.input(i) : ""; }
+std::string Output(const NodeProto& n, int i) { return i < n.output_size() ? n.output(i) : ""; }
+
+// Takes alpha/beta from the attribute lists for the activations that use them (ONNX Runtime's
+// reading of "consumed in the order of activation functions").
+Status ReadActivations(const NodeProto& n, Recurrent& r) {
+  std::vector<std::string> names;
+  std::vector<float> alphas, betas;
+  for (const AttributeProto& a : n.attribute()) {
+    if (a.name() == "activations") names.assign(a.strings().begin(), a.strings().end());
+    if (a.name() == "activation_alpha") alphas.assign(a.floats().begin(), a.floats().end());
+    if (a.name() == "activation_beta") betas.assign(a.floats().begin(), a.floats().end());
+  }
+  static const std::vector<std::string> kDefaults[] = {
+      {"sigmoid", "tanh", "tanh"}, {"sigmoid", "tanh"}, {"tanh"}};
+  const std::vector<std::string>& defaults = kDefaults[static_cast<int>(r.kind)];
+  r.per_direction = static_cast<int>(defaults.size());
+  if (names.empty()) names = defaults;
+  if (static_cast<int>(names.size()) == r.per_direction && r.directions == 2) {
+    std::vector<std::string> twice = names;
+    names.insert(names.end(), twice.begin(), twice.end());
+  }
+  if (static_cast<int>(names.size()) != r.per_direction * r.directions) {
+    return InvalidFormat(r.label + ": " + std::to_string(names.size()) + " activations for " +
+                         std::to_string(r.directions) + " direction(s); expected " +
+                         std::to_string(r.per_direction * r.directions));
+  }
+  static const std::map<std::string, std::pair<float, float>> kKnown = {
+      {"sigmoid", {0, 0}},   {"tanh", {0, 0}},      {"relu", {0, 0}},
+      {"softsign", {0, 0}},  {"softplus", {0, 0}},  {"leakyrelu", {0.01f, 0}},
+      {"thresholdedrelu", {1, 0}}, {"elu", {1, 0}}, {"hardsigmoid", {0.2f, 0.5f}},
+      {"affine", {1, 0}},    {"scaledtanh", {1, 1}}};
+  size_t ai = 0, bi = 0;
+  for (std::string name : names) {
+    std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+    auto known = kKnown.find(name);
+    if (known == kKnown.end()) {
+      return Unsupported(r.label + ": activation '" + name + "' is not supported");
+    }
+    Activation act{name, known->second.first, known->second.second};
+    bool uses_alpha = name == "leakyrelu" || name == "thresholdedrelu" || name == "elu" ||
+                      name == "hardsigmoid" || name == "affine" || name == "scaledtanh";
+    bool uses_beta = name == "hardsigmoid" || name == "affine" || name == "scaledtanh";
+    if (uses_alpha && ai < alphas.size()) act.alpha = alphas[ai++];
+    if (uses_beta && bi < betas.size()) act.beta = betas[bi++];
+    r.acts.push_back(act);
+  }
+  return Status::Ok();
+}
+
+StatusOr<Recurrent> Parse(const NodeProto& n, const std::string& name) {
+  Recurrent r;
+  r.kind = n.op_type() == "LSTM" ? Kind::kLstm : n.op_type() == "GRU" ? Kind::kGru : Kind::kRnn;
+  r.gates = r.kind == Kind::kLstm ? 4 : r.kind == Kind::kGru ? 3 : 1;
+  r.label = n.op_type() + " node '" + name + "'";
+  std::string direction = "forward";
+  for (const AttributeProto& a : n.attribute()) {
+    if (a.name() == "hidden_size") r.hidden = a.i();
+    if (a.name() == "direction") direction = a.s();
+    if (a.name() == "layout") r.layout = a.i();
+    if (a.name() == "clip") r.has_clip = true, r.clip = a.f();
+    if (a.name() == "input_forget") r.input_forget = a.i() != 0;
+    if (a.name() == "linear_before_reset") r.linear_before_reset = a.i() != 0;
+  }
+  if (r.hidden <= 0) return InvalidFormat(r.label + ": hidden_size must be set and positive");
+  if (direction == "bidirectional") {
+    r.directions = 2;
+  } else if (direction == "reverse") {
+    r.reverse_only = true;
+  } else if (direction != "forward") {
+    return InvalidFormat(r.label + ": direction '" + direction +
+                         "' is not forward, reverse or bidirectional");
+  }
+  if (r.layout != 0 && r.layout != 1) {
+    return InvalidFormat(r.label + ": layout " + std::to_string(r.layout) + " is not 0 or 1");
+  }
+  r.x = Input(n, 0), r.w = Input(n, 1), r.r = Input(n, 2), r.b = Input(n, 3);
+  r.lens = Input(n, 4), r.h0 = Input(n, 5);
+  if (r.kind == Kind::kLstm) r.c0 = Input(n, 6), r.p = Input(n, 7);
+  if (r.x.empty() || r.w.empty() || r.r.empty()) {
+    return InvalidFormat(r.label + ": inputs X, W and R are required");
+  }
+  r.y = Output(n, 0), r.y_h = Output(n, 1);
+  if (r.kind == Kind::kLstm) r.y_c = Output(n, 2);
+  RETURN_IF_ERROR(ReadActivations(n, r));
+  return r;
+}
+
+std::string Apply(Writer& w, const Activation& a, const std::string& x) {
+  const std::string& n = a.name;
+  if (n == "sigmoid") return w.Op("Sigmoid", {x});
+  if (n == "tanh") return w.Op("Tanh", {x});
+  if (n == "relu") return w.Op("Relu", {x});
+  if (n == "softsign") return w.Op("Softsign", {x});
+  if (n == "softplus") return w.Op("Softplus", {x});
+  if (n == "leakyrelu") return w.Op("LeakyRelu", {x}, {FloatAttr("alpha", a.alpha)});
+  if (n == "thresholdedrelu") return w.Op("ThresholdedRelu", {x}, {FloatAttr("alpha", a.alpha)});
+  if (n == "elu") return w.Op("Elu", {x}, {FloatAttr("alpha", a.alpha)});
+  if (n == "hardsigmoid") {
+    return w.Op("HardSigmoid", {x}, {FloatAttr("alpha", a.alpha), FloatAttr("beta", a.beta)});
+  }
+  if (n == "affine") return w.Op("Add", {w.Op("Mul", {x, w.Scalar(a.alpha)}), w.Scalar(a.beta)});
+  // scaledtanh: alpha * tanh(beta * x)
+  return w.Op("Mul", {w.Op("Tanh", {w.Op("Mul", {x, w.Scalar(a.beta)})}), w.Scalar(a.alpha)});
+}
+
+// Values shared by the directions of one node, in the outer graph.
+struct Common {
+  std::string xs;         // X as [seq, batch, input]
+  std::string seq;        // int64 scalar
+  std::string last_step;  // seq - 1
+  std::string zeros;      // [batch, hidden] of the element type
+  std::string lens;       // sequence_lens as float [batch], or ""
+};
+
+// Slice `d` of an input whose axis `axis` is the direction.
+std::string Direction(Writer& w, const std::string& v, int d, int64_t axis = 0) {
+  return w.Op("Gather", {v, w.I64(d)}, {IntAttr("axis", axis)});
+}
+
+// Block k of the 1-D `v` split in `count` equal parts.
+std::string Block(Writer& w, const std::string& v, int count, int64_t k) {
+  std::string shaped = w.Op("Reshape", {v, w.I64({count, -1}, {2})});
+  return w.Op("Gather", {shaped, w.I64(k)}, {IntAttr("axis", 0)});
+}
+
+// Row block k of the matrix `v` [count * rows, cols].
+std::string RowBlock(Writer& w, const std::string& v, int count, int64_t rows, int64_t k) {
+  std::string shaped = w.Op("Reshape", {v, w.I64({count, rows, -1}, {3})});
+  return w.Op("Gather", {shaped, w.I64(k)}, {IntAttr("axis", 0)});
+}
+
+// Gate k of `g` [batch, gates * hidden].
+std::string Gate(Writer& w, const std::string& g, const Recurrent& r, int k) {
+  std::string shaped = w.Op("Reshape", {g, w.I64({0, r.gates, r.hidden}, {3})});
+  return w.Op("Gather", {shaped, w.I64(k)}, {IntAttr("axis", 1)});
+}
+
+std::string Clip(Writer& w, const Recurrent& r, const std::string& x) {
+  if (!r.has_clip) return x;
+  return w.Op("Max", {w.Op("Min", {x, w.Scalar(r.clip)}), w.Scalar(-r.clip)});
+}
+
+// The outer values one direction's loop body reads.
+struct DirectionValues {
+  std::string xw;                  // [seq, batch, gates*hidden]: X W^T + input-side biases
+  std::string rt;                  // [hidden, gates*hidden] (LSTM, RNN; GRU's z and r)
+  std::string rb;                  // GRU: recurrent bias [gates*hidden], or ""
+  std::string rbh;                 // GRU: its h block [hidden], or ""
+  std::string rh_t;                // GRU: R_h^T [hidden, hidden]
+  std::string pi, po, pf;          // LSTM peepholes [hidden], or ""
+  const Activation* act = nullptr;  // this direction's activations
+  bool reverse = false;
+};
+
+// The step of iteration `iter`.
+std::string Step(Writer& b, const Common& c, const DirectionValues& v, const std::string& iter) {
+  return v.reverse ? b.Op("Sub", {c.last_step, iter}) : iter;
+}
+
+// The new state from the step's candidate `fresh`: where the step is past a batch entry's length
+// the state stays `old` (and Y gets zeros).
+std::string Masked(Writer& b, const std::string& mask, const std::string& fresh,
+                   const std::string& old) {
+  if (mask.empty()) return fresh;
+  std::string keep = b.Op("Sub", {b.Scalar(1), mask});
+  return b.Op("Add", {b.Op("Mul", {mask, fresh}), b.Op("Mul", {keep, old})});
+}
+
+// Loop body outputs for LSTM: (H', C', Y_t), from the body inputs H, C.
+std::vector<std::string> LstmStep(Writer& b, const Recurrent& r, const DirectionValues& v,
+                                  const std::string& xw_t, const std::string& h,
+                                  const std::string& c, const std::string& mask) {
+  std::string g = b.Op("Add", {xw_t, b.Op("MatMul", {h, v.rt})});
+  auto peep = [&](const std::string& x, const std::string& p, const std::string& state) {
+    return p.empty() ? x : b.Op("Add", {x, b.Op("Mul", {p, state})});
+  };
+  const Activation* f = v.act;
+  std::string i = Apply(b, f[0], Clip(b, r, peep(Gate(b, g, r, 0), v.pi, c)));
+  std::string forget = r.input_forget
+                           ? b.Op("Sub", {b.Scalar(1), i})
+                           : Apply(b, f[0], Clip(b, r, peep(Gate(b, g, r, 2), v.pf, c)));
+  std::string cand = Apply(b, f[1], Clip(b, r, Gate(b, g, r, 3)));
+  std::string c_new = b.Op("Add", {b.Op("Mul", {forget, c}), b.Op("Mul", {i, cand})});
+  std::string o = Apply(b, f[0], Clip(b, r, peep(Gate(b, g, r, 1), v.po, c_new)));
+  std::string h_new = b.Op("Mul", {o, Apply(b, f[2], c_new)});
+  std::string y = mask.empty() ? h_new : b.Op("Mul", {mask, h_new});
+  return {Masked(b, mask, h_new, h), Masked(b, mask, c_new, c), y};
+}
+
+// Loop body outputs for GRU: (H', Y_t).
+std::vector<std::string> GruStep(Writer& b, const Recurrent& r, const DirectionValues& v,
+                                 const std::string& xw_t, const std::string& h,
+                                 const std::string& mask) {
+  std::string hr = b.Op("MatMul", {h, v.rt});  // [batch, 3*hidden]; the h block unused below
+  if (!v.rb.empty()) hr = b.Op("Add", {hr, v.rb});
+  const Activation* f = v.act;
+  std::string z = Apply(b, f[0], Clip(b, r, b.Op("Add", {Gate(b, xw_t, r, 0), Gate(b, hr, r, 0)})));
+  std::string rg = Apply(b, f[0], Clip(b, r, b.Op("Add", {Gate(b, xw_t, r, 1), Gate(b, hr, r, 1)})));
+  std::string recurrent;
+  if (r.linear_before_reset) {
+    recurrent = b.Op("Mul", {rg, Gate(b, hr, r, 2)});
+  } else {
+    recurrent = b.Op("MatMul", {b.Op("Mul", {rg, h}), v.rh_t});
+    if (!v.rbh.empty()) recurrent = b.Op("Add", {recurrent, v.rbh});
+  }
+  std::string cand = Apply(b, f[1], Clip(b, r, b.Op("Add", {Gate(b, xw_t, r, 2), recurrent})));
+  // (1 - z) * cand + z * h = cand + z * (h - cand)
+  std::string h_new = b.Op("Add", {cand, b.Op("Mul", {z, b.Op("Sub", {h, cand})})});
+  std::string y = mask.empty() ? h_new : b.Op("Mul", {mask, h_new});
+  return {Masked(b, mask, h_new, h), y};
+}
+
+// Loop body outputs for RNN: (H', Y_t).
+std::vector<std::string> RnnStep(Writer& b, const Recurrent& r, const DirectionValues& v,
+                                 const std::string& xw_t, const std::string& h,
+                                 const std::string& mask) {
+  std::string pre = b.Op("Add", {xw_t, b.Op("MatMul", {h, v.rt})});
+  std::string h_new = Apply(b, v.act[0], Clip(b, r, pre));
+  std::string y = mask.empty() ? h_new : b.Op("Mul", {mask, h_new});
+  return {Masked(b, mask, h_new, h), y};
+}
+
+AttributeProto BodyAttr(onnx::GraphProto body) {
+  AttributeProto a;
+  a.set_name("body");
+  a.set_type(AttributeProto::GRAPH);
+  *a.mutable_g() = std::move(body);
+  return a;
+}
+
+// Builds one direction's Loop; returns its final states (H, and C for LSTM) and Y in time
+// order, [seq, batch, hidden].
+std::vector<std::string> DirectionLoop(Writer& w, const Recurrent& r, const Common& c,
+                                       const DirectionValues& v, const std::string& h0,
+                                       const std::string& c0) {
+  bool lstm = r.kind == Kind::kLstm;
+  Writer b = w.Sub();
+  onnx::GraphProto body;
+  body.set_name(w.Fresh("body"));
+  std::string iter = b.Fresh("iter"), cond = b.Fresh("cond"), h = b.Fresh("h"),
+              cc = lstm ? b.Fresh("c") : "";
+  for (const std::string& in : {iter, cond, h}) body.add_input()->set_name(in);
+  if (lstm) body.add_input()->set_name(cc);
+
+  std::string t = Step(b, c, v, iter);
+  std::string xw_t = b.Op("Gather", {v.xw, t}, {IntAttr("axis", 0)});
+  std::string mask;
+  if (!c.lens.empty()) {
+    std::string tf = b.Op("Cast", {t}, {IntAttr("to", TensorProto::FLOAT)});
+    std::string live = b.Op("Less", {tf, c.lens});  // [batch]
+    mask = b.Typed(b.Op("Cast", {live}, {IntAttr("to", TensorProto::FLOAT)}));
+    mask = b.Op("Reshape", {mask, b.I64({-1, 1}, {2})});
+  }
+  std::vector<std::string> outs = lstm ? LstmStep(b, r, v, xw_t, h, cc, mask)
+                                   : r.kind == Kind::kGru ? GruStep(b, r, v, xw_t, h, mask)
+                                                          : RnnStep(b, r, v, xw_t, h, mask);
+  outs.insert(outs.begin(), b.Op("Identity", {cond}));
+  if (v.reverse) outs.push_back(b.Op("Identity", {t}));
+  for (NodeProto& n : b.nodes()) *body.add_node() = std::move(n);
+  for (const std::string& o : outs) body.add_output()->set_name(o);
+
+  TensorProto yes;
+  yes.set_data_type(TensorProto::BOOL);
+  yes.add_int32_data(1);
+  std::string go = w.Op("Constant", {}, {TensorAttr("value", std::move(yes))});
+  std::vector<std::string> ins = {c.seq, go, h0};
+  if (lstm) ins.push_back(c0);
+  int n_out = (lstm ? 3 : 2) + (v.reverse ? 1 : 0);
+  std::vector<std::string> res = w.OpN("Loop", ins, n_out, {});
+  w.nodes().back().add_attribute()->CopyFrom(BodyAttr(std::move(body)));
+  std::string y = res[lstm ? 2 : 1];
+  if (v.reverse) y = w.Op("Gather", {y, res.back()}, {IntAttr("axis", 0)});
+  std::vector<std::string> result = {res[0]};
+  if (lstm) result.push_back(res[1]);
+  result.push_back(y);
+  return result;
+}
+
+// The outer values of direction `d` of `r`.
+DirectionValues Prepare(Writer& w, const Recurrent& r, const Common& c, int d) {
+  DirectionValues v;
+  v.act = &r.acts[d * r.per_direction];
+  v.reverse = r.reverse_only || d == 1;
+  std::string wt = w.Op("Transpose", {Direction(w, r.w, d)});  // [input, gates*hidden]
+  v.xw = w.Op("MatMul", {c.xs, wt});
+  std::string rd = Direction(w, r.r, d);
+  v.rt = w.Op("Transpose", {rd});
+  if (r.kind == Kind::kGru) v.rh_t = w.Op("Transpose", {RowBlock(w, rd, 3, r.hidden, 2)});
+  if (!r.b.empty()) {
+    std::string bd = Direction(w, r.b, d);
+    std::string wb = Block(w, bd, 2, 0), rb = Block(w, bd, 2, 1);
+    if (r.kind == Kind::kGru) {
+      v.xw = w.Op("Add", {v.xw, wb});
+      v.rb = rb;
+      v.rbh = Block(w, rb, 3, 2);
+    } else {
+      v.xw = w.Op("Add", {v.xw, w.Op("Add", {wb, rb})});
+    }
+  }
+  if (!r.p.empty()) {
+    std::string pd = Direction(w, r.p, d);
+    v.pi = Block(w, pd, 3, 0), v.po = Block(w, pd, 3, 1), v.pf = Block(w, pd, 3, 2);
+  }
+  return v;
+}
+
+Common MakeCommon(Writer& w, const Recurrent& r) {
+  Common c;
+  c.xs = r.layout == 1 ? w.Op("Transpose", {r.x}, {IntsAttr("perm", {1, 0, 2})}) : r.x;
+  std::string shape = w.Op("Shape", {c.xs});
+  c.seq = w.Op("Gather", {shape, w.I64(0)}, {IntAttr("axis", 0)});
+  c.last_step = w.Op("Sub", {c.seq, w.I64(1)});
+  std::string batch = w.Op("Gather", {shape, w.I64({1}, {1})}, {IntAttr("axis", 0)});
+  std::string dims = w.Op("Concat", {batch, w.I64({r.hidden}, {1})}, {IntAttr("axis", 0)});
+  c.zeros = w.Typed(w.Op("ConstantOfShape", {dims}));  // float zeros by default
+  if (!r.lens.empty()) c.lens = w.Op("Cast", {r.lens}, {IntAttr("to", TensorProto::FLOAT)});
+  return c;
+}
+
+// State `s` ([directions, batch, hidden] input, [batch, directions, hidden] with layout 1, or
+// absent) for direction d.
+std::string Initial(Writer& w, const Recurrent& r, const std::string& s, const Common& c, int d) {
+  return s.empty() ? c.zeros : Direction(w, s, d, r.layout == 1 ? 1 : 0);
+}
+
+// Writes the nodes that replace `r`.
+void Expand(Writer& w, const Recurrent& r) {
+  Common c = MakeCommon(w, r);
+  bool lstm = r.kind == Kind::kLstm;
+  std::vector<std::string> ys, hs, cs;
+  for (int d = 0; d < r.directions; ++d) {
+    DirectionValues v = Prepare(w, r, c, d);
+    std::vector<std::string> res =
+        DirectionLoop(w, r, c, v, Initial(w, r, r.h0, c, d), lstm ? Initial(w, r, r.c0, c, d) : "");
+    hs.push_back(w.Op("Reshape", {res[0], w.I64({1, -1, r.hidden}, {3})}));
+    if (lstm) cs.push_back(w.Op("Reshape", {res[1], w.I64({1, -1, r.hidden}, {3})}));
+    ys.push_back(w.Op("Reshape", {res.back(), w.I64({0, 1, -1, r.hidden}, {4})}));
+  }
+  auto join = [&](const std::vector<std::string>& parts, int64_t axis) {
+    return parts.size() == 1 ? parts[0] : w.Op("Concat", parts, {IntAttr("axis", axis)});
+  };
+  if (!r.y.empty()) {
+    std::string y = join(ys, 1);  // [seq, directions, batch, hidden]
+    if (r.layout == 1) y = w.Op("Transpose", {y}, {IntsAttr("perm", {2, 0, 1, 3})});
+    w.Rename(y, r.y);
+  }
+  auto state = [&](const std::vector<std::string>& parts, const std::string& out) {
+    if (out.empty()) return;
+    std::string s = join(parts, 0);  // [directions, batch, hidden]
+    if (r.layout == 1) s = w.Op("Transpose", {s}, {IntsAttr("perm", {1, 0, 2})});
+    w.Rename(s, out);
+  };
+  state(hs, r.y_h);
+  if (lstm) state(cs, r.y_c);
+}
+
+// X's declared element type in `g`, or 0.
+int DeclaredType(const onnx::GraphProto& g, const std::string& name) {
+  auto find = [&](const auto& infos) {
+    for (const onnx::ValueInfoProto& vi : infos)
+      if (vi.name() == name && vi.type().has_tensor_type()) return vi.type().tensor_type().elem_type();
+    return 0;
+  };
+  if (int t = find(g.input())) return t;
+  if (int t = find(g.value_info())) return t;
+  for (const TensorProto& t : g.initializer())
+    if (t.name() == name) return t.data_type();
+  return 0;
+}
+
+bool IsRecurrent(const NodeProto& n) {
+  return (n.domain().empty() || n.domain() == "ai.onnx") &&
+         (n.op_type() == "LSTM" || n.op_type() == "GRU" || n.op_type() == "RNN");
+}
+
+}  // namespace
+
+Status ExpandRecurrentOps(onnx::GraphProto* graph, int64_t opset) {
+  bool any = false;
+  for (NodeProto& n : *graph->mutable_node()) {
+    for (AttributeProto& a : *n.mutable_attribute()) {
+      if (a.has_g()) RETURN_IF_ERROR(ExpandRecurrentOps(a.mutable_g(), opset));
+      for (onnx::GraphProto& g : *a.mutable_graphs()) RETURN_IF_ERROR(ExpandRecurrentOps(&g, opset));
+    }
+    any = any || IsRecurrent(n);
+  }
+  if (!any) return Status::Ok();
+  google::protobuf::RepeatedPtrField<NodeProto> nodes;
+  nodes.Swap(graph->mutable_node());
+  for (int i = 0; i < nodes.size(); ++i) {
+    NodeProto& n = nodes[i];
+    if (!IsRecurrent(n)) {
+      *graph->add_node() = std::move(n);
+      continue;
+    }
+    std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
+    ASSIGN_OR_RETURN(Recurrent r, Parse(n, name));
+    if (opset < 9) {
+      return Unsupported(r.label + ": kiln runs recurrent ops from ai.onnx opset 9 (the model "
+                         "imports " + std::to_string(opset) + ")");
+    }
+    int elem_type = DeclaredType(*graph, r.x);
+    if (elem_type == 0 && opset < 15) elem_type = TensorProto::FLOAT;
+    Writer w(name + "/rnn/", std::make_shared<int>(0), opset, elem_type, r.x);
+    Expand(w, r);
+    for (NodeProto& e : w.nodes()) *graph->add_node() = std::move(e);
+  }
+  return Status::Ok();
+}
+
+}  // namespace kiln::compiler
