@@ -22,8 +22,8 @@ constexpr char kAbout[] =
     "are specialized and those background compiles are done), then --iters profiled times, "
     "and prints the time per instruction kind, per kernel / shape function, per external "
     "region with the steps the vendor ran inside it (oneDNN: each primitive's kind and "
-    "implementation, REF marking reference code) and per op type. Inputs as for kiln bench: --input files (.npy or .pb), else generated, each "
-    "symbolic dim from --dim.";
+    "implementation, REF marking reference code) and per op type. Inputs as for kiln bench: "
+    "--input files (.npy or .pb), else generated, each symbolic dim from --dim.";
 
 struct ProfileArgs {
   ModelArgs model;
@@ -70,14 +70,16 @@ Status RunProfile(const ProfileArgs& a) {
   }
   if (a.json) {
     std::printf("{\"file\": \"%s\", \"function\": \"%s\", \"threads\": %d, \"iters\": %lld, %s}\n",
-                JsonEscape(a.model.file).c_str(), JsonEscape(f.name).c_str(), f.runtime->num_threads(),
-                static_cast<long long>(a.iters), profile.JsonFields(exe).c_str());
+                JsonEscape(a.model.file).c_str(), JsonEscape(f.name).c_str(),
+                f.runtime->num_threads(), static_cast<long long>(a.iters),
+                profile.JsonFields(exe).c_str());
     return Status::Ok();
   }
   std::printf("%s @%s, %d threads, %lld profiled runs after warm-up\n\n%s", a.model.file.c_str(),
               f.name.c_str(), f.runtime->num_threads(), static_cast<long long>(a.iters),
               profile.Table(exe).c_str());
-  if (!a.trace.empty()) std::printf("trace: %s (%zu events)\n", a.trace.c_str(), profile.events().size());
+  if (!a.trace.empty())
+    std::printf("trace: %s (%zu events)\n", a.trace.c_str(), profile.events().size());
   return Status::Ok();
 }
 

@@ -269,9 +269,10 @@ Status Context::RunLoop(int entry, std::vector<Tensor>* outputs, Profile* profil
         called_out = true;
         TensorFunction* vendor = exe_->external_region(in.a());
         // Profiling asks the vendor for its steps; the production loop never pays for it.
-        Status s = kProfile ? vendor->RunProfiled(args_.data(), region->num_inputs(),
-                                                  region->num_outputs(), profile->ForRegion(in.a()))
-                            : vendor->Run(args_.data(), region->num_inputs(), region->num_outputs());
+        Status s = kProfile
+                       ? vendor->RunProfiled(args_.data(), region->num_inputs(),
+                                             region->num_outputs(), profile->ForRegion(in.a()))
+                       : vendor->Run(args_.data(), region->num_inputs(), region->num_outputs());
         if (!s.ok()) {
           FAIL(s.WithContext("external region '" + region->name()->str() + "' (" +
                              region->vendor()->str() + ")"));

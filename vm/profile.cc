@@ -38,7 +38,8 @@ std::string CalleeName(const Executable& exe, const ProfileEvent& e) {
 }
 
 // Time per external region, by region index (rows named as CalleeName names them).
-std::map<int32_t, Profile::Row> RegionTotals(const Executable& exe, const std::vector<ProfileEvent>& events) {
+std::map<int32_t, Profile::Row> RegionTotals(const Executable& exe,
+                                             const std::vector<ProfileEvent>& events) {
   std::map<int32_t, Profile::Row> regions;
   for (const ProfileEvent& e : events) {
     if (static_cast<Opcode>(e.opcode) != Opcode::kInvokeExternal) continue;
@@ -66,7 +67,8 @@ std::string FormatRow(int indent, int width, const std::string& name, int64_t ca
                       double total) {
   char line[160];
   std::snprintf(line, sizeof(line), " %10lld %12.3f %10.2f %6.1f%%", static_cast<long long>(calls),
-                ms, ms * 1000.0 / std::max<int64_t>(calls, 1), total > 0 ? 100.0 * ms / total : 0.0);
+                ms, ms * 1000.0 / std::max<int64_t>(calls, 1),
+                total > 0 ? 100.0 * ms / total : 0.0);
   std::string name_col(indent, ' ');
   name_col += name;
   name_col.resize(std::max<size_t>(name_col.size(), width + 2), ' ');
@@ -75,28 +77,27 @@ std::string FormatRow(int indent, int width, const std::string& name, int64_t ca
 
 std::string Header(const char* title, int width) {
   char line[160];
-  std::snprintf(line, sizeof(line), " %10s %12s %10s %7s\n", "calls", "total ms", "mean us", "share");
+  std::snprintf(line, sizeof(line), " %10s %12s %10s %7s\n", "calls", "total ms", "mean us",
+                "share");
   std::string t(title);
   t.resize(std::max<size_t>(t.size(), width + 2), ' ');
   return t + line;
 }
 
-void AppendRows(std::string& out, const char* title, const std::vector<Profile::Row>& rows, double total,
-                int width) {
+void AppendRows(std::string& out, const char* title, const std::vector<Profile::Row>& rows,
+                double total, int width) {
   out += Header(title, width);
-  for (const Profile::Row& r : rows) out += FormatRow(2, width, r.name, r.calls, r.total_ms, total) + "\n";
+  for (const Profile::Row& r : rows)
+    out += FormatRow(2, width, r.name, r.calls, r.total_ms, total) + "\n";
   out += "\n";
 }
 
-// "jit:Conv" for kernel "Conv__features_0": the op a kernel's name starts with (kernels are
-// named <op>__<node>); names without "__" lose a trailing "_<digits>".
+// "jit:Conv" for kernel "Conv_features_0": the compiler names kernels <OpType>_<node> (epilogue
+// variants add a suffix) and fused elementwise chains fused_<OpType>_<count>.
 std::string KernelType(const std::string& name) {
-  size_t sep = name.find("__");
-  if (sep != std::string::npos && sep > 0) return "jit:" + name.substr(0, sep);
-  size_t end = name.size();
-  while (end > 0 && std::isdigit(static_cast<unsigned char>(name[end - 1]))) --end;
-  if (end > 0 && end < name.size() && name[end - 1] == '_') return "jit:" + name.substr(0, end - 1);
-  return "jit:" + name;
+  size_t first = name.find('_');
+  if (name.rfind("fused_", 0) == 0) first = name.find('_', first + 1);
+  return "jit:" + name.substr(0, first);
 }
 
 std::string JsonRow(const Profile::Row& r) {
@@ -123,7 +124,6 @@ std::string JsonEscape(std::string_view s) {
   }
   return out;
 }
-
 
 void Profile::Record(int32_t function, int32_t pc, uint8_t opcode, int32_t callee, int64_t start_ns,
                      int64_t end_ns) {
@@ -195,7 +195,8 @@ std::vector<Profile::StepRow> Profile::RegionSteps(int32_t region) const {
   for (const StepRow& r : steps_) {
     if (r.region == region) out.push_back(r);
   }
-  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto& a, const auto& b) { return a.total_ms > b.total_ms; });
   return out;
 }
 
@@ -232,7 +233,8 @@ std::vector<Profile::Row> Profile::ByOpType(const Executable& exe) const {
   }
   // The steps' time was counted in their regions' events: take it out of "outside steps".
   for (const auto& [region, ms] : stepped_ms) {
-    rows[exe.root().external_regions()->Get(region)->vendor()->str() + " (outside steps)"].total_ms -= ms;
+    rows[exe.root().external_regions()->Get(region)->vendor()->str() + " (outside steps)"]
+        .total_ms -= ms;
   }
   return Sorted(rows);
 }
@@ -244,22 +246,26 @@ std::string Profile::Table(const Executable& exe) const {
   std::map<int32_t, Row> regions = RegionTotals(exe, events_);  // by index: steps go under them
   for (const auto& [index, r] : regions) width = std::max(width, static_cast<int>(r.name.size()));
   for (const StepRow& s : steps_) {
-    width = std::max(width, static_cast<int>(StepName(exe, s).size() + 4 + std::to_string(s.step).size()));
+    width = std::max(width,
+                     static_cast<int>(StepName(exe, s).size() + 4 + std::to_string(s.step).size()));
   }
   std::string out;
   AppendRows(out, "instruction", instructions, total, width);
   AppendRows(out, "kernel / shape function", kernels, total, width);
   std::vector<std::pair<int32_t, Row>> by_time(regions.begin(), regions.end());
-  std::stable_sort(by_time.begin(), by_time.end(),
-                   [](const auto& a, const auto& b) { return a.second.total_ms > b.second.total_ms; });
-  out += Header("external region (steps: vendor:kind(implementation), REF = reference code)", width);
+  std::stable_sort(by_time.begin(), by_time.end(), [](const auto& a, const auto& b) {
+    return a.second.total_ms > b.second.total_ms;
+  });
+  out +=
+      Header("external region (steps: vendor:kind(implementation), REF = reference code)", width);
   for (const auto& [index, r] : by_time) {
     out += FormatRow(2, width, r.name, r.calls, r.total_ms, total) + "\n";
     std::vector<StepRow> steps = RegionSteps(index);
     double stepped = 0;
     for (const StepRow& s : steps) {
       stepped += s.total_ms;
-      out += FormatRow(4, width, "#" + std::to_string(s.step) + " " + StepName(exe, s), s.calls, s.total_ms, total) +
+      out += FormatRow(4, width, "#" + std::to_string(s.step) + " " + StepName(exe, s), s.calls,
+                       s.total_ms, total) +
              (s.reference ? "  REF " : "      ") + s.shapes + "\n";
     }
     if (!steps.empty())
@@ -275,7 +281,8 @@ std::string Profile::Table(const Executable& exe) const {
 std::string Profile::JsonFields(const Executable& exe) const {
   double total = TotalMs(events_);
   char buf[160];
-  std::snprintf(buf, sizeof(buf), "\"total_ms\": %.6f, \"instructions_executed\": %zu", total, events_.size());
+  std::snprintf(buf, sizeof(buf), "\"total_ms\": %.6f, \"instructions_executed\": %zu", total,
+                events_.size());
   std::string out = buf;
   out += ", \"instructions\": " + JsonRows(ByInstruction());
   out += ", \"kernels\": " + JsonRows(ByKernel(exe));
@@ -291,11 +298,13 @@ std::string Profile::JsonFields(const Executable& exe) const {
     std::vector<StepRow> steps = RegionSteps(index);
     for (size_t i = 0; i < steps.size(); ++i) {
       const StepRow& s = steps[i];
-      std::snprintf(buf, sizeof(buf), "\"step\": %d, \"calls\": %lld, \"total_ms\": %.6f, \"reference\": %s",
-                    s.step, static_cast<long long>(s.calls), s.total_ms, s.reference ? "true" : "false");
-      out += std::string(i ? ", " : "") + "{" + buf + ", \"name\": \"" + JsonEscape(StepName(exe, s)) +
-             "\", \"kind\": \"" + JsonEscape(s.kind) + "\", \"impl\": \"" + JsonEscape(s.impl) +
-             "\", \"shapes\": \"" + JsonEscape(s.shapes) + "\"}";
+      std::snprintf(buf, sizeof(buf),
+                    "\"step\": %d, \"calls\": %lld, \"total_ms\": %.6f, \"reference\": %s", s.step,
+                    static_cast<long long>(s.calls), s.total_ms, s.reference ? "true" : "false");
+      out += std::string(i ? ", " : "") + "{" + buf + ", \"name\": \"" +
+             JsonEscape(StepName(exe, s)) + "\", \"kind\": \"" + JsonEscape(s.kind) +
+             "\", \"impl\": \"" + JsonEscape(s.impl) + "\", \"shapes\": \"" + JsonEscape(s.shapes) +
+             "\"}";
     }
     out += "]}";
   }
@@ -315,8 +324,9 @@ std::string Profile::ChromeTrace(const Executable& exe) const {
     out += "  {\"name\": \"" + JsonEscape(name) + "\", \"cat\": \"" +
            GetOpcodeInfo(static_cast<Opcode>(e.opcode)).mnemonic + "\", " + buf +
            ", \"args\": {\"function\": \"" +
-           JsonEscape(exe.root().functions()->Get(e.function)->name()->str()) + "\", \"pc\": " +
-           std::to_string(e.pc) + ", \"node\": \"" + JsonEscape(exe.SourceNode(e.function, e.pc)) + "\"}}";
+           JsonEscape(exe.root().functions()->Get(e.function)->name()->str()) +
+           "\", \"pc\": " + std::to_string(e.pc) + ", \"node\": \"" +
+           JsonEscape(exe.SourceNode(e.function, e.pc)) + "\"}}";
     out += i + 1 < events_.size() ? ",\n" : "\n";
   }
   return out + "]}\n";

@@ -67,9 +67,9 @@ class Profile {
   /// The step rows of region `region`, largest total first.
   std::vector<StepRow> RegionSteps(int32_t region) const;
   /// Time per op type, summing to the total: "onednn:conv" (region steps by kind), "jit:Conv"
-  /// (kernels by the op their name starts with), "onednn (outside steps)" (region time its
-  /// steps do not cover), "test (region)" (regions that reported no steps), "shape functions",
-  /// "vm (other instructions)".
+  /// (kernels by the op their name starts with; "jit:fused_Add" for fused chains), "onednn
+  /// (outside steps)" (region time its steps do not cover), "test (region)" (regions that
+  /// reported no steps), "shape functions", "vm (other instructions)".
   std::vector<Row> ByOpType(const Executable& exe) const;
   /// "onednn:conv(brgconv:avx2)": the region's vendor, the step's kind and implementation.
   static std::string StepName(const Executable& exe, const StepRow& step);

@@ -24,12 +24,12 @@ namespace kiln {
 /// One sub-operation a profiled external region ran (a vendor primitive: a convolution, a
 /// reorder, ...). The views are valid only during RegionProfiler::Record.
 struct RegionStepSample {
-  int32_t step = 0;          // its position in the region's execution, from 0
-  std::string_view kind;     // short op kind: "conv", "matmul", "binary", "reorder", ...
-  std::string_view impl;     // the vendor's implementation: "brgconv:avx2", "ref:any"
-  std::string_view shapes;   // operand dims, e.g. "1x16x56x56, 16x1x3x3 -> 1x16x28x28"; may be ""
-  bool reference = false;    // a slow reference implementation (worth a look)
-  int64_t dur_ns = 0;        // wall time of the step
+  int32_t step = 0;         // its position in the region's execution, from 0
+  std::string_view kind;    // short op kind: "conv", "matmul", "binary", "reorder", ...
+  std::string_view impl;    // the vendor's implementation: "brgconv:avx2", "ref:any"
+  std::string_view shapes;  // operand dims, e.g. "1x16x56x56, 16x1x3x3 -> 1x16x28x28"; may be ""
+  bool reference = false;   // a slow reference implementation (worth a look)
+  int64_t dur_ns = 0;       // wall time of the step
 };
 
 /// Receives the steps of one profiled region call, on the thread that called RunProfiled.

@@ -553,6 +553,41 @@ BOOST_AUTO_TEST_CASE(inspect_lists_the_ops_of_each_region) {
   BOOST_TEST(Contains(r.out, "invoke_kernel kernels[0] 'PackedMatMul_Gemm_4'"), r.out);
 }
 
+// kiln profile lists the oneDNN primitives of a region under it, sums time per op type, and
+// --json carries the same rows.
+BOOST_AUTO_TEST_CASE(profile_shows_the_primitives_inside_a_region) {
+  std::string model = WriteModel("convnet_profile.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[1, 1, 4, 4] x) => (float[1, 3] y)
+        <float[2, 1, 3, 3] w = {1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0},
+         float[3, 2] g = {1, 2, 3, 4, 5, 6}> {
+        c = Conv <pads = [1, 1, 1, 1]> (x, w)
+        r = Relu(c)
+        p = MaxPool <kernel_shape = [4, 4]> (r)
+        f = Flatten(p)
+        y = Gemm <transB = 1> (f, g) })");
+  std::string exe = TmpDir() + "/convnet_profile.kiln";
+  Result r = Kiln("compile " + model + " -o " + exe);
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.out);
+  r = Kiln("profile " + exe + " --iters 2");
+  BOOST_TEST(r.code == 0, r.out);
+  size_t region = r.out.find("\n  onednn_0 (onednn) ");
+  size_t conv = r.out.find("\n    #0 onednn:conv(");
+  BOOST_TEST(region != std::string::npos, r.out);
+  BOOST_TEST(conv > region, r.out);
+  BOOST_TEST(Contains(r.out, "onednn:pool("), r.out);
+  BOOST_TEST(Contains(r.out, "1x1x4x4:abcd, 2x1x3x3:"), r.out);  // the conv's operands
+  BOOST_TEST(Contains(r.out, "    (outside steps)"), r.out);
+  BOOST_TEST(Contains(r.out, "\nop type "), r.out);
+  BOOST_TEST(Contains(r.out, "\n  onednn:conv "), r.out);
+  BOOST_TEST(Contains(r.out, "\n  jit:PackedMatMul "), r.out);
+  r = Kiln("profile " + exe + " --iters 2 --json");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(r.out.rfind("{\"file\": \"" + exe + "\", \"function\": \"main\"", 0) == 0u, r.out);
+  BOOST_TEST(Contains(r.out, "{\"step\": 0, \"calls\": 2, "), r.out);
+  BOOST_TEST(Contains(r.out, "\"name\": \"onednn:conv("), r.out);
+  BOOST_TEST(Contains(r.out, "\"op_types\": [{\"name\": "), r.out);
+}
+
 BOOST_AUTO_TEST_CASE(run_timeout_stops_an_infinite_loop) {
   std::string path = WriteProgram();
   Result r = Kiln("run " + path + " --function spin --timeout-ms 100");

@@ -54,7 +54,8 @@ std::string MdString(const dnnl_memory_desc_t* md) {
   const dnnl_blocking_desc_t& b = md->format_desc.blocking;
   std::vector<int> order(md->ndims);
   for (int d = 0; d < md->ndims; ++d) order[d] = d;
-  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return b.strides[x] > b.strides[y]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int x, int y) { return b.strides[x] > b.strides[y]; });
   std::string tag;
   for (int d : order) {
     bool blocked = false;
@@ -84,7 +85,8 @@ StepInfo DescribeStep(const dnnl::primitive& prim) {
   StepInfo info;
   info.kind = KindName(static_cast<dnnl_primitive_kind_t>(prim.get_kind()));
   const char* impl = nullptr;
-  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl) info.impl = impl;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+    info.impl = impl;
   info.reference = info.impl.rfind("ref", 0) == 0 || info.impl.find(":ref") != std::string::npos;
   info.shapes = Operands(pd);
   return info;
