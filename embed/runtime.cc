@@ -36,6 +36,11 @@ class ThreadScopedFunction : public TensorFunction {
     ApplyThreads(threads_);
     return inner_->Run(args, num_inputs, num_outputs);
   }
+  Status RunProfiled(const Tensor* const* args, int num_inputs, int num_outputs,
+                     RegionProfiler* profiler) override {
+    ApplyThreads(threads_);
+    return inner_->RunProfiled(args, num_inputs, num_outputs, profiler);
+  }
 
  private:
   std::unique_ptr<TensorFunction> inner_;

@@ -1,5 +1,5 @@
-// kiln profile FILE: time per instruction kind, per kernel and per external region, as a table,
-// and optionally a Chrome trace.
+// kiln profile FILE: time per instruction kind, per kernel, per external region (with the vendor
+// steps inside it) and per op type, as a table or JSON, and optionally a Chrome trace.
 #include "vm/profile.h"
 
 #include <algorithm>
@@ -20,15 +20,17 @@ namespace {
 constexpr char kAbout[] =
     "Runs a function (default: the entry) to warm up (the first call, then until its shapes "
     "are specialized and those background compiles are done), then --iters profiled times, "
-    "and prints the time per instruction kind, per kernel / shape function and per external "
-    "region. Inputs as for kiln bench: --input files (.npy or .pb), else generated, each "
-    "symbolic dim from --dim.";
+    "and prints the time per instruction kind, per kernel / shape function, per external "
+    "region with the steps the vendor ran inside it (oneDNN: each primitive's kind and "
+    "implementation, REF marking reference code) and per op type. Inputs as for kiln bench: "
+    "--input files (.npy or .pb), else generated, each symbolic dim from --dim.";
 
 struct ProfileArgs {
   ModelArgs model;
   std::map<std::string, std::string> files;  // --input NAME=PATH
   std::string trace;
   int64_t iters = 10;
+  bool json = false;
 };
 
 // Declares profile's flags; Parse fills `a`.
@@ -38,6 +40,7 @@ void AddFlags(FlagParser& flags, ProfileArgs* a) {
   flags.AddString("--trace", "OUT.json",
                   "write a Chrome trace (chrome://tracing, Perfetto) of the profiled runs",
                   &a->trace, "none");
+  flags.AddBool("--json", "print one JSON object instead of the tables", &a->json);
 }
 
 Status RunProfile(const ProfileArgs& a) {
@@ -60,15 +63,23 @@ Status RunProfile(const ProfileArgs& a) {
   for (int64_t i = 0; i < a.iters; ++i) {
     RETURN_IF_ERROR(ctx->Invoke(index, inputs, &outputs, options));
   }
-  std::printf("%s @%s, %d threads, %lld profiled runs after warm-up\n\n%s", a.model.file.c_str(),
-              f.name.c_str(), f.runtime->num_threads(), static_cast<long long>(a.iters),
-              profile.Table(exe).c_str());
   if (!a.trace.empty()) {
     std::ofstream out(a.trace, std::ios::binary | std::ios::trunc);
     out << profile.ChromeTrace(exe);
     if (!out.good()) return InvalidArgument(a.trace + ": cannot write the trace");
-    std::printf("trace: %s (%zu events)\n", a.trace.c_str(), profile.events().size());
   }
+  if (a.json) {
+    std::printf("{\"file\": \"%s\", \"function\": \"%s\", \"threads\": %d, \"iters\": %lld, %s}\n",
+                JsonEscape(a.model.file).c_str(), JsonEscape(f.name).c_str(),
+                f.runtime->num_threads(), static_cast<long long>(a.iters),
+                profile.JsonFields(exe).c_str());
+    return Status::Ok();
+  }
+  std::printf("%s @%s, %d threads, %lld profiled runs after warm-up\n\n%s", a.model.file.c_str(),
+              f.name.c_str(), f.runtime->num_threads(), static_cast<long long>(a.iters),
+              profile.Table(exe).c_str());
+  if (!a.trace.empty())
+    std::printf("trace: %s (%zu events)\n", a.trace.c_str(), profile.events().size());
   return Status::Ok();
 }
 

@@ -21,10 +21,37 @@ namespace kiln {
 /// table entry before calling; the implementation checks anything else it relies on (ranks,
 /// dims) and returns an error rather than reading or writing out of bounds.
 /// Run is called concurrently from many VM contexts and must be thread-safe.
+/// One sub-operation a profiled external region ran (a vendor primitive: a convolution, a
+/// reorder, ...). The views are valid only during RegionProfiler::Record.
+struct RegionStepSample {
+  int32_t step = 0;         // its position in the region's execution, from 0
+  std::string_view kind;    // short op kind: "conv", "matmul", "binary", "reorder", ...
+  std::string_view impl;    // the vendor's implementation: "brgconv:avx2", "ref:any"
+  std::string_view shapes;  // operand dims, e.g. "1x16x56x56, 16x1x3x3 -> 1x16x28x28"; may be ""
+  bool reference = false;   // a slow reference implementation (worth a look)
+  int64_t dur_ns = 0;       // wall time of the step
+};
+
+/// Receives the steps of one profiled region call, on the thread that called RunProfiled.
+class RegionProfiler {
+ public:
+  virtual ~RegionProfiler() = default;
+  virtual void Record(const RegionStepSample& sample) = 0;
+};
+
 class TensorFunction {
  public:
   virtual ~TensorFunction() = default;
   virtual Status Run(const Tensor* const* args, int num_inputs, int num_outputs) = 0;
+  /// Run, reporting each sub-operation it executes to `profiler` (non-null, not owned). The VM
+  /// calls it instead of Run only while profiling, so Run stays free of profiling branches.
+  /// The default runs Run and reports nothing: the caller sees one opaque call. A wrapper
+  /// around another TensorFunction must forward RunProfiled, or its steps are lost.
+  virtual Status RunProfiled(const Tensor* const* args, int num_inputs, int num_outputs,
+                             RegionProfiler* profiler) {
+    (void)profiler;
+    return Run(args, num_inputs, num_outputs);
+  }
 };
 
 /// Bucket values the compiler declared for a symbolic dim (`symbol`, a kernel dim name):

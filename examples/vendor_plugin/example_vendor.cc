@@ -2,6 +2,7 @@
 // external/registry/plugin_abi.h and links nothing from kiln — a vendor added without
 // rebuilding kiln. Its regions hold one f32 elementwise op; the blob is the op's name:
 //   "Add" (2 inputs), "Mul" (2 inputs), "Relu" (1 input); inputs and output of equal shape.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -86,7 +87,28 @@ int Run(void* handle, const KilnTensorC* args, int32_t num_inputs, int32_t, char
 // (3) Destroy: once per region.
 void Destroy(void* handle) { delete static_cast<Region*>(handle); }
 
-const KilnVendorC kVendor = {KILN_PLUGIN_ABI_VERSION, "example", nullptr, Create, Run, Destroy};
+// (4) Optional: Run while kiln profiles, reporting its steps (here the region's one op).
+int RunProfiled(void* handle, const KilnTensorC* args, int32_t num_inputs, int32_t num_outputs,
+                const KilnProfilerC* profiler, char* error, size_t size) {
+  auto start = std::chrono::steady_clock::now();
+  int rc = Run(handle, args, num_inputs, num_outputs, error, size);
+  if (rc != 0) return rc;
+  static constexpr const char* kKinds[] = {"add", "mul", "relu"};
+  KilnStepSampleC sample{};
+  sample.step = 0;
+  sample.kind = kKinds[static_cast<int>(static_cast<Region*>(handle)->op)];
+  sample.impl = "scalar_loop";
+  sample.shapes = "";
+  sample.dur_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  profiler->record(profiler->context, &sample);
+  return 0;
+}
+
+// Version 2 of the vendor struct: with run_profiled.
+const KilnVendorC kVendor = {
+    KILN_PLUGIN_VENDOR_VERSION, "example", nullptr, Create, Run, Destroy, RunProfiled};
 
 }  // namespace
 

@@ -15,6 +15,12 @@
  * of times, possibly concurrently from several threads, then `destroy` once. Errors are
  * reported as a non-zero return with a NUL-terminated message in `error`; a plugin must never
  * let a C++ exception or a signal cross this boundary.
+ *
+ * Profiling (optional): a vendor struct of version 2 (KilnVendorC.abi_version =
+ * KILN_PLUGIN_VENDOR_VERSION) ends with `run_profiled`, which kiln calls instead of `run` while
+ * it profiles, so `kiln profile` can list the steps inside a region. Version 1 structs (without
+ * that field) keep loading; kiln never reads past their end. kiln_plugin_register is still
+ * offered KILN_PLUGIN_ABI_VERSION (1), so plugins built against the older header are unaffected.
  */
 #ifndef KILN_EXTERNAL_REGISTRY_PLUGIN_ABI_H_
 #define KILN_EXTERNAL_REGISTRY_PLUGIN_ABI_H_
@@ -27,6 +33,8 @@ extern "C" {
 #endif
 
 #define KILN_PLUGIN_ABI_VERSION 1u
+/* The newest KilnVendorC layout this header declares (2: with run_profiled). */
+#define KILN_PLUGIN_VENDOR_VERSION 2u
 #define KILN_PLUGIN_REGISTER_SYMBOL "kiln_plugin_register"
 
 /* A tensor view. dtype uses kiln's numbering (serializer/executable.fbs DType: 1 = f32, 2 = f16,
@@ -51,8 +59,28 @@ typedef struct KilnRegionSpecC {
   int32_t num_outputs;
 } KilnRegionSpecC;
 
+/* One step a profiled region ran (e.g. one primitive). The strings need only live during
+ * `record`. */
+typedef struct KilnStepSampleC {
+  int32_t step;       /* position in the region's execution, from 0 */
+  const char* kind;   /* short op kind: "conv", "matmul", "binary", ... */
+  const char* impl;   /* the vendor's implementation name */
+  const char* shapes; /* operand dims, e.g. "1x16x56x56 -> 1x16x28x28"; may be "" or NULL */
+  int32_t reference;  /* non-zero: a slow reference implementation */
+  int64_t dur_ns;     /* wall time of the step */
+} KilnStepSampleC;
+
+/* Where run_profiled reports its steps: call record(context, &sample) once per step, on the
+ * thread that called run_profiled. */
+typedef struct KilnProfilerC {
+  void* context;
+  void (*record)(void* context, const KilnStepSampleC* sample);
+} KilnProfilerC;
+
 typedef struct KilnVendorC {
-  uint32_t abi_version; /* KILN_PLUGIN_ABI_VERSION the plugin was built against */
+  /* The struct's layout: KILN_PLUGIN_ABI_VERSION (1, ends at `destroy`) or
+   * KILN_PLUGIN_VENDOR_VERSION (2, adds `run_profiled`). */
+  uint32_t abi_version;
   const char* name;     /* vendor name as the compiler writes it into regions */
   void* user_data;      /* passed back to create */
   /* Returns a region handle, or NULL with `error` filled. */
@@ -61,6 +89,10 @@ typedef struct KilnVendorC {
   int (*run)(void* region, const KilnTensorC* args, int32_t num_inputs, int32_t num_outputs,
              char* error, size_t error_size);
   void (*destroy)(void* region);
+  /* Version 2 only, may be NULL: like run, and reports each step to `profiler` (non-NULL). */
+  int (*run_profiled)(void* region, const KilnTensorC* args, int32_t num_inputs,
+                      int32_t num_outputs, const KilnProfilerC* profiler, char* error,
+                      size_t error_size);
 } KilnVendorC;
 
 /* Returns 0 on success, non-zero with `error` filled otherwise. */

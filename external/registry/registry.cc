@@ -24,6 +24,33 @@ class PluginRegion : public TensorFunction {
   ~PluginRegion() override { vendor_->destroy(handle_); }
 
   Status Run(const Tensor* const* args, int num_inputs, int num_outputs) override {
+    return Call(args, num_inputs, num_outputs, nullptr);
+  }
+
+  // Through run_profiled when the vendor struct has it (version 2), else Run.
+  Status RunProfiled(const Tensor* const* args, int num_inputs, int num_outputs,
+                     RegionProfiler* profiler) override {
+    bool has_profiled = vendor_->abi_version >= 2 && vendor_->run_profiled != nullptr;
+    return Call(args, num_inputs, num_outputs, has_profiled ? profiler : nullptr);
+  }
+
+ private:
+  // Forwards C samples to `profiler`.
+  static void RecordStep(void* context, const KilnStepSampleC* c) {
+    if (c == nullptr) return;
+    RegionStepSample sample;
+    sample.step = c->step;
+    sample.kind = c->kind ? c->kind : "";
+    sample.impl = c->impl ? c->impl : "";
+    sample.shapes = c->shapes ? c->shapes : "";
+    sample.reference = c->reference != 0;
+    sample.dur_ns = c->dur_ns;
+    static_cast<RegionProfiler*>(context)->Record(sample);
+  }
+
+  // run, or run_profiled reporting to `profiler` if it is not null.
+  Status Call(const Tensor* const* args, int num_inputs, int num_outputs,
+              RegionProfiler* profiler) {
     constexpr int kInline = 16;
     int n = num_inputs + num_outputs;
     KilnTensorC inline_args[kInline];
@@ -35,7 +62,12 @@ class PluginRegion : public TensorFunction {
     }
     for (int i = 0; i < n; ++i) c_args[i] = ToC(*args[i]);
     char error[kErrorSize] = "";
-    if (vendor_->run(handle_, c_args, num_inputs, num_outputs, error, sizeof(error)) != 0) {
+    KilnProfilerC c_profiler{profiler, &RecordStep};
+    int rc = profiler != nullptr
+                 ? vendor_->run_profiled(handle_, c_args, num_inputs, num_outputs, &c_profiler,
+                                         error, sizeof(error))
+                 : vendor_->run(handle_, c_args, num_inputs, num_outputs, error, sizeof(error));
+    if (rc != 0) {
       error[kErrorSize - 1] = '\0';
       return Internal(std::string("vendor '") + vendor_->name + "' failed running region '" +
                       name_ + "': " + (error[0] ? error : "(no message)"));
@@ -43,7 +75,6 @@ class PluginRegion : public TensorFunction {
     return Status::Ok();
   }
 
- private:
   const KilnVendorC* vendor_;
   void* handle_;
   std::string name_;
@@ -98,10 +129,14 @@ int ExternalRegistry::RegisterFromPlugin(void* registry, const KilnVendorC* vend
     return 1;
   };
   if (vendor == nullptr || vendor->name == nullptr) return fail("null vendor or vendor name");
-  if (vendor->abi_version != KILN_PLUGIN_ABI_VERSION) {
+  // Version 1 structs end at destroy: nothing past it is read for them (PluginRegion).
+  if (vendor->abi_version != KILN_PLUGIN_ABI_VERSION &&
+      vendor->abi_version != KILN_PLUGIN_VENDOR_VERSION) {
     return fail("vendor '" + std::string(vendor->name) + "' was built for plugin ABI " +
                 std::to_string(vendor->abi_version) + "; this kiln speaks ABI " +
-                std::to_string(KILN_PLUGIN_ABI_VERSION));
+                std::to_string(KILN_PLUGIN_ABI_VERSION) + " (vendor structs of version " +
+                std::to_string(KILN_PLUGIN_ABI_VERSION) + " or " +
+                std::to_string(KILN_PLUGIN_VENDOR_VERSION) + ")");
   }
   if (!vendor->create || !vendor->run || !vendor->destroy) {
     return fail("vendor '" + std::string(vendor->name) + "' lacks create, run or destroy");

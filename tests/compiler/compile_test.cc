@@ -2,14 +2,16 @@
 // oneDNN runtime), checked against plain references. Dynamic shapes at several values in one
 // process, data-dependent shapes, --external=onednn vs none, and bad input.
 #define BOOST_TEST_MODULE compile_test
-#include <boost/test/unit_test.hpp>
+#include "compiler/compile.h"
 
 #include <algorithm>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <numeric>
+#include <set>
 
-#include "compiler/compile.h"
 #include "embed/compile.h"
 #include "external/onednn/run/runtime.h"
 #include "external/registry/registry.h"
@@ -217,6 +219,87 @@ BOOST_AUTO_TEST_CASE(conv_net_onednn_matches_the_jit) {
     std::string diff = Compare(*d[0], *a[0], 1e-4, 1e-5);
     BOOST_TEST(diff.empty(), "N=" << n << ": " << diff);
   }
+}
+
+// kiln profile's view inside a oneDNN region: one row per primitive, named by its kind and
+// oneDNN's implementation, counted once per profiled run (runs without a profile add nothing),
+// within the region's time; profiling does not change the results.
+BOOST_AUTO_TEST_CASE(profiles_list_the_onednn_primitives_inside_a_region) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[1, 3, 12, 12] x, float[8, 3, 3, 3] w, float[8, 8, 1, 1] w2) => (float[1, 2] y)
+      <float[2, 8] fc = {1, 2, 3, 4, 5, 6, 7, 8, -1, -2, -3, -4, -5, -6, -7, -8}> {
+      c = Conv <pads = [1, 1, 1, 1]> (x, w)
+      r = Relu(c)
+      p = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (r)
+      c2 = Conv(p, w2)
+      s = Add(c2, p)
+      gp = GlobalAveragePool(s)
+      f = Flatten(gp)
+      y = Gemm <transB = 1> (f, fc)
+    }
+  )";
+  Compiled dnn = Compile(text, "onednn");
+  BOOST_REQUIRE(dnn.stats.external_regions >= 1);
+  std::vector<Tensor> in;
+  int seed = 1;
+  for (std::vector<int64_t> dims :
+       std::vector<std::vector<int64_t>>{{1, 3, 12, 12}, {8, 3, 3, 3}, {8, 8, 1, 1}})
+    in.push_back(testing::ToTensor(*testing::RandomTensor(DType::kF32, dims, -1, 1, seed++)));
+  auto ctx = *Context::Create(dnn.exe);
+  auto plain = ctx->Invoke("main", in);
+  BOOST_REQUIRE_MESSAGE(plain.ok(), plain.status().ToString());
+  Profile profile;
+  InvokeOptions options;
+  options.profile = &profile;
+  constexpr int kRuns = 3;
+  for (int i = 0; i < kRuns; ++i) {
+    auto out = ctx->Invoke("main", in, options);
+    BOOST_REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+    BOOST_TEST(Compare(*testing::FromTensor((*out)[0]), *testing::FromTensor((*plain)[0]), 0, 0) ==
+               "");
+  }
+  BOOST_REQUIRE(ctx->Invoke("main", in).ok());  // not profiled: no rows, no calls added
+
+  const std::vector<std::string> kinds = {"conv", "pool", "binary", "eltwise", "reorder"};
+  std::map<int32_t, double> stepped_ms;
+  std::set<std::string> seen;
+  BOOST_REQUIRE(!profile.steps().empty());
+  for (const Profile::StepRow& s : profile.steps()) {
+    std::string name = Profile::StepName(*dnn.exe, s);
+    BOOST_TEST(name == "onednn:" + s.kind + "(" + s.impl + ")");
+    bool known = std::find(kinds.begin(), kinds.end(), s.kind) != kinds.end();
+    BOOST_TEST(known, name);
+    BOOST_TEST(!s.impl.empty(), name);
+    BOOST_TEST(s.reference == (s.impl.rfind("ref", 0) == 0), name);
+    BOOST_TEST(s.calls == kRuns, name);
+    BOOST_TEST(s.shapes.find(" -> ") != std::string::npos, s.shapes);
+    stepped_ms[s.region] += s.total_ms;
+    seen.insert(s.kind);
+  }
+  BOOST_TEST(seen.count("conv") == 1u);
+  BOOST_TEST(seen.count("pool") == 1u);
+  // The first conv reads the plain input: its operands name dims and layouts.
+  bool first_conv = false;
+  for (const Profile::StepRow& s : profile.steps())
+    first_conv =
+        first_conv || (s.kind == "conv" && s.shapes.rfind("1x3x12x12:abcd, 8x3x3x3:", 0) == 0);
+  BOOST_TEST(first_conv);
+  for (const auto& [region, ms] : stepped_ms) {
+    const fb::ExternalRegion* x = dnn.exe->root().external_regions()->Get(region);
+    std::string row = x->name()->str() + " (" + x->vendor()->str() + ")";
+    double region_ms = -1;
+    for (const Profile::Row& r : profile.ByExternalRegion(*dnn.exe)) {
+      if (r.name != row) continue;
+      region_ms = r.total_ms;
+      BOOST_TEST(r.calls == kRuns);
+    }
+    BOOST_TEST(ms <= region_ms, row);
+  }
+  bool jit_row = false;
+  for (const Profile::Row& r : profile.ByOpType(*dnn.exe))
+    jit_row = jit_row || r.name.rfind("jit:", 0) == 0;
+  BOOST_TEST(jit_row);  // the Gemm with constant weights runs on the JIT (prepacked)
 }
 
 // MatMul / Gemm with constant weights run on panels packed at compile time (kiln::PackedMatMul):

@@ -1,5 +1,6 @@
-// Broken plugins for registry tests, selected by a macro: no entry point, a vendor built for
-// another ABI, or an entry point that refuses the ABI kiln offers.
+// Odd plugins for registry tests, selected by a macro: no entry point, a vendor built for
+// another ABI, an entry point that refuses the ABI kiln offers, or a vendor built against the
+// first plugin_abi.h (a version 1 struct, which ends at `destroy`).
 #include <cstdio>
 
 #include "external/registry/plugin_abi.h"
@@ -21,6 +22,37 @@ extern "C" __attribute__((visibility("default"))) int kiln_plugin_register(
 #else
   return register_vendor(registry, &kVendor, error, size);
 #endif
+}
+#elif defined(KILN_TEST_V1_VENDOR)
+namespace {
+// KilnVendorC as the first header declared it: no run_profiled member after destroy.
+struct VendorV1 {
+  uint32_t abi_version;
+  const char* name;
+  void* user_data;
+  void* (*create)(void*, const KilnRegionSpecC*, char*, size_t);
+  int (*run)(void*, const KilnTensorC*, int32_t, int32_t, char*, size_t);
+  void (*destroy)(void*);
+};
+int region_handle;
+void* Create(void*, const KilnRegionSpecC*, char*, size_t) { return &region_handle; }
+// y = 2 * x, f32 of any shape.
+int Run(void*, const KilnTensorC* args, int32_t, int32_t, char*, size_t) {
+  int64_t n = 1;
+  for (int i = 0; i < args[0].rank; ++i) n *= args[0].shape[i];
+  for (int64_t i = 0; i < n; ++i)
+    static_cast<float*>(args[1].data)[i] = 2 * static_cast<const float*>(args[0].data)[i];
+  return 0;
+}
+void Destroy(void*) {}
+const VendorV1 kVendor = {1, "old", nullptr, Create, Run, Destroy};
+}  // namespace
+
+extern "C" __attribute__((visibility("default"))) int kiln_plugin_register(
+    uint32_t abi_version, KilnRegisterVendorFn register_vendor, void* registry, char* error,
+    size_t size) {
+  if (abi_version != 1) return 1;
+  return register_vendor(registry, reinterpret_cast<const KilnVendorC*>(&kVendor), error, size);
 }
 #else
 extern "C" __attribute__((visibility("default"))) int not_a_kiln_plugin() { return 0; }

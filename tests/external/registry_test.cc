@@ -175,6 +175,54 @@ BOOST_AUTO_TEST_CASE(bad_plugins_are_clear_errors) {
   BOOST_TEST(registry.vendors().empty());
 }
 
+// Runs @main once under a profile; returns its output.
+std::vector<float> RunProfiled(std::shared_ptr<const Executable> exe, std::vector<float> a,
+                               std::vector<float> b, Profile* profile) {
+  auto ctx = *Context::Create(exe);
+  std::vector<Tensor> in = {Tensor::Wrap(a.data(), DType::kF32, Shape{4})};
+  if (!b.empty()) in.push_back(Tensor::Wrap(b.data(), DType::kF32, Shape{4}));
+  InvokeOptions options;
+  options.profile = profile;
+  auto out = ctx->Invoke("main", in, options);
+  BOOST_REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+  const float* y = (*out)[0].data_as<float>();
+  return std::vector<float>(y, y + 4);
+}
+
+BOOST_AUTO_TEST_CASE(version_2_plugin_reports_its_steps_while_profiling) {
+  auto registry = std::make_shared<ExternalRegistry>();
+  BOOST_REQUIRE(registry->LoadPlugin(kExamplePlugin).ok());
+  auto add = Load(RegionProgram("example", "Add", 2), registry);
+  BOOST_REQUIRE_MESSAGE(add.ok(), add.status().ToString());
+  Profile profile;
+  for (int i = 0; i < 3; ++i) {
+    BOOST_TEST((RunProfiled(*add, {1, 2, 3, 4}, {10, 20, 30, 40}, &profile) ==
+                std::vector<float>{11, 22, 33, 44}));
+  }
+  BOOST_REQUIRE(profile.steps().size() == 1u);
+  const Profile::StepRow& step = profile.steps()[0];
+  BOOST_TEST(Profile::StepName(**add, step) == "example:add(scalar_loop)");
+  BOOST_TEST(step.calls == 3);
+  BOOST_TEST(!step.reference);
+  BOOST_TEST(step.total_ms <= profile.ByExternalRegion(**add)[0].total_ms);
+  // Not profiling: run, not run_profiled, and nothing to report to.
+  BOOST_TEST((Run(*add, {1, 2, 3, 4}, {1, 1, 1, 1}) == std::vector<float>{2, 3, 4, 5}));
+}
+
+BOOST_AUTO_TEST_CASE(version_1_plugin_still_loads_and_profiles_as_one_row) {
+  auto registry = std::make_shared<ExternalRegistry>();
+  Status s = registry->LoadPlugin("tests/external/libv1_vendor_plugin.so");
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  auto exe = Load(RegionProgram("old", "", 1), registry);
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().ToString());
+  Profile profile;
+  BOOST_TEST((RunProfiled(*exe, {1, 2, 3, 4}, {}, &profile) == std::vector<float>{2, 4, 6, 8}));
+  BOOST_TEST(profile.steps().empty());
+  BOOST_REQUIRE(profile.ByExternalRegion(**exe).size() == 1u);
+  BOOST_TEST(profile.ByExternalRegion(**exe)[0].name == "old_0 (old)");
+  BOOST_TEST(profile.ByExternalRegion(**exe)[0].calls == 1);
+}
+
 BOOST_AUTO_TEST_CASE(kiln_plugins_environment_variable) {
   ExternalRegistry registry;
   BOOST_REQUIRE(setenv("KILN_PLUGINS", (std::string(kExamplePlugin) + ":").c_str(), 1) == 0);

@@ -522,10 +522,9 @@ BOOST_AUTO_TEST_CASE(compile_with_and_without_onednn_regions) {
   BOOST_TEST(Contains(r.out, "y: f32[2, 2] [" + want + "]"), r.out);
 }
 
-// kiln inspect lists the ops inside each oneDNN region: a conv with its window and fused relu,
-// a max pool and a flatten; the table names the vendor and counts. The Gemm after them runs on
-// the JIT with prepacked weights.
-BOOST_AUTO_TEST_CASE(inspect_lists_the_ops_of_each_region) {
+// A conv + relu, max pool and flatten (one oneDNN region) and a Gemm with constant weights (JIT,
+// prepacked), compiled into `*exe`; returns the compile's result.
+Result CompileConvnet(std::string* exe) {
   std::string model = WriteModel("convnet.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
       g (float[N, 1, 4, 4] x) => (float[N, 3] y)
         <float[2, 1, 3, 3] w = {1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0},
@@ -535,8 +534,16 @@ BOOST_AUTO_TEST_CASE(inspect_lists_the_ops_of_each_region) {
         p = MaxPool <kernel_shape = [4, 4]> (r)
         f = Flatten(p)
         y = Gemm <transB = 1> (f, g) })");
-  std::string exe = TmpDir() + "/convnet.kiln";
-  Result r = Kiln("compile " + model + " -o " + exe);
+  *exe = TmpDir() + "/convnet.kiln";
+  return Kiln("compile " + model + " -o " + *exe);
+}
+
+// kiln inspect lists the ops inside each oneDNN region: a conv with its window and fused relu,
+// a max pool and a flatten; the table names the vendor and counts. The Gemm after them runs on
+// the JIT with prepacked weights.
+BOOST_AUTO_TEST_CASE(inspect_lists_the_ops_of_each_region) {
+  std::string exe;
+  Result r = CompileConvnet(&exe);
   BOOST_REQUIRE_MESSAGE(r.code == 0, r.out);
   BOOST_TEST(Contains(r.out, "1 external regions (4 nodes)"), r.out);  // the Gemm: JIT, prepacked
   r = Kiln("inspect " + exe);
@@ -551,6 +558,32 @@ BOOST_AUTO_TEST_CASE(inspect_lists_the_ops_of_each_region) {
   BOOST_TEST(Contains(r.out, "max; kernel=[4, 4]"), r.out);
   BOOST_TEST(Contains(r.out, "      [2] Flatten (t3) -> out0  axis=1\n"), r.out);
   BOOST_TEST(Contains(r.out, "invoke_kernel kernels[0] 'PackedMatMul_Gemm_4'"), r.out);
+}
+
+// kiln profile lists the oneDNN primitives of a region under it, sums time per op type, and
+// --json carries the same rows.
+BOOST_AUTO_TEST_CASE(profile_shows_the_primitives_inside_a_region) {
+  std::string exe;
+  Result r = CompileConvnet(&exe);
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.out);
+  r = Kiln("profile " + exe + " --dim N=1 --iters 2");
+  BOOST_TEST(r.code == 0, r.out);
+  size_t region = r.out.find("\n  onednn_0 (onednn) ");
+  size_t conv = r.out.find("\n    #0 onednn:conv(");
+  BOOST_TEST(region != std::string::npos, r.out);
+  BOOST_TEST(conv > region, r.out);
+  BOOST_TEST(Contains(r.out, "onednn:pool("), r.out);
+  BOOST_TEST(Contains(r.out, "1x1x4x4:abcd, 2x1x3x3:"), r.out);  // the conv's operands
+  BOOST_TEST(Contains(r.out, "    (outside steps)"), r.out);
+  BOOST_TEST(Contains(r.out, "\nop type "), r.out);
+  BOOST_TEST(Contains(r.out, "\n  onednn:conv "), r.out);
+  BOOST_TEST(Contains(r.out, "\n  jit:PackedMatMul "), r.out);
+  r = Kiln("profile " + exe + " --dim N=1 --iters 2 --json");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(r.out.rfind("{\"file\": \"" + exe + "\", \"function\": \"main\"", 0) == 0u, r.out);
+  BOOST_TEST(Contains(r.out, "{\"step\": 0, \"calls\": 2, "), r.out);
+  BOOST_TEST(Contains(r.out, "\"name\": \"onednn:conv("), r.out);
+  BOOST_TEST(Contains(r.out, "\"op_types\": [{\"name\": "), r.out);
 }
 
 BOOST_AUTO_TEST_CASE(run_timeout_stops_an_infinite_loop) {

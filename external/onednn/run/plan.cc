@@ -3,12 +3,14 @@
 #include "external/onednn/run/plan.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <unordered_map>
 
 #include "external/onednn/run/plan_builder.h"
+#include "oneapi/dnnl/dnnl_debug.h"
 
 namespace kiln::onednn::internal {
 namespace {
@@ -17,6 +19,102 @@ using dnnl::memory;
 using Kind = Slot::Kind;
 
 constexpr size_t kMaxPooledWorkspaces = 16;
+
+// The short kind name profiles group by.
+std::string KindName(dnnl_primitive_kind_t kind) {
+  switch (kind) {
+    case dnnl_convolution: return "conv";
+    case dnnl_deconvolution: return "deconv";
+    case dnnl_matmul: return "matmul";
+    case dnnl_inner_product: return "inner_product";
+    case dnnl_eltwise: return "eltwise";
+    case dnnl_binary: return "binary";
+    case dnnl_reorder: return "reorder";
+    case dnnl_pooling:
+    case dnnl_pooling_v2: return "pool";
+    case dnnl_softmax:
+    case dnnl_softmax_v2:
+    case dnnl_logsoftmax: return "softmax";
+    case dnnl_layer_normalization: return "layer_norm";
+    case dnnl_batch_normalization: return "batch_norm";
+    case dnnl_concat: return "concat";
+    case dnnl_sum: return "sum";
+    default: return dnnl_prim_kind2str(kind);
+  }
+}
+
+// "1x16x56x56:aBcd8b": dims, then oneDNN's abstract layout tag (dims as letters from the
+// outermost stride in, upper case where blocked, then the inner blocks), as ONEDNN_VERBOSE
+// prints it. "" for an absent operand.
+std::string MdString(const dnnl_memory_desc_t* md) {
+  if (md == nullptr || md->ndims <= 0) return "";
+  std::string s;
+  for (int d = 0; d < md->ndims; ++d) s += (d ? "x" : "") + std::to_string(md->dims[d]);
+  if (md->format_kind != dnnl_blocked) return s;
+  const dnnl_blocking_desc_t& b = md->format_desc.blocking;
+  std::vector<int> order(md->ndims);
+  for (int d = 0; d < md->ndims; ++d) order[d] = d;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int x, int y) { return b.strides[x] > b.strides[y]; });
+  std::string tag;
+  for (int d : order) {
+    bool blocked = false;
+    for (int k = 0; k < b.inner_nblks; ++k) blocked = blocked || b.inner_idxs[k] == d;
+    tag += static_cast<char>((blocked ? 'A' : 'a') + d);
+  }
+  for (int k = 0; k < b.inner_nblks; ++k)
+    tag += std::to_string(b.inner_blks[k]) + static_cast<char>('a' + b.inner_idxs[k]);
+  return s + ":" + tag;
+}
+
+// The operands of `pd`: sources and weights, then " -> " and the destination.
+std::string Operands(const_dnnl_primitive_desc_t pd) {
+  std::string in;
+  for (int i = 0;; ++i) {
+    std::string src = MdString(dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, i));
+    if (src.empty()) break;
+    in += (in.empty() ? "" : ", ") + src;
+  }
+  std::string weights = MdString(dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0));
+  if (!weights.empty()) in += (in.empty() ? "" : ", ") + weights;
+  return in + " -> " + MdString(dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0));
+}
+
+StepInfo DescribeStep(const dnnl::primitive& prim) {
+  const_dnnl_primitive_desc_t pd = prim.get_primitive_desc();
+  StepInfo info;
+  info.kind = KindName(static_cast<dnnl_primitive_kind_t>(prim.get_kind()));
+  const char* impl = nullptr;
+  if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl)
+    info.impl = impl;
+  info.reference = info.impl.rfind("ref", 0) == 0 || info.impl.find(":ref") != std::string::npos;
+  info.shapes = Operands(pd);
+  return info;
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Runs the steps one at a time, each waited for, and reports each one's time.
+void RunProfiled(Plan& plan, Workspace& ws, RegionProfiler* profiler) {
+  const std::vector<StepInfo>& info = plan.Describe();
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    int64_t start = NowNs();
+    plan.steps[i].prim.execute(ws.stream, ws.step_args[i]);
+    ws.stream.wait();
+    RegionStepSample sample;
+    sample.step = static_cast<int32_t>(i);
+    sample.kind = info[i].kind;
+    sample.impl = info[i].impl;
+    sample.shapes = info[i].shapes;
+    sample.reference = info[i].reference;
+    sample.dur_ns = NowNs() - start;
+    profiler->Record(sample);
+  }
+}
 
 }  // namespace
 
@@ -123,15 +221,27 @@ StatusOr<std::shared_ptr<Plan>> BuildPlan(const RegionData& data, WeightCache& w
   return plan;
 }
 
-Status ExecutePlan(Plan& plan, const Tensor* const* args, int num_inputs, int num_outputs) {
+const std::vector<StepInfo>& Plan::Describe() {
+  std::call_once(described_, [this] {
+    for (const Step& step : steps) info_.push_back(DescribeStep(step.prim));
+  });
+  return info_;
+}
+
+Status ExecutePlan(Plan& plan, const Tensor* const* args, int num_inputs, int num_outputs,
+                   RegionProfiler* profiler) {
   std::unique_ptr<Workspace> ws = plan.Acquire();
   for (size_t i = 0; i < plan.slots.size(); ++i) {
     const Slot& s = plan.slots[i];
     if (s.kind == Kind::kInput) ws->mems[i].set_data_handle(args[s.index]->data());
     if (s.kind == Kind::kOutput) ws->mems[i].set_data_handle(args[num_inputs + s.index]->data());
   }
-  for (size_t i = 0; i < plan.steps.size(); ++i)
-    plan.steps[i].prim.execute(ws->stream, ws->step_args[i]);
+  if (profiler != nullptr) {
+    RunProfiled(plan, *ws, profiler);
+  } else {
+    for (size_t i = 0; i < plan.steps.size(); ++i)
+      plan.steps[i].prim.execute(ws->stream, ws->step_args[i]);
+  }
   ws->stream.wait();
   plan.Release(std::move(ws));
   return Status::Ok();

@@ -18,6 +18,7 @@
 #include "oneapi/dnnl/dnnl.hpp"
 #include "base/status.h"
 #include "base/tensor.h"
+#include "vm/providers.h"
 
 namespace kiln::onednn::internal {
 
@@ -55,7 +56,15 @@ struct Workspace {
   dnnl::stream stream;
 };
 
-/// Immutable after BuildPlan except the workspace pool (its own lock).
+/// What a step runs, for profiles (RegionStepSample): the primitive's kind ("conv"), oneDNN's
+/// implementation ("brgconv:avx2") and its operands ("1x16x56x56:aBcd8b -> ...").
+struct StepInfo {
+  std::string kind, impl, shapes;
+  bool reference = false;  // a reference implementation ("ref:any", "gemm:ref", ...)
+};
+
+/// Immutable after BuildPlan except the workspace pool and the step descriptions (each
+/// behind its own lock).
 struct Plan {
   std::vector<Slot> slots;
   std::vector<Step> steps;
@@ -65,10 +74,14 @@ struct Plan {
 
   std::unique_ptr<Workspace> Acquire();  // a pooled workspace or a new one (may throw)
   void Release(std::unique_ptr<Workspace> ws);
+  /// One description per step, made on first use (only profiling asks). Thread-safe.
+  const std::vector<StepInfo>& Describe();
 
  private:
   std::mutex mu_;
   std::vector<std::unique_ptr<Workspace>> free_;
+  std::once_flag described_;
+  std::vector<StepInfo> info_;
 };
 
 /// What a region is after creation: the decoded blob and its constants (by reference).
@@ -115,8 +128,11 @@ StatusOr<std::shared_ptr<Plan>> BuildPlan(const RegionData& data, WeightCache& w
                                           const std::vector<Dims>& inputs,
                                           std::atomic<int64_t>* primitives);
 
-/// Runs `plan` on args (inputs then outputs, already checked). May throw dnnl::error.
-Status ExecutePlan(Plan& plan, const Tensor* const* args, int num_inputs, int num_outputs);
+/// Runs `plan` on args (inputs then outputs, already checked). May throw dnnl::error. With a
+/// `profiler`, each step is waited for, timed and reported (Plan::Describe); without one, the
+/// steps run back to back and only the last is waited for.
+Status ExecutePlan(Plan& plan, const Tensor* const* args, int num_inputs, int num_outputs,
+                   RegionProfiler* profiler = nullptr);
 
 }  // namespace kiln::onednn::internal
 

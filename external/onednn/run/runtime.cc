@@ -50,9 +50,13 @@ class RegionImpl : public OneDnnRegion {
   }
 
   Status Run(const Tensor* const* args, int num_inputs, int num_outputs) override {
-    Status s = CheckAndRun(args, num_inputs, num_outputs);
-    if (!s.ok()) return s.WithContext("region '" + data_.name + "'");
-    return s;
+    return Named(CheckAndRun(args, num_inputs, num_outputs, nullptr));
+  }
+
+  // Run, with one sample per oneDNN primitive (ExecutePlan).
+  Status RunProfiled(const Tensor* const* args, int num_inputs, int num_outputs,
+                     RegionProfiler* profiler) override {
+    return Named(CheckAndRun(args, num_inputs, num_outputs, profiler));
   }
 
   RegionStats stats() const override {
@@ -76,8 +80,10 @@ class RegionImpl : public OneDnnRegion {
   using Lru = std::list<std::pair<Key, std::shared_ptr<Plan>>>;
 
   // Checks the arguments against the blob (counts, dtypes, ranks, static dims), finds or builds
-  // the plan for the input shapes, checks the outputs against what it computes, then runs it.
-  Status CheckAndRun(const Tensor* const* args, int num_inputs, int num_outputs) {
+  // the plan for the input shapes, checks the outputs against what it computes, then runs it
+  // (reporting its steps to `profiler` if not null).
+  Status CheckAndRun(const Tensor* const* args, int num_inputs, int num_outputs,
+                     RegionProfiler* profiler) {
     const RegionProgram& r = data_.region;
     if (num_inputs != static_cast<int>(r.inputs.size()) ||
         num_outputs != static_cast<int>(r.outputs.size()))
@@ -112,12 +118,17 @@ class RegionImpl : public OneDnnRegion {
       nothing_to_write = nothing_to_write && std::find(d.begin(), d.end(), 0) != d.end();
     if (nothing_to_write) return Status::Ok();
     try {
-      return internal::ExecutePlan(*plan, args, num_inputs, num_outputs);
+      return internal::ExecutePlan(*plan, args, num_inputs, num_outputs, profiler);
     } catch (const dnnl::error& e) {
       return Internal(std::string("oneDNN execution failed: ") + e.what());
     } catch (const std::bad_alloc&) {
       return ResourceExhausted("out of memory for the region's workspace");
     }
+  }
+
+  Status Named(Status s) const {
+    if (!s.ok()) return s.WithContext("region '" + data_.name + "'");
+    return s;
   }
 
   static Status CheckTensor(const Tensor& t, const std::string& what) {
