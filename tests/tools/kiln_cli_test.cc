@@ -106,7 +106,8 @@ BOOST_AUTO_TEST_CASE(inspect_prints_header_disassembly_tables_and_sizes) {
   std::string path = WriteProgram();
   Result r = Kiln("inspect " + path);
   BOOST_TEST(r.code == 0, r.out);
-  BOOST_TEST(Contains(r.out, "format 1.1, producer 'cli test'"));
+  BOOST_TEST(Contains(r.out, "format " + std::to_string(kFormatMajor) + "." +
+                                 std::to_string(kFormatMinor) + ", producer 'cli test'"));
   BOOST_TEST(Contains(r.out, "func @main(x: f32[n, 3], k: i64[]) -> (k: i64[], x: f32[n, 3], w: f32[2])"));
   BOOST_TEST(Contains(r.out, "load_const r2 constants[0] 'w'    ; Identity_0"));
   BOOST_TEST(Contains(r.out, "goto L0"));
