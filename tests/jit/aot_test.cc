@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "jit/kernel_ir_serialize.h"
 #include "jit/kernel_provider.h"
 #include "serializer/version.h"
+#include "tests/jit/test_util.h"
 #include "vm/builder.h"
 #include "vm/context.h"
 #include "vm/verifier.h"
@@ -25,24 +27,15 @@
 namespace kiln::jit {
 namespace {
 
+using testing::RowSumKernel;
+using testing::RowsShapeKernel;
+
 constexpr int64_t kStorageBytes = 1 << 20;  // every output below fits
 
 DimSpec Sym(const char* s) { return DimSpec{-1, s}; }
 
 KernelDef KirKernel(const Kernel& k, std::vector<DType> ins, std::vector<DType> outs) {
   return KernelDef{k.name, std::move(ins), std::move(outs), kPayloadFormat, SerializeKernel(k), {}};
-}
-
-Kernel RowSumKernel() {
-  auto k = ReduceKernel("row_sum", Reduction::kSum, DType::kF32, 2, {1}, false);
-  if (!k.ok()) throw std::runtime_error(k.status().ToString());
-  return *k;
-}
-
-// The shape function of row_sum: i64[1] = {rows of a}.
-Kernel RowsShapeKernel() {
-  Buffer a = Buffer::Param("a", DType::kF32, 2), out = Buffer::Param("shape", DType::kI64, 1);
-  return Kernel{"rows_shape", {a, out}, {}, Store(out, {IntImm(0)}, DimOf(a, 0))};
 }
 
 void EmitAlloc(FunctionBuilder& f, int dst, int reg, DType dtype, int shape_reg) {
@@ -322,8 +315,15 @@ BOOST_AUTO_TEST_CASE(an_object_that_does_not_link_falls_back_to_the_jit) {
   // already defined (by kernel 0, linked first), so linking fails and the kernel is compiled.
   AotTargetDef t = CodeFor(Native());
   t.kernels[1] = t.kernels[0];
-  Loaded l = Load(ProgramBytes({t}));
+  Loaded l;
+  std::string notice = testing::CaptureStderr(
+      [&] { l = Load(ProgramBytes({t})); },
+      std::string(std::getenv("TEST_TMPDIR") ? std::getenv("TEST_TMPDIR") : "/tmp") +
+          "/aot_notice.txt");
   BOOST_REQUIRE_MESSAGE(l.exe.ok(), l.exe.status().ToString());
+  BOOST_TEST(notice.find("kiln: notice: code compiled ahead of time for kernel symbol " +
+                         t.kernels[0].symbol + " does not link") != std::string::npos,
+             notice);
   RunAll(*l.exe);  // checks exp's answers: the JIT's code, not add's
   EngineStats s = l.engine->stats();
   BOOST_TEST(s.aot_link_failures == 1);
