@@ -14,12 +14,48 @@
 #include "compiler/passes/partition.h"
 #include "compiler/passes/shape_inference.h"
 #include "compiler/passes/simplify.h"
+#include "jit/aot_compile.h"
 
 namespace kiln::compiler {
 namespace {
 
 void Progress(const CompileOptions& o, const std::string& line) {
   if (o.progress) o.progress(line);
+}
+
+// The targets options.code_targets names, each once (resolved before the long compile, so a
+// misspelt name fails at once).
+StatusOr<std::vector<jit::TargetInfo>> ResolveCodeTargets(const CompileOptions& o) {
+  std::vector<jit::TargetInfo> out;
+  for (const std::string& name : o.code_targets) {
+    ASSIGN_OR_RETURN(jit::TargetInfo t, jit::ResolveCodeTarget(name));
+    bool seen = false;
+    for (const jit::TargetInfo& u : out) seen |= u.cpu == t.cpu && u.features == t.features;
+    if (!seen) out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Adds the code of every kernel for each target to the executable `b` is building.
+Status AddCodeTargets(const std::vector<jit::TargetInfo>& targets, const CompileOptions& o,
+                      ExecutableBuilder& b, CompileStats* st) {
+  auto start = std::chrono::steady_clock::now();
+  for (const jit::TargetInfo& t : targets) {
+    Progress(o, "compiling " + std::to_string(b.kernels().size()) + " kernels and " +
+                    std::to_string(b.shape_functions().size()) + " shape functions for " + t.cpu);
+    ASSIGN_OR_RETURN(AotTargetDef def,
+                     jit::CompileCodeTarget(t, b.kernels(), b.shape_functions(), o.num_threads));
+    for (const auto* table : {&def.kernels, &def.shape_functions}) {
+      for (const AotObjectDef& object : *table) {
+        st->code_objects += object.object.empty() ? 0 : 1;
+        st->code_bytes += static_cast<int64_t>(object.object.size());
+      }
+    }
+    ++st->code_targets;
+    b.AddAotTarget(std::move(def));
+  }
+  st->code_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return Status::Ok();
 }
 
 ImportOptions ImportOptionsFor(const CompileOptions& o) {
@@ -99,6 +135,7 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
                                             CompileStats* stats) {
   auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(External external, FindExternal(options));
+  ASSIGN_OR_RETURN(std::vector<jit::TargetInfo> code_targets, ResolveCodeTargets(options));
   CompileStats local;
   CompileStats& st = stats ? *stats : local;
   st.nodes = graph.num_nodes();
@@ -132,6 +169,11 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   }
   Progress(options, "lowering and emitting");
   eo.table = &LoweringTable::Global();
+  if (!code_targets.empty()) {
+    eo.before_finish = [&](ExecutableBuilder& b) {
+      return AddCodeTargets(code_targets, options, b, &st);
+    };
+  }
   EmitStats es;
   ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, EmitExecutable(graph, eo, &es));
   st.kernels = es.kernels;

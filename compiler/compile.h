@@ -39,6 +39,12 @@ struct CompileOptions {
   /// Store the constant B of JIT MatMul / Gemm nodes prepacked for the GEMM's tiles
   /// (compiler/passes/pack_weights.h).
   bool pack_weights = true;
+  /// CPU targets to compile every kernel for ahead of time (`kiln compile --target`): "native"
+  /// (this host), or an x86-64 CPU name ("x86-64-v3", "x86-64-v4", ...; jit/aot_compile.h).
+  /// The objects travel in the executable, and a runtime whose host runs one of them links its
+  /// kernels instead of compiling them. Empty: kernel IR only. An unknown name is
+  /// InvalidArgument, reported before anything is compiled.
+  std::vector<std::string> code_targets;
   /// Receives one human-readable progress line per stage ("lowering 120/400 nodes"); may be
   /// empty. Called on the compiling thread.
   std::function<void(std::string_view)> progress;
@@ -58,6 +64,10 @@ struct CompileStats {
   int shape_functions = 0;
   int constants = 0;
   int64_t constant_bytes = 0;
+  int code_targets = 0;     // CPU targets with code compiled ahead of time
+  int code_objects = 0;     // objects in all (kernels and shape functions, per target)
+  int64_t code_bytes = 0;   // their bytes
+  double code_seconds = 0;  // wall time compiling them
   double seconds = 0;       // wall time of the whole compile
 };
 

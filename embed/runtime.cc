@@ -57,6 +57,9 @@ class ScopedKernels : public KernelProvider {
  public:
   ScopedKernels(std::shared_ptr<KernelProvider> inner, int threads)
       : inner_(std::move(inner)), threads_(threads) {}
+  int SelectCodeTarget(const std::vector<CodeTargetSpec>& targets) override {
+    return inner_->SelectCodeTarget(targets);
+  }
   StatusOr<std::unique_ptr<TensorFunction>> PrepareKernel(const KernelSpec& spec) override {
     return Scope(inner_->PrepareKernel(spec), threads_);
   }

@@ -110,6 +110,7 @@ DispatchStats DispatchCounters::Snapshot() const {
   s.misses = misses.load();
   s.specializations = specializations.load();
   s.evictions = evictions.load();
+  s.aot_kernels = aot_kernels.load();
   s.compile_seconds = static_cast<double>(compile_nanos.load()) * 1e-9;
   return s;
 }
@@ -195,8 +196,12 @@ std::shared_ptr<KernelDispatcher> KernelDispatcher::Create(
     std::shared_ptr<Engine> engine, std::shared_ptr<BackgroundCompiler> compiler,
     std::shared_ptr<DispatchCounters> counters, KernelPayload payload,
     const DispatchOptions& options,
-    const std::vector<std::pair<std::string, std::vector<int64_t>>>& hints) {
+    const std::vector<std::pair<std::string, std::vector<int64_t>>>& hints, KernelRef generic) {
   std::shared_ptr<KernelDispatcher> d(new KernelDispatcher());
+  if (generic) {
+    d->generic_.store(generic.fn(), std::memory_order_release);
+    d->generic_code_ = std::move(generic);
+  }
   d->engine_ = std::move(engine);
   d->compiler_ = std::move(compiler);
   d->counters_ = std::move(counters);

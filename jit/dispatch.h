@@ -47,11 +47,13 @@ struct DispatchStats {
   int64_t specializations = 0;  // specialized variants installed (hot shapes and hint buckets)
   int64_t evictions = 0;        // shape-table entries evicted
   double compile_seconds = 0;   // wall time in compilations (including engine cache hits)
+  int64_t aot_kernels = 0;      // generic variants linked from code compiled ahead of time
 };
 
 /// The shared, lock-free counters behind DispatchStats.
 struct DispatchCounters {
-  std::atomic<int64_t> compilations{0}, hits{0}, misses{0}, specializations{0}, evictions{0};
+  std::atomic<int64_t> compilations{0}, hits{0}, misses{0}, specializations{0}, evictions{0},
+      aot_kernels{0};
   std::atomic<int64_t> compile_nanos{0};
   DispatchStats Snapshot() const;
 };
@@ -94,11 +96,14 @@ class KernelDispatcher {
  public:
   /// `hints` name kernel dims (by Var name) bound to a buffer dim; each bucket value gets a
   /// variant with that dim folded, compiled in the background now. Unknown names are ignored.
+  /// A non-empty `generic` is the kernel's generic variant, ready (code compiled ahead of
+  /// time): the first call then compiles nothing.
   static std::shared_ptr<KernelDispatcher> Create(
       std::shared_ptr<Engine> engine, std::shared_ptr<BackgroundCompiler> compiler,
       std::shared_ptr<DispatchCounters> counters, KernelPayload payload,
       const DispatchOptions& options,
-      const std::vector<std::pair<std::string, std::vector<int64_t>>>& hints);
+      const std::vector<std::pair<std::string, std::vector<int64_t>>>& hints,
+      KernelRef generic = {});
 
   /// The variant for this call. `key` is the buffers' dims concatenated (key_size() values);
   /// the kernel dims are derived from it through the bindings. Errors: the

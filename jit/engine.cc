@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <mutex>
 #include <string>
@@ -122,6 +123,10 @@ struct Engine::Impl : std::enable_shared_from_this<Engine::Impl> {
   // Compiles into `entry` and fulfils its promise.
   void CompileInto(const Kernel& kernel, Entry& entry);
   StatusOr<KernelFn> Compile(const Kernel& kernel, llvm::orc::ResourceTrackerSP* tracker);
+  // Links `object` into `entry` and fulfils its promise; false (nothing fulfilled, nothing
+  // left behind) if it does not link.
+  bool LinkInto(std::unique_ptr<llvm::MemoryBuffer> object, const std::string& symbol,
+                Entry& entry);
   // The kernel's code from the object cache, linked under `rt`; null (with `rt` replaced by a
   // fresh tracker if anything was added) when there is no usable entry.
   KernelFn LoadCached(const std::string& key, const std::string& symbol,
@@ -250,6 +255,56 @@ StatusOr<KernelRef> Engine::Acquire(const Kernel& kernel) {
   if (!fn.ok()) return fn.status();
   ref.fn_ = *fn;
   return ref;
+}
+
+StatusOr<KernelRef> Engine::AcquireObject(const Kernel& kernel,
+                                          std::unique_ptr<llvm::MemoryBuffer> object,
+                                          const std::string& symbol, bool* compiled) {
+  bool compile = false;
+  std::shared_ptr<Impl::Entry> entry = impl_->Find(kernel, /*pin=*/false, &compile);
+  KernelRef ref;
+  ref.hold_ = std::shared_ptr<void>(
+      entry.get(), [impl = impl_, entry](void*) { impl->Release(entry); });
+  bool fallback = compile && !impl_->LinkInto(std::move(object), symbol, *entry);
+  if (compiled != nullptr) *compiled = fallback;
+  if (fallback) impl_->CompileInto(kernel, *entry);
+  StatusOr<KernelFn> fn = entry->result.get();
+  if (!fn.ok()) return fn.status();
+  ref.fn_ = *fn;
+  return ref;
+}
+
+bool Engine::Impl::LinkInto(std::unique_ptr<llvm::MemoryBuffer> object, const std::string& symbol,
+                            Entry& entry) {
+  llvm::orc::ResourceTrackerSP rt = jit->getMainJITDylib().createResourceTracker();
+  llvm::Error error = jit->addObjectFile(rt, std::move(object));
+  if (!error) {
+    auto address = jit->lookup(symbol);
+    if (address) {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        entry.tracker = rt;
+        ++stats.aot_linked;
+      }
+      entry.promise.set_value(address->toPtr<KernelFn>());
+      return true;
+    }
+    error = address.takeError();
+  }
+  std::string text = ErrorText(std::move(error));
+  llvm::consumeError(rt->remove());
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ++stats.aot_link_failures;
+  }
+  static std::atomic<bool> noticed{false};
+  if (!noticed.exchange(true)) {
+    std::fprintf(stderr,
+                 "kiln: notice: code compiled ahead of time for kernel symbol %s does not link "
+                 "(%s); compiling with the JIT instead\n",
+                 symbol.c_str(), text.c_str());
+  }
+  return false;
 }
 
 KernelFn Engine::Impl::LoadCached(const std::string& key, const std::string& symbol,

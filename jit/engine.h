@@ -37,6 +37,8 @@ struct EngineStats {
   int64_t object_cache_misses = 0;   // compilations that found no usable object on disk
   int64_t object_cache_corrupt = 0;  // cache files rejected (and rewritten by the compile)
   int64_t object_cache_evictions = 0;  // cache files deleted to stay within the size bound
+  int64_t aot_linked = 0;         // kernels linked from code compiled ahead of time (no compile)
+  int64_t aot_link_failures = 0;  // such objects that did not link (then compiled instead)
 };
 
 /// A counted reference to one compiled kernel (Engine::Acquire). The kernel's code stays while
@@ -82,6 +84,14 @@ class Engine {
   /// As GetOrCompile, but counted instead of pinned (see KernelRef). A failed compile is cached
   /// only while some request for it is still waiting.
   StatusOr<KernelRef> Acquire(const Kernel& kernel);
+  /// As Acquire, but a kernel the engine does not hold yet is linked from `object` (code
+  /// compiled ahead of time for it: a relocatable object, already checked by LoadCodeObject,
+  /// that defines `symbol` with the KernelFn ABI) instead of compiled: no IR is generated. An
+  /// object that does not link is dropped with one notice on stderr per process, and the kernel
+  /// is compiled as Acquire would; `*compiled` (if given) says whether that happened.
+  StatusOr<KernelRef> AcquireObject(const Kernel& kernel,
+                                    std::unique_ptr<llvm::MemoryBuffer> object,
+                                    const std::string& symbol, bool* compiled = nullptr);
 
   EngineStats stats() const;
   const TargetInfo& target() const;

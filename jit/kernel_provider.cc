@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "base/epoch.h"
+#include "jit/aot_objects.h"
 #include "jit/kernel_ir_serialize.h"
 #include "jit/precondition.h"
 
@@ -116,6 +117,23 @@ StatusOr<KernelPayload> JitKernelProvider::Decode(std::string_view what, std::st
   return p;
 }
 
+int JitKernelProvider::SelectCodeTarget(const std::vector<CodeTargetSpec>& targets) {
+  CodegenOptions options;
+  options.use_libmvec = engine_->uses_libmvec();
+  return ChooseCodeTarget(targets, engine_->target(), AotAbi(options));
+}
+
+StatusOr<KernelRef> JitKernelProvider::LinkCode(const CodeObjectSpec& code, const Kernel& kernel) {
+  if (code.empty()) return KernelRef();
+  ASSIGN_OR_RETURN(std::unique_ptr<llvm::MemoryBuffer> object,
+                   LoadCodeObject(code, engine_->target()));
+  bool compiled = false;
+  ASSIGN_OR_RETURN(KernelRef ref, engine_->AcquireObject(kernel, std::move(object),
+                                                         std::string(code.symbol), &compiled));
+  (compiled ? counters_->compilations : counters_->aot_kernels).fetch_add(1);
+  return ref;
+}
+
 StatusOr<std::unique_ptr<TensorFunction>> JitKernelProvider::PrepareKernel(const KernelSpec& spec) {
   std::vector<DType> dtypes = spec.input_dtypes;
   dtypes.insert(dtypes.end(), spec.output_dtypes.begin(), spec.output_dtypes.end());
@@ -134,8 +152,9 @@ StatusOr<std::unique_ptr<TensorFunction>> JitKernelProvider::PrepareKernel(const
     hints.emplace_back(std::string(h.symbol), h.buckets);
   }
   ASSIGN_OR_RETURN(PreconditionProgram pre, PreconditionProgram::Compile(p.kernel, p.preconditions));
+  ASSIGN_OR_RETURN(KernelRef generic, LinkCode(spec.code, p.kernel));
   auto dispatcher = KernelDispatcher::Create(engine_, compiler_, counters_, std::move(p),
-                                             options_.dispatch, hints);
+                                             options_.dispatch, hints, std::move(generic));
   return std::unique_ptr<TensorFunction>(new JitTensorFunction(std::move(dispatcher), std::move(pre)));
 }
 
@@ -153,8 +172,9 @@ StatusOr<std::unique_ptr<TensorFunction>> JitKernelProvider::PrepareShapeFunctio
     }
   }
   ASSIGN_OR_RETURN(PreconditionProgram pre, PreconditionProgram::Compile(p.kernel, p.preconditions));
-  auto dispatcher =
-      KernelDispatcher::Create(engine_, compiler_, counters_, std::move(p), options_.dispatch, {});
+  ASSIGN_OR_RETURN(KernelRef generic, LinkCode(spec.code, p.kernel));
+  auto dispatcher = KernelDispatcher::Create(engine_, compiler_, counters_, std::move(p),
+                                             options_.dispatch, {}, std::move(generic));
   return std::unique_ptr<TensorFunction>(new JitTensorFunction(std::move(dispatcher), std::move(pre)));
 }
 

@@ -38,6 +38,11 @@ class JitKernelProvider : public KernelProvider {
                              const JitProviderOptions& options = {});
   ~JitKernelProvider() override;
 
+  /// Chooses the code target this host runs (jit/aot_objects.h, ChooseCodeTarget); its objects
+  /// are then checked (LoadCodeObject: a corrupt one fails the load, naming the target and
+  /// entry) and linked at Prepare instead of compiled at the first call. No target that runs
+  /// here: -1, and everything is compiled as without such code.
+  int SelectCodeTarget(const std::vector<CodeTargetSpec>& targets) override;
   StatusOr<std::unique_ptr<TensorFunction>> PrepareKernel(const KernelSpec& spec) override;
   /// Shape functions are kernels too: their buffers are the inputs (any dtype; checked at run
   /// time) then the outputs, which must be i64 of rank 1.
@@ -53,6 +58,8 @@ class JitKernelProvider : public KernelProvider {
   StatusOr<KernelPayload> Decode(std::string_view what, std::string_view name,
                                  std::string_view format, const uint8_t* payload, size_t size,
                                  size_t num_buffers);
+  // The generic variant of `kernel` linked from `code`; empty when `code` is.
+  StatusOr<KernelRef> LinkCode(const CodeObjectSpec& code, const Kernel& kernel);
 
   std::shared_ptr<Engine> engine_;
   JitProviderOptions options_;

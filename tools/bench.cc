@@ -125,14 +125,15 @@ void PrintBench(const BenchArgs& a, const LoadedFunction& f, double first_ms,
   int jit_compiles = static_cast<int>(jit.compilations);
   // Of the kernels those variants needed, how many the persistent JIT cache had.
   long long cache_loads = stats.engine.object_cache_hits;
+  long long aot = stats.dispatch.aot_kernels;  // linked from code compiled ahead of time
   double jit_ms = jit.compile_seconds * 1000.0;
   if (a.json) {
     std::printf(
         "{\"function\": \"%s\", \"iters\": %d, %s, \"first_ms\": %.6f, \"p50_ms\": %.6f, "
         "\"p90_ms\": %.6f, \"p99_ms\": %.6f, \"jit_compiles\": %d, \"jit_ms\": %.3f, "
-        "\"jit_cache_loads\": %lld, \"peak_rss_mb\": %.1f}\n",
+        "\"jit_cache_loads\": %lld, \"aot_kernels\": %lld, \"peak_rss_mb\": %.1f}\n",
         f.name.c_str(), a.iters, JsonSetup(a, f, a.model.dims).c_str(), first_ms, p50, p90, p99,
-        jit_compiles, jit_ms, cache_loads, peak_mb);
+        jit_compiles, jit_ms, cache_loads, aot, peak_mb);
     return;
   }
   std::printf("%s @%s%s, %d threads, %d iterations after %d warm-up\n", a.model.file.c_str(),
@@ -141,8 +142,8 @@ void PrintBench(const BenchArgs& a, const LoadedFunction& f, double first_ms,
   std::printf(
       "  first call   %10.3f ms\n  p50          %10.3f ms\n  p90          %10.3f ms\n"
       "  p99          %10.3f ms\n  jit          %d compilations, %.1f ms, %lld from the JIT "
-      "cache\n  peak RSS     %10.1f MiB\n",
-      first_ms, p50, p90, p99, jit_compiles, jit_ms, cache_loads, peak_mb);
+      "cache, %lld kernels linked ahead of time\n  peak RSS     %10.1f MiB\n",
+      first_ms, p50, p90, p99, jit_compiles, jit_ms, cache_loads, aot, peak_mb);
 }
 
 // What a sweep measured.

@@ -1,4 +1,5 @@
-// kiln compile MODEL.onnx -o OUT.kiln [--dim NAME=VALUE]... [--external=onednn|none] [--quiet]
+// kiln compile MODEL.onnx -o OUT.kiln [--dim NAME=VALUE]... [--external=onednn|none]
+// [--target native|x86-64-v3|x86-64-v4|CPU]... [--quiet]
 #include "compiler/compile.h"
 
 #include <sys/stat.h>
@@ -44,6 +45,11 @@ void AddFlags(FlagParser& flags, CompileArgs* args) {
                "OpenMP threads for the kernels the compiler runs itself (constant folding); 0: "
                "OpenMP's default",
                0, 1024, &args->options.num_threads);
+  flags.AddList("--target", "CPU",
+                "also compile every kernel ahead of time for CPU (repeatable): native (this "
+                "host), x86-64-v3 (AVX2), x86-64-v4 (AVX-512) or another x86-64 CPU name LLVM "
+                "knows; a host that runs one of them links its code instead of JIT-compiling",
+                &args->options.code_targets);
   flags.AddBool("-q,--quiet", "print errors only, no progress", &args->quiet);
 }
 
@@ -112,6 +118,11 @@ int CompileMain(int argc, char** argv) {
       stats.fused_kernels, stats.fused_nodes, stats.external_regions, stats.external_nodes,
       stats.shape_functions, stats.constants, static_cast<long long>(stats.constant_bytes),
       bytes->size(), stats.seconds);
+  if (stats.code_targets > 0) {
+    std::printf("  code ahead of time: %d targets, %d objects, %lld bytes, compiled in %.2f s\n",
+                stats.code_targets, stats.code_objects, static_cast<long long>(stats.code_bytes),
+                stats.code_seconds);
+  }
   return 0;
 }
 

@@ -29,6 +29,7 @@ struct RunArgs {
   std::string output_format = "npy";
   std::vector<std::string> inputs;  // --input NAME=PATH or PATH
   std::vector<std::string> positional;
+  bool stats = false;
 };
 
 // Declares run's flags; Parse fills `args`.
@@ -46,6 +47,11 @@ void AddFlags(FlagParser& flags, RunArgs* args) {
                   "write each output to DIR (made if missing): DIR/NAME.npy, or with "
                   "--output-format pb DIR/output_0.pb, output_1.pb, ... in result order",
                   &args->output_dir, "none: print only");
+  flags.AddBool("--stats",
+                "after the outputs, print to stderr how the kernels got their code: JIT "
+                "compilations, kernels linked from code compiled ahead of time (kiln compile "
+                "--target), loads from the JIT cache",
+                &args->stats);
   flags.AddChoice("--output-format", "file format of the outputs --output-dir writes",
                   {"npy", "pb"}, &args->output_format);
 }
@@ -118,6 +124,18 @@ std::string Preview(const Tensor& t) {
   return "[" + s + "]";
 }
 
+// --stats: where the code of this process's kernels came from.
+void PrintStats(const Runtime& runtime) {
+  RuntimeStats stats = runtime.stats();
+  std::fprintf(stderr,
+               "kiln run: jit: %lld compilations (%.1f ms; %lld of them loaded from the JIT "
+               "cache), %lld kernels linked from code compiled ahead of time\n",
+               static_cast<long long>(stats.engine.compilations),
+               stats.engine.compile_seconds * 1000.0,
+               static_cast<long long>(stats.engine.object_cache_hits),
+               static_cast<long long>(stats.dispatch.aot_kernels));
+}
+
 Status Run(const RunArgs& args) {
   ASSIGN_OR_RETURN(LoadedFunction f, LoadFunction(args.model));
   const FunctionSignature& sig = f.signature();
@@ -142,6 +160,7 @@ Status Run(const RunArgs& args) {
       RETURN_IF_ERROR(WriteNpy(args.output_dir + "/" + file + ".npy", outputs[i]));
     }
   }
+  if (args.stats) PrintStats(*f.runtime);
   return Status::Ok();
 }
 

@@ -207,6 +207,28 @@ Offset<flatbuffers::Vector<fb::DType>> WriteDTypes(FlatBufferBuilder& b, const s
   return b.CreateVector(raw);
 }
 
+Offset<flatbuffers::Vector<Offset<fb::AotObject>>> WriteAotObjects(
+    FlatBufferBuilder& b, const std::vector<AotObjectDef>& objects) {
+  std::vector<Offset<fb::AotObject>> out;
+  for (const AotObjectDef& o : objects) {
+    uint64_t sum = o.override_checksum ? o.checksum : Fnv1a64(o.object.data(), o.object.size());
+    out.push_back(fb::CreateAotObject(b, b.CreateString(o.symbol), b.CreateVector(o.object), sum));
+  }
+  return b.CreateVector(out);
+}
+
+Offset<flatbuffers::Vector<Offset<fb::AotTarget>>> WriteAotTargets(
+    FlatBufferBuilder& b, const std::vector<AotTargetDef>& targets) {
+  std::vector<Offset<fb::AotTarget>> out;
+  for (const AotTargetDef& t : targets) {
+    out.push_back(fb::CreateAotTarget(b, b.CreateString(t.triple), b.CreateString(t.cpu),
+                                      b.CreateString(t.features), b.CreateString(t.llvm_version),
+                                      b.CreateString(t.abi), WriteAotObjects(b, t.kernels),
+                                      WriteAotObjects(b, t.shape_functions)));
+  }
+  return b.CreateVector(out);
+}
+
 }  // namespace
 
 StatusOr<std::vector<uint8_t>> ExecutableBuilder::Finish() {
@@ -305,9 +327,12 @@ StatusOr<std::vector<uint8_t>> ExecutableBuilder::Serialize(const std::vector<ui
   auto strings = b.CreateVectorOfStrings(strings_);  // after functions: they intern node names
   fb::Version version(major_, minor_);
   auto header = fb::CreateHeader(b, &version, b.CreateString(producer_));
+  // Absent rather than empty without targets: such a file is what a 1.1 writer produced.
+  Offset<flatbuffers::Vector<Offset<fb::AotTarget>>> aot = 0;
+  if (!aot_targets_.empty()) aot = WriteAotTargets(b, aot_targets_);
   auto root = fb::CreateExecutable(b, header, b.CreateVector(fns), b.CreateVector(kernels),
                                    b.CreateVector(shape_fns), b.CreateVector(regions),
-                                   b.CreateVector(constants), metadata, debug_info, strings);
+                                   b.CreateVector(constants), metadata, debug_info, strings, aot);
   b.FinishSizePrefixed(root, kFileIdentifier);
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
 }

@@ -51,6 +51,24 @@ struct ExternalRegionDef {
   uint64_t checksum = 0;
 };
 
+/// One kernel's machine code for an AotTargetDef (see executable.fbs, AotObject). An empty
+/// object means none: that kernel is JIT-compiled.
+struct AotObjectDef {
+  std::string symbol;
+  std::vector<uint8_t> object;
+  /// The checksum written is Fnv1a64(object) unless this is set (tests of corrupt files).
+  bool override_checksum = false;
+  uint64_t checksum = 0;
+};
+
+/// Code compiled ahead of time for one CPU target (executable.fbs, AotTarget). `kernels` and
+/// `shape_functions` are parallel to the builder's tables (or empty).
+struct AotTargetDef {
+  std::string triple, cpu, features, llvm_version, abi;
+  std::vector<AotObjectDef> kernels;
+  std::vector<AotObjectDef> shape_functions;
+};
+
 struct MetadataDef {
   std::vector<ValueSpec> inputs;
   std::vector<ValueSpec> outputs;
@@ -160,6 +178,11 @@ class ExecutableBuilder {
   /// Interns `s` in the string table.
   int AddString(const std::string& s);
   void SetMetadata(MetadataDef metadata) { metadata_ = std::move(metadata); has_metadata_ = true; }
+  /// Appends a table of code compiled ahead of time (written as Executable.aot_targets).
+  void AddAotTarget(AotTargetDef target) { aot_targets_.push_back(std::move(target)); }
+  /// The tables added so far (an ahead-of-time compiler reads the kernels' payloads).
+  const std::vector<KernelDef>& kernels() const { return kernels_; }
+  const std::vector<ShapeFunctionDef>& shape_functions() const { return shape_functions_; }
   /// For tests of corrupt files: writes this offset and size for constant `index` instead of
   /// the real ones (the bytes are still placed as usual).
   void OverrideConstantLayout(int index, uint64_t offset, uint64_t size) {
@@ -193,6 +216,7 @@ class ExecutableBuilder {
   std::vector<std::string> strings_;
   MetadataDef metadata_;
   bool has_metadata_ = false;
+  std::vector<AotTargetDef> aot_targets_;
   struct LayoutOverride {
     int index;
     uint64_t offset, size;

@@ -135,6 +135,58 @@ std::string DisassembleFunction(const Executable& exe, int function) {
   return s;
 }
 
+namespace {
+
+// Bytes of a code target's objects (kernels and shape functions).
+uint64_t AotBytes(const fb::AotTarget& t) {
+  uint64_t n = 0;
+  for (const auto* table : {t.kernels(), t.shape_functions()}) {
+    for (size_t i = 0; i < Len(table); ++i) n += Len(table->Get(i)->object());
+  }
+  return n;
+}
+
+// "41 enabled (avx2 fma)": how many features a target requires, and the vector ones that
+// decide where it runs.
+std::string FeatureSummary(const flatbuffers::String* features) {
+  std::string text = features ? features->str() : "";
+  int enabled = 0;
+  std::string notable;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find(',', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string f = text.substr(pos, end - pos);
+    if (f.size() > 1 && f[0] == '+') {
+      ++enabled;
+      for (const char* name : {"avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512vnni",
+                               "avx512bf16", "amx-tile"}) {
+        if (f.compare(1, std::string::npos, name) == 0) notable += (notable.empty() ? "" : " ") + f.substr(1);
+      }
+    }
+    pos = end + 1;
+  }
+  return Str(enabled) + " enabled" + (notable.empty() ? "" : " (" + notable + ")");
+}
+
+// One line per code target: triple, cpu, features, LLVM, objects and bytes.
+std::string InspectAotTargets(const fb::Executable& r) {
+  std::string s = "== code ahead of time (" + Str(Len(r.aot_targets())) + " targets)\n";
+  for (size_t i = 0; i < Len(r.aot_targets()); ++i) {
+    const fb::AotTarget* t = r.aot_targets()->Get(i);
+    size_t objects = 0;
+    for (const auto* table : {t->kernels(), t->shape_functions()}) {
+      for (size_t j = 0; j < Len(table); ++j) objects += Len(table->Get(j)->object()) ? 1 : 0;
+    }
+    s += "  [" + Str(i) + "] " + t->triple()->str() + " cpu " + t->cpu()->str() + ", features " +
+         FeatureSummary(t->features()) + ", LLVM " + t->llvm_version()->str() + ", " +
+         t->abi()->str() + ": " + Str(objects) + " objects, " + Bytes(AotBytes(*t)) + "\n";
+  }
+  return s;
+}
+
+}  // namespace
+
 std::string InspectExecutable(const Executable& exe, const RegionDescriber& describe) {
   const fb::Executable& r = exe.root();
   std::string s = "kiln executable, format " + Str(exe.version_major()) + "." +
@@ -178,6 +230,7 @@ std::string InspectExecutable(const Executable& exe, const RegionDescriber& desc
       }
     }
   }
+  s += InspectAotTargets(r);
   s += "== constants (" + Str(exe.num_constants()) + ")\n";
   uint64_t const_bytes = 0;
   for (int i = 0; i < exe.num_constants(); ++i) {
@@ -186,7 +239,8 @@ std::string InspectExecutable(const Executable& exe, const RegionDescriber& desc
     s += "  [" + Str(i) + "] " + (c->name() ? c->name()->str() : "") + " " +
          exe.constant(i).TypeString() + " at " + Str(c->offset()) + "  " + Bytes(c->size()) + "\n";
   }
-  uint64_t code = 0, operands = 0, payloads = 0, blobs = 0, debug = 0, strings = 0;
+  uint64_t code = 0, operands = 0, payloads = 0, blobs = 0, debug = 0, strings = 0, aot = 0;
+  for (size_t i = 0; i < Len(r.aot_targets()); ++i) aot += AotBytes(*r.aot_targets()->Get(i));
   for (size_t i = 0; i < Len(r.functions()); ++i) {
     code += Len(r.functions()->Get(i)->code()) * sizeof(fb::Instruction);
     operands += Len(r.functions()->Get(i)->operands()) * sizeof(int32_t);
@@ -207,6 +261,7 @@ std::string InspectExecutable(const Executable& exe, const RegionDescriber& desc
   s += "    operands        " + Bytes(operands) + "\n";
   s += "    kernel payloads " + Bytes(payloads) + "\n";
   s += "    region blobs    " + Bytes(blobs) + "\n";
+  s += "    AOT objects     " + Bytes(aot) + "\n";
   s += "    debug info      " + Bytes(debug) + "\n";
   s += "    strings         " + Bytes(strings) + "\n";
   s += "  constant data     " + Bytes(const_bytes) + " (segment " +

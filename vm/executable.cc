@@ -237,6 +237,42 @@ Status Executable::Init(const LoadOptions& options) {
   return Status::Ok();
 }
 
+namespace {
+
+// The provider's choice among the executable's code targets (-1: none, or none in the file).
+int ChooseCodeTarget(const fb::Executable& root, KernelProvider& provider) {
+  const auto* all = root.aot_targets();
+  if (all == nullptr || all->size() == 0) return -1;
+  std::vector<CodeTargetSpec> targets;
+  for (size_t t = 0; t < all->size(); ++t) {
+    const fb::AotTarget* a = all->Get(t);
+    targets.push_back({static_cast<int>(t), AotTargetWhere(t, *a), View(a->triple()),
+                       View(a->cpu()), View(a->features()), View(a->llvm_version()),
+                       View(a->abi())});
+  }
+  int chosen = provider.SelectCodeTarget(targets);
+  return chosen >= 0 && chosen < static_cast<int>(all->size()) ? chosen : -1;
+}
+
+// Entry i's object in code target `target` (kernels or shape functions); empty if none.
+CodeObjectSpec CodeObject(const fb::Executable& root, int target, bool shape_function, size_t i) {
+  CodeObjectSpec spec;
+  if (target < 0) return spec;
+  const fb::AotTarget* t = root.aot_targets()->Get(target);
+  const auto* objects = shape_function ? t->shape_functions() : t->kernels();
+  if (objects == nullptr || i >= objects->size()) return spec;
+  const fb::AotObject* o = objects->Get(i);
+  if (o->object() == nullptr || o->object()->size() == 0) return spec;
+  spec.where = AotTargetWhere(target, *t) + (shape_function ? ".shape_functions[" : ".kernels[") +
+               std::to_string(i) + "]";
+  spec.symbol = View(o->symbol());
+  spec.data = o->object()->data();
+  spec.size = o->object()->size();
+  return spec;
+}
+
+}  // namespace
+
 Status Executable::BindProviders(const LoadOptions& options) {
   auto need = [](const void* provider, size_t count, const char* what) -> Status {
     if (count > 0 && provider == nullptr) {
@@ -250,6 +286,7 @@ Status Executable::BindProviders(const LoadOptions& options) {
   size_t nx = root_->external_regions() ? root_->external_regions()->size() : 0;
   RETURN_IF_ERROR(need(options.kernels.get(), nk + ns, "kernels/shape functions"));
   RETURN_IF_ERROR(need(options.externals.get(), nx, "external regions"));
+  int code = nk + ns > 0 ? ChooseCodeTarget(*root_, *options.kernels) : -1;
   for (size_t i = 0; i < nk; ++i) {
     const fb::Kernel* k = root_->kernels()->Get(i);
     KernelSpec spec{static_cast<int>(i), View(k->name()), ToDTypes(k->input_dtypes()),
@@ -263,6 +300,7 @@ Status Executable::BindProviders(const LoadOptions& options) {
         spec.dispatch_hints.push_back(std::move(hint));
       }
     }
+    spec.code = CodeObject(*root_, code, /*shape_function=*/false, i);
     auto fn = options.kernels->PrepareKernel(spec);
     if (!fn.ok()) return fn.status().WithContext("kernels[" + std::to_string(i) + "] '" + std::string(spec.name) + "'");
     kernels_.push_back(std::move(*fn));
@@ -277,6 +315,7 @@ Status Executable::BindProviders(const LoadOptions& options) {
       for (bool b : *s->data_dependent()) spec.data_dependent.push_back(b);
     }
     spec.data_dependent.resize(spec.num_inputs, false);
+    spec.code = CodeObject(*root_, code, /*shape_function=*/true, i);
     auto fn = options.kernels->PrepareShapeFunction(spec);
     if (!fn.ok()) return fn.status().WithContext("shape_functions[" + std::to_string(i) + "] '" + std::string(spec.name) + "'");
     shape_functions_.push_back(std::move(*fn));

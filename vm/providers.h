@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -61,6 +62,23 @@ struct DispatchHintSpec {
   std::vector<int64_t> buckets;
 };
 
+/// One table of code compiled ahead of time (executable.fbs, AotTarget), as the provider sees it
+/// when it chooses which to use. Views into the executable.
+struct CodeTargetSpec {
+  int index = 0;
+  std::string where;  // "aot_targets[0] (x86_64-pc-linux-gnu, cpu znver3)", for messages
+  std::string_view triple, cpu, features, llvm_version, abi;
+};
+
+/// One entry's code from the chosen CodeTargetSpec; empty (size 0) when there is none.
+struct CodeObjectSpec {
+  std::string where;  // "aot_targets[0] (...).kernels[3]", for messages
+  std::string_view symbol;
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  bool empty() const { return size == 0; }
+};
+
 /// A kernel table entry as the provider sees it (views into the executable; valid for the
 /// executable's lifetime).
 struct KernelSpec {
@@ -72,6 +90,7 @@ struct KernelSpec {
   const uint8_t* payload = nullptr;
   size_t payload_size = 0;
   std::vector<DispatchHintSpec> dispatch_hints;
+  CodeObjectSpec code;  // ahead-of-time code (KernelProvider::SelectCodeTarget), if any
 };
 
 /// A shape function entry. Outputs are i64 1-D tensors.
@@ -84,6 +103,7 @@ struct ShapeFunctionSpec {
   std::string_view payload_format;
   const uint8_t* payload = nullptr;
   size_t payload_size = 0;
+  CodeObjectSpec code;  // ahead-of-time code (KernelProvider::SelectCodeTarget), if any
 };
 
 /// An external region entry; `constants` are views of the executable's constant bytes (no copy;
@@ -104,6 +124,10 @@ struct ExternalRegionSpec {
 class KernelProvider {
  public:
   virtual ~KernelProvider() = default;
+  /// Called once per executable, before its entries, when it carries code compiled ahead of
+  /// time: the index of the target whose code the provider will link (each entry's spec then
+  /// carries that target's object), or -1 for none. The default uses none.
+  virtual int SelectCodeTarget(const std::vector<CodeTargetSpec>& targets) { return -1; }
   virtual StatusOr<std::unique_ptr<TensorFunction>> PrepareKernel(const KernelSpec& spec) = 0;
   virtual StatusOr<std::unique_ptr<TensorFunction>> PrepareShapeFunction(
       const ShapeFunctionSpec& spec) = 0;

@@ -78,6 +78,12 @@ Status CheckVersion(const uint8_t* data, size_t size) {
 
 }  // namespace
 
+std::string AotTargetWhere(size_t i, const fb::AotTarget& target) {
+  auto text = [](const flatbuffers::String* s) { return s ? s->str() : std::string("?"); };
+  return "aot_targets[" + Str(i) + "] (" + text(target.triple()) + ", cpu " + text(target.cpu()) +
+         ")";
+}
+
 uint64_t Fnv1a64(const uint8_t* data, size_t size) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < size; ++i) {
@@ -281,6 +287,48 @@ Status CheckExternalRegions(const fb::Executable& exe) {
   return Status::Ok();
 }
 
+// One AotTarget's objects: parallel to `expected` entries (or none), each with a symbol when it
+// has code, and intact (checksum). Whether the bytes are an object the host can link is the
+// kernel provider's check (jit/aot_objects.h), made only for the target it uses.
+Status CheckAotObjects(const flatbuffers::Vector<flatbuffers::Offset<fb::AotObject>>* objects,
+                       size_t expected, const std::string& where) {
+  if (Len(objects) != 0 && Len(objects) != expected) {
+    return InvalidFormat(where + ": " + Str(Len(objects)) + " objects for " + Str(expected) +
+                         " entries");
+  }
+  for (size_t j = 0; j < Len(objects); ++j) {
+    const fb::AotObject* o = objects->Get(j);
+    std::string w = where + "[" + Str(j) + "]";
+    if (Len(o->object()) == 0) continue;
+    if (o->symbol() == nullptr || o->symbol()->size() == 0) {
+      return InvalidFormat(w + ": object without a symbol");
+    }
+    uint64_t sum = Fnv1a64(o->object()->data(), o->object()->size());
+    if (sum != o->checksum()) {
+      return InvalidFormat(w + ": object checksum mismatch (stored " + Str(o->checksum()) +
+                           ", computed " + Str(sum) + "): the code section is corrupt");
+    }
+  }
+  return Status::Ok();
+}
+
+Status CheckAotTargets(const fb::Executable& exe) {
+  for (size_t i = 0; i < Len(exe.aot_targets()); ++i) {
+    const fb::AotTarget* t = exe.aot_targets()->Get(i);
+    std::string w = AotTargetWhere(i, *t);
+    for (auto [field, value] : {std::pair<const char*, const flatbuffers::String*>{"triple", t->triple()},
+                                {"cpu", t->cpu()},
+                                {"llvm_version", t->llvm_version()},
+                                {"abi", t->abi()}}) {
+      if (value == nullptr || value->size() == 0) return InvalidFormat(w + ": missing " + field);
+    }
+    RETURN_IF_ERROR(CheckAotObjects(t->kernels(), Len(exe.kernels()), w + ".kernels"));
+    RETURN_IF_ERROR(
+        CheckAotObjects(t->shape_functions(), Len(exe.shape_functions()), w + ".shape_functions"));
+  }
+  return Status::Ok();
+}
+
 Status CheckMetadataAndDebug(const fb::Executable& exe) {
   if (const fb::ModelMetadata* m = exe.metadata()) {
     RETURN_IF_ERROR(CheckSpecs(m->inputs(), "metadata.inputs"));
@@ -325,6 +373,7 @@ Status VerifySemantics(const fb::Executable& exe, size_t file_size, size_t flatb
   RETURN_IF_ERROR(CheckKernels(exe));
   RETURN_IF_ERROR(CheckConstants(exe, file_size, flatbuffer_size));
   RETURN_IF_ERROR(CheckExternalRegions(exe));
+  RETURN_IF_ERROR(CheckAotTargets(exe));
   return CheckMetadataAndDebug(exe);
 }
 

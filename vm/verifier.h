@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "serializer/executable_generated.h"
 #include "base/status.h"
@@ -19,12 +20,16 @@ Status VerifyStructure(const uint8_t* data, size_t size, const fb::Executable** 
 
 /// Layer 2: table contents — required fields, unique function names, dtypes, constant data
 /// inside the file and 64-byte aligned, sizes overflow-safe, region checksums and constant
-/// references, metadata and debug-info indices.
+/// references, ahead-of-time code tables (lengths, symbols, object checksums), metadata and
+/// debug-info indices.
 Status VerifySemantics(const fb::Executable& exe, size_t file_size, size_t flatbuffer_size);
 
 /// Layer 3: every function's bytecode — known opcodes, each operand valid for its kind
 /// (register < count, table indices, jump targets, lists inside `operands`), arities.
 Status VerifyBytecode(const fb::Executable& exe);
+
+/// "aot_targets[1] (x86_64-pc-linux-gnu, cpu x86-64-v3)": how errors name a code target.
+std::string AotTargetWhere(size_t i, const fb::AotTarget& target);
 
 /// FNV-1a 64-bit hash; the checksum of an external region's blob.
 uint64_t Fnv1a64(const uint8_t* data, size_t size);

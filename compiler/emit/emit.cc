@@ -167,6 +167,7 @@ StatusOr<std::vector<uint8_t>> EmitExecutable(const Graph& graph, const EmitOpti
   md.doc = options.doc;
   sh.eb.SetMetadata(std::move(md));
   if (stats) *stats = sh.st;
+  if (options.before_finish) RETURN_IF_ERROR(options.before_finish(sh.eb));
   return sh.eb.Finish();
 }
 

@@ -13,12 +13,14 @@
 #define KILN_COMPILER_EMIT_EMIT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "compiler/ir/graph.h"
 #include "compiler/lower/lower.h"
 #include "base/status.h"
+#include "vm/builder.h"
 
 namespace kiln::compiler {
 
@@ -49,6 +51,10 @@ struct EmitOptions {
   bool fuse = true;
   /// Convex, disjoint regions (PartitionGraph guarantees both).
   std::vector<ExternalRegionToEmit> regions;
+  /// Called once every table is complete, just before the bytes are produced: may add to the
+  /// builder what is derived from its tables (code compiled ahead of time). Its error is
+  /// EmitExecutable's.
+  std::function<Status(ExecutableBuilder&)> before_finish;
 };
 
 struct EmitStats {

@@ -12,11 +12,15 @@
 
 #include "jit/compute.h"
 #include "jit/kernel_ir_serialize.h"
+#include "tests/jit/test_util.h"
 #include "vm/builder.h"
 #include "vm/context.h"
 
 namespace kiln::jit {
 namespace {
+
+using testing::RowSumKernel;
+using testing::RowsShapeKernel;
 
 constexpr int64_t kStorageBytes = 1 << 20;  // every output in these programs fits
 
@@ -38,16 +42,7 @@ Kernel AddKernel() {
   return ElementwiseBinary("add", {DType::kF32, 2, {}}, {DType::kF32, 1, {}}, DType::kF32,
                            [](Expr a, Expr b) { return a + b; });
 }
-Kernel RowSumKernel() {
-  auto k = ReduceKernel("row_sum", Reduction::kSum, DType::kF32, 2, {1}, false);
-  if (!k.ok()) throw std::runtime_error(k.status().ToString());
-  return *k;
-}
 // Shape functions as kernels writing i64[rank].
-Kernel RowsShapeKernel() {
-  Buffer a = Buffer::Param("a", DType::kF32, 2), out = Buffer::Param("shape", DType::kI64, 1);
-  return Kernel{"rows_shape", {a, out}, {}, Store(out, {IntImm(0)}, DimOf(a, 0))};
-}
 Kernel MatmulShapeKernel() {
   Buffer a = Buffer::Param("a", DType::kF32, 2), b = Buffer::Param("b", DType::kF32, 2);
   Buffer out = Buffer::Param("shape", DType::kI64, 1);

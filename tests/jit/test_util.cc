@@ -255,6 +255,17 @@ std::vector<double> RandomDoubles(size_t n, double lo, double hi, uint64_t seed)
   return out;
 }
 
+Kernel RowSumKernel() {
+  auto k = ReduceKernel("row_sum", Reduction::kSum, DType::kF32, 2, {1}, false);
+  BOOST_REQUIRE_MESSAGE(k.ok(), k.status().ToString());
+  return *k;
+}
+
+Kernel RowsShapeKernel() {
+  Buffer a = Buffer::Param("a", DType::kF32, 2), out = Buffer::Param("shape", DType::kI64, 1);
+  return Kernel{"rows_shape", {a, out}, {}, Store(out, {IntImm(0)}, DimOf(a, 0))};
+}
+
 std::string CaptureStderr(const std::function<void()>& body, const std::string& path) {
   std::fflush(stderr);
   int saved = dup(2);

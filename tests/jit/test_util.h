@@ -93,6 +93,11 @@ inline double RoundToFloat(double v) { return RoundToFormat(v, 23, -126, 127); }
 /// are NaN or equal, a huge number when only one is NaN.
 double UlpDistance(double a, double b, DType dtype);
 
+/// row_sum(a: f32[n, m]) -> f32[n] (ReduceKernel kSum over axis 1), for test executables.
+Kernel RowSumKernel();
+/// The shape function of row_sum as a kernel: shape: i64[1] = {rows of a}.
+Kernel RowsShapeKernel();
+
 /// Runs `body` with the process's stderr (fd 2) going to the file `path`; returns what it wrote.
 std::string CaptureStderr(const std::function<void()>& body, const std::string& path);
 

@@ -106,7 +106,8 @@ BOOST_AUTO_TEST_CASE(inspect_prints_header_disassembly_tables_and_sizes) {
   std::string path = WriteProgram();
   Result r = Kiln("inspect " + path);
   BOOST_TEST(r.code == 0, r.out);
-  BOOST_TEST(Contains(r.out, "format 1.1, producer 'cli test'"));
+  BOOST_TEST(Contains(r.out, "format " + std::to_string(kFormatMajor) + "." +
+                                 std::to_string(kFormatMinor) + ", producer 'cli test'"));
   BOOST_TEST(Contains(r.out, "func @main(x: f32[n, 3], k: i64[]) -> (k: i64[], x: f32[n, 3], w: f32[2])"));
   BOOST_TEST(Contains(r.out, "load_const r2 constants[0] 'w'    ; Identity_0"));
   BOOST_TEST(Contains(r.out, "goto L0"));
@@ -453,6 +454,49 @@ BOOST_AUTO_TEST_CASE(compile_then_run_end_to_end) {
   r = Kiln("run " + two_exe + " " + xp + " " + xp);
   BOOST_TEST(r.code == 0, r.out);
   BOOST_TEST(Contains(r.out, "y: f32[2, 3] [2, 4, -6, -0.5, 1, -2]"), r.out);
+}
+
+// --target compiles every kernel ahead of time: a run on a host of that target compiles
+// nothing (--stats says where the code came from), computes what the JIT computes, and
+// inspect lists each target; an unknown target is an error before anything is compiled.
+BOOST_AUTO_TEST_CASE(compile_target_native_runs_with_no_jit_compile) {
+  std::string model = WriteModel("aot.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[N, 3] x) => (float[N, 3] y) <float[3] b = {0.5, -1.0, 2.0}> {
+        t = Add(x, b) e = Exp(t) y = Relu(e) })");
+  std::string jit = TmpDir() + "/aot_jit.kiln", aot = TmpDir() + "/aot_native.kiln";
+  Result r = Kiln("compile " + model + " -o " + jit + " -q --external none");
+  BOOST_TEST(r.code == 0, r.out);
+  r = Kiln("compile " + model + " -o " + aot + " -q --external none --target native --target "
+           "x86-64-v4");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "code ahead of time: 2 targets, "), r.out);
+  r = Kiln("inspect " + aot);
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "== code ahead of time (2 targets)"), r.out);
+  BOOST_TEST(Contains(r.out, " cpu x86-64-v4, features "), r.out);
+  BOOST_TEST(Contains(r.out, "avx512f"), r.out);
+  BOOST_TEST(Contains(r.out, "AOT objects     "), r.out);
+
+  float x[6] = {1, 2, -3, -0.25f, 0.5f, -1};
+  std::string xp = WritePbFile("aot_x.pb", onnx::TensorProto::FLOAT, {2, 3}, x, sizeof(x));
+  Result with_jit = Kiln("run " + jit + " " + xp + " --jit-cache off --stats");
+  BOOST_TEST(with_jit.code == 0, with_jit.out);
+  BOOST_TEST(Contains(with_jit.out, " 0 kernels linked from code compiled ahead of time"),
+             with_jit.out);
+  BOOST_TEST(!Contains(with_jit.out, "jit: 0 compilations"), with_jit.out);
+  Result with_aot = Kiln("run " + aot + " " + xp + " --jit-cache off --stats");
+  BOOST_TEST(with_aot.code == 0, with_aot.out);
+  BOOST_TEST(Contains(with_aot.out, "kiln run: jit: 0 compilations"), with_aot.out);
+  BOOST_TEST(!Contains(with_aot.out, " 0 kernels linked"), with_aot.out);
+  size_t y = with_jit.out.find("y: f32[2, 3] [");
+  BOOST_REQUIRE_MESSAGE(y != std::string::npos, with_jit.out);
+  std::string values = with_jit.out.substr(y, with_jit.out.find('\n', y) - y);
+  BOOST_TEST(Contains(with_aot.out, values), with_aot.out);  // the same values printed
+
+  r = Kiln("compile " + model + " -o " + aot + " --target pentium-9000");
+  BOOST_TEST(r.code == 1, r.out);
+  BOOST_TEST(Contains(r.out, "code target 'pentium-9000' is not an x86-64 CPU LLVM knows"), r.out);
+  BOOST_TEST(!Contains(r.out, "lowering"), r.out);
 }
 
 // The default external compiler (oneDNN) claims a convolution (a 1x1 one, the product
