@@ -1,8 +1,9 @@
-// kiln_serve: serves .kiln models over the KServe v2 REST protocol until SIGINT or SIGTERM.
+// kiln_serve: serves .kiln models over the KServe v2 REST and gRPC protocols until SIGINT/SIGTERM.
 //
 //   kiln_serve --model NAME=FILE.kiln [--model ...] [--host 127.0.0.1] [--port 8000]
 //              [--workers N] [--threads N] [--io-threads N] [--max-body-bytes N] [--timeout-ms N]
 //              [--max-queue N] [--invoke-timeout-ms N] [--jit-cache DIR|off] [--plugin LIB.so]...
+//              [--grpc-port N] [--warmup] [--dim NAME=N]...
 //   (kiln_serve --help describes each flag and its default.)
 #include <pthread.h>
 #include <signal.h>
@@ -42,7 +43,18 @@ void AddFlags(kiln::FlagParser& flags, Flags* f) {
                     return kiln::Status::Ok();
                   });
   flags.AddString("--host", "ADDR", "address to listen on", &f->server.host);
-  flags.AddInt("--port", "N", "port to listen on; 0 picks a free one", 0, 65535, &f->server.port);
+  flags.AddInt("--port", "N", "REST (HTTP) port to listen on; 0 picks a free one", 0, 65535,
+               &f->server.port);
+  flags.AddInt("--grpc-port", "N",
+               "also serve the KServe v2 gRPC protocol on port N (0 picks a free one); -1: no gRPC",
+               -1, 65535, &f->server.grpc_port);
+  flags.AddBool("--warmup",
+                "before reporting ready (and before a reloaded model is served), run each model "
+                "once on zero inputs at its declared shapes so its kernels are compiled",
+                &f->server.warmup);
+  flags.AddSizeMap("--dim",
+                   "NAME=N: the value of symbolic dim NAME in --warmup inputs (default 1)",
+                   &f->server.warmup_dims);
   flags.AddInt("--workers", "N", "inference threads, one VM context per model each", 1, 1024,
                &f->server.workers, "one per core");
   kiln::AddRuntimeFlags(flags, &f->runtime);
@@ -68,8 +80,9 @@ int main(int argc, char** argv) {
   Flags flags;
   flags.server.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   kiln::FlagParser parser("kiln_serve", "--model NAME=FILE.kiln [--model ...] [flags]",
-                          "Serves .kiln models over the KServe v2 REST protocol until SIGINT or "
-                          "SIGTERM. Compute threads: --workers times --threads.");
+                          "Serves .kiln models over the KServe v2 REST protocol (and gRPC with "
+                          "--grpc-port) until SIGINT or SIGTERM. Compute threads: --workers "
+                          "times --threads.");
   AddFlags(parser, &flags);
   if (std::optional<int> exit = parser.Parse(argc, argv)) return *exit;
   if (flags.models.empty()) {
@@ -108,6 +121,9 @@ int main(int argc, char** argv) {
   std::printf("kiln_serve: %zu model(s) on http://%s:%d (%d workers, queue %zu)\n",
               (*repo)->models().size(), flags.server.host.c_str(), (*server)->port(),
               flags.server.workers, flags.server.max_queue);
+  if ((*server)->grpc_port() >= 0) {
+    std::printf("kiln_serve: gRPC on %s:%d\n", flags.server.host.c_str(), (*server)->grpc_port());
+  }
   std::fflush(stdout);
 
   // (4) Wait for a signal, then shut down gracefully.

@@ -38,8 +38,8 @@ std::shared_ptr<const Runtime> TestRuntime() {
 }
 
 // The three demo models, written and loaded once for the whole test binary.
-std::shared_ptr<const ModelRepository> Repository() {
-  static std::shared_ptr<const ModelRepository> repo = [] {
+std::shared_ptr<ModelRepository> Repository() {
+  static std::shared_ptr<ModelRepository> repo = [] {
     const char* tmp = std::getenv("TEST_TMPDIR");
     std::string dir = tmp ? tmp : "/tmp";
     std::vector<ModelSource> sources;
