@@ -102,6 +102,7 @@ std::string Metrics::Render(const MetricsSnapshot& snapshot) const {
   out += "kiln_busy_workers " + std::to_string(snapshot.busy_workers) + "\n";
   if (snapshot.runtime != nullptr) {
     const jit::EngineStats& e = snapshot.runtime->engine;
+    const jit::DispatchStats& d = snapshot.runtime->dispatch;
     struct {
       const char* name;
       const char* help;
@@ -119,6 +120,12 @@ std::string Metrics::Render(const MetricsSnapshot& snapshot) const {
         {"kiln_jit_object_cache_misses_total",
          "Compilations that found no usable object in the persistent cache.",
          static_cast<double>(e.object_cache_misses)},
+        {"kiln_jit_dispatch_specialized_calls_total",
+         "Kernel calls served by a shape-specialized variant.", static_cast<double>(d.hits)},
+        {"kiln_jit_dispatch_generic_calls_total", "Kernel calls served by the generic variant.",
+         static_cast<double>(d.misses)},
+        {"kiln_jit_specializations_total", "Shape-specialized kernel variants installed.",
+         static_cast<double>(d.specializations)},
     };
     for (const auto& c : counters) {
       Header(&out, c.name, "counter", c.help);

@@ -40,7 +40,8 @@ class Metrics {
 
   /// kiln_inference_requests_total{model,protocol,status}, kiln_inference_request_duration_
   /// seconds{model} (histogram), kiln_inference_in_flight{model}, kiln_inference_queue_depth,
-  /// kiln_busy_workers, and kiln_jit_* counters from `snapshot.runtime`.
+  /// kiln_busy_workers, and kiln_jit_* counters (compilations, cache hits, shape dispatch)
+  /// from `snapshot.runtime`.
   std::string Render(const MetricsSnapshot& snapshot) const;
 
  private:

@@ -59,10 +59,19 @@ std::string Model::MetadataJson() const {
   return out;
 }
 
-ContextLease::~ContextLease() {
+void ContextLease::Return() {
   if (ctx_ == nullptr) return;
   std::lock_guard<std::mutex> lock(model_->mu_);
   model_->idle_contexts_.push_back(std::move(ctx_));
+}
+
+ContextLease& ContextLease::operator=(ContextLease&& other) {
+  if (this != &other) {
+    Return();
+    model_ = std::move(other.model_);
+    ctx_ = std::move(other.ctx_);
+  }
+  return *this;
 }
 
 StatusOr<ContextLease> Model::AcquireContext() const {

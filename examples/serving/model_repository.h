@@ -30,12 +30,14 @@ class ContextLease {
   ContextLease(std::shared_ptr<const Model> model, std::unique_ptr<Context> ctx)
       : model_(std::move(model)), ctx_(std::move(ctx)) {}
   ContextLease(ContextLease&&) = default;
-  ContextLease& operator=(ContextLease&&) = default;
-  ~ContextLease();
+  /// Returns the context held (if any) to its pool, then takes `other`'s.
+  ContextLease& operator=(ContextLease&& other);
+  ~ContextLease() { Return(); }
   Context& operator*() const { return *ctx_; }
   Context* operator->() const { return ctx_.get(); }
 
  private:
+  void Return();
   std::shared_ptr<const Model> model_;
   std::unique_ptr<Context> ctx_;
 };
