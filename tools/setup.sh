@@ -16,6 +16,9 @@ PACKAGES=(
   libdlpack-dev              # DLPack struct definitions
   clang-14 libclang-rt-14-dev   # libFuzzer + ASan runtime for the fuzz target
   python3-numpy              # quickstart / test data generation
+  libgrpc++-dev protobuf-compiler-grpc   # kiln_serve's KServe v2 gRPC (gRPC C++ + grpc_cpp_plugin)
+  python3-grpcio             # the gRPC client test (stubs from protobuf-compiler-grpc's python plugin)
+  python3-yaml               # deploy/ manifest test
 )
 
 missing=()

@@ -53,9 +53,12 @@ void AddFlags(kiln::FlagParser& flags, Flags* f) {
                 "once on zero inputs at its declared shapes so its kernels are compiled",
                 &f->server.warmup);
   flags.AddSizeMap("--dim",
-                   "NAME=N: the value of symbolic dim NAME in --warmup inputs (default 1)",
+                   "the value of symbolic dim NAME in --warmup inputs (1 if not given)",
                    &f->server.warmup_dims);
-  flags.AddInt("--workers", "N", "inference threads, one VM context per model each", 1, 1024,
+  flags.AddInt("--workers", "N",
+               "inference threads (REST and gRPC share them and the queue); each request borrows "
+               "a VM context of its model",
+               1, 1024,
                &f->server.workers, "one per core");
   kiln::AddRuntimeFlags(flags, &f->runtime);
   flags.AddInt("--io-threads", "N", "threads accepting connections and doing every read and write",
@@ -64,7 +67,9 @@ void AddFlags(kiln::FlagParser& flags, Flags* f) {
                "inference requests waiting for a busy worker (idle workers take requests at "
                "once); more get 503",
                0, int64_t{1} << 30, &f->server.max_queue);
-  flags.AddInt("--max-body-bytes", "N", "larger request bodies get 413", 1, kMaxBytes,
+  flags.AddInt("--max-body-bytes", "N",
+               "larger request bodies get 413, larger gRPC messages RESOURCE_EXHAUSTED", 1,
+               kMaxBytes,
                &f->server.max_body_bytes, "16 MiB");
   flags.AddInt("--timeout-ms", "N",
                "a request must arrive within N ms, an idle keep-alive connection is closed "

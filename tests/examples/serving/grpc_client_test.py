@@ -26,8 +26,10 @@ pb = None      # grpc_predict_v2_pb2
 pb_grpc = None  # grpc_predict_v2_pb2_grpc
 grpc = None
 
-# kiln_serve runs with one worker, no queue, a 2 s invoke timeout and a 64 KiB message limit,
-# so the overload, deadline and size tests need no large inputs or long waits.
+# kiln_serve runs with two workers, no queue, a 2 s invoke timeout and a 64 KiB message limit,
+# so the overload, deadline and size tests need no large inputs or long waits. Tests that keep
+# workers busy wait until both are idle again before they end: a worker counts as busy until
+# just after its reply is out, so a request sent at once could otherwise find none idle.
 INVOKE_TIMEOUT_MS = 2000
 MAX_BYTES = 64 * 1024
 
@@ -50,7 +52,7 @@ class Server:
 
     def __init__(self, tmp):
         subprocess.run([ARGS.make_demo_model, tmp], check=True, stdout=subprocess.DEVNULL)
-        cmd = [ARGS.kiln_serve, '--port', '0', '--grpc-port', '0', '--workers', '1',
+        cmd = [ARGS.kiln_serve, '--port', '0', '--grpc-port', '0', '--workers', '2',
                '--max-queue', '0', '--invoke-timeout-ms', str(INVOKE_TIMEOUT_MS),
                '--max-body-bytes', str(MAX_BYTES), '--threads', '1', '--warmup',
                '--jit-cache', 'off']
@@ -238,31 +240,38 @@ class GrpcTest(unittest.TestCase):
         req.inputs.add(name='n', datatype='INT64', shape=[]).contents.int64_contents.append(n)
         return req
 
-    def test_deadline_exceeded_by_the_invoke_timeout(self):
-        # No client deadline: DEADLINE_EXCEEDED can only come from the server's invoke timeout.
-        details = self.assertCode(grpc.StatusCode.DEADLINE_EXCEEDED, self.stub.ModelInfer,
-                                  self.spin_request(10**15))
-        self.assertIn('spin', details)
-
     def busy_workers(self):
         url = 'http://127.0.0.1:%d/metrics' % self.server.rest_port
         text = urllib.request.urlopen(url, timeout=10).read().decode()
         return int(re.search(r'^kiln_busy_workers (\d+)$', text, re.M).group(1))
 
+    def wait_busy_workers(self, want):
+        deadline = time.monotonic() + 20
+        while self.busy_workers() != want and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self.assertEqual(self.busy_workers(), want)
+
+    def test_deadline_exceeded_by_the_invoke_timeout(self):
+        # No client deadline: DEADLINE_EXCEEDED can only come from the server's invoke timeout.
+        details = self.assertCode(grpc.StatusCode.DEADLINE_EXCEEDED, self.stub.ModelInfer,
+                                  self.spin_request(10**15))
+        self.assertIn('spin', details)
+        self.wait_busy_workers(0)
+
     def test_resource_exhausted_when_the_queue_is_full(self):
-        # One worker and no queue: while a long spin runs, another request is refused at once.
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            long_call = pool.submit(self.stub.ModelInfer, self.spin_request(10**15))
-            deadline = time.monotonic() + 10
-            while self.busy_workers() == 0 and time.monotonic() < deadline:
-                time.sleep(0.005)
-            self.assertEqual(self.busy_workers(), 1)
+        # Both workers busy and no queue: another request is refused at once.
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            long_calls = [pool.submit(self.stub.ModelInfer, self.spin_request(10**15))
+                          for _ in range(2)]
+            self.wait_busy_workers(2)
             req = self.affine_request(np.ones((1, 4), np.float32), np.ones(4, np.float32))
             details = self.assertCode(grpc.StatusCode.RESOURCE_EXHAUSTED, self.stub.ModelInfer,
                                       req)
             self.assertIn('queue is full', details)
-            with self.assertRaises(grpc.RpcError):
-                long_call.result()
+            for call in long_calls:
+                with self.assertRaises(grpc.RpcError):
+                    call.result()
+        self.wait_busy_workers(0)
 
     def test_metrics_count_grpc_requests(self):
         x = np.ones((1, 4), np.float32)
