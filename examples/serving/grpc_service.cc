@@ -161,8 +161,9 @@ StatusOr<std::vector<Tensor>> DecodeInputs(const inference::ModelInferRequest& r
 }
 
 // Decode, invoke, encode (outputs raw). Runs on a worker.
-Status RunInfer(const Model& model, const inference::ModelInferRequest& req,
-                Clock::time_point deadline, inference::ModelInferResponse* resp) {
+Status RunInfer(const ServingCore& core, const Model& model,
+                const inference::ModelInferRequest& req, Clock::time_point deadline,
+                inference::ModelInferResponse* resp) {
   const FunctionSignature& sig = model.signature();
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs, DecodeInputs(req, sig));
   std::vector<int> selected;
@@ -174,8 +175,7 @@ Status RunInfer(const Model& model, const inference::ModelInferRequest& req,
   if (req.outputs_size() == 0) {
     for (size_t r = 0; r < sig.results.size(); ++r) selected.push_back(static_cast<int>(r));
   }
-  ASSIGN_OR_RETURN(ContextLease ctx, model.AcquireContext());
-  ASSIGN_OR_RETURN(std::vector<Tensor> outputs, InvokeModel(model, *ctx, inputs, deadline));
+  ASSIGN_OR_RETURN(std::vector<Tensor> outputs, core.Invoke(model, inputs, deadline));
   resp->set_model_name(model.name);
   resp->set_model_version(model.version);
   resp->set_id(req.id());
@@ -290,13 +290,14 @@ class GrpcServer::Impl final : public inference::GRPCInferenceService::Service {
     std::future<Status> result = done->get_future();
     // This handler waits for the job whenever it was queued (the job itself stops at the
     // deadline), so the job may use the request and response in place.
-    bool queued = core_->pool->TrySubmit([model, &req, resp, deadline, done] {
+    ServingCore* core = core_;
+    bool queued = core_->pool->TrySubmit([core, model, &req, resp, deadline, done] {
       if (Clock::now() >= deadline) {
         done->set_value(DeadlineExceeded("model '" + model->name +
                                          "': the deadline passed while the request was queued"));
         return;
       }
-      done->set_value(RunInfer(*model, req, deadline, resp));
+      done->set_value(RunInfer(*core, *model, req, deadline, resp));
     });
     if (!queued) {
       return grpc::Status(core_->ready ? grpc::StatusCode::RESOURCE_EXHAUSTED

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -62,6 +63,11 @@ StatusOr<int> FindOutput(const FunctionSignature& sig, std::string_view name,
 StatusOr<std::vector<Tensor>> InvokeModel(const Model& model, Context& ctx,
                                           const std::vector<Tensor>& inputs,
                                           std::chrono::steady_clock::time_point deadline);
+
+/// How a front end runs checked inputs: alone (InvokeModel on a pooled context) or batched
+/// (ServingCore::Invoke). Errors as InvokeModel's.
+using Invoker = std::function<StatusOr<std::vector<Tensor>>(
+    const std::vector<Tensor>& inputs, std::chrono::steady_clock::time_point deadline)>;
 
 /// The deadline of one invocation started now: `limits.invoke_timeout` from now, or never.
 std::chrono::steady_clock::time_point InvokeDeadline(const InferLimits& limits);

@@ -75,6 +75,14 @@ void AddFlags(kiln::FlagParser& flags, Flags* f) {
                "a request must arrive within N ms, an idle keep-alive connection is closed "
                "after it, and a reply must be taken within it",
                1, kMaxBytes, &f->server.timeout_ms);
+  flags.AddInt("--max-batch", "N",
+               "dynamic batching: run up to N concurrent requests of a model with a symbolic "
+               "batch dim (dim 0 of every input and output) as one invocation; needs --workers "
+               ">= N; 0 or 1: off",
+               0, 4096, &f->server.max_batch);
+  flags.AddInt("--batch-timeout-us", "N",
+               "dynamic batching: how long the first request of a batch waits for more", 0,
+               int64_t{60} * 1000 * 1000, &f->server.batch_timeout_us);
   flags.AddInt("--invoke-timeout-ms", "N", "deadline of one model invocation, past it 504; 0: none",
                0, kMaxBytes, &f->server.invoke_timeout_ms);
 }

@@ -89,6 +89,14 @@ StatusOr<ContextLease> Model::AcquireContext() const {
   return ContextLease(std::move(self), std::move(ctx));
 }
 
+Batcher* Model::GetBatcher(const BatchOptions& options) const {
+  if (options.max_batch <= 1) return nullptr;
+  std::call_once(batcher_once_, [&] {
+    if (IsBatchable(signature())) batcher_ = std::make_unique<Batcher>(*this, options);
+  });
+  return batcher_.get();
+}
+
 StatusOr<ModelSource> ParseModelFlag(std::string_view flag) {
   size_t eq = flag.find('=');
   if (eq == std::string_view::npos || eq == 0 || eq + 1 == flag.size()) {

@@ -14,6 +14,7 @@
 
 #include "base/status.h"
 #include "embed/runtime.h"
+#include "examples/serving/batcher.h"
 #include "examples/serving/json.h"
 #include "vm/context.h"
 #include "vm/executable.h"
@@ -61,6 +62,9 @@ class Model : public std::enable_shared_from_this<Model> {
   std::string MetadataJson() const;
   /// A context from the pool, or a new one (errors are Runtime::NewContext's). Thread-safe.
   StatusOr<ContextLease> AcquireContext() const;
+  /// This version's batcher, made on first use with `options`; null if batching is off
+  /// (max_batch <= 1) or the model has no common symbolic batch dim (IsBatchable).
+  Batcher* GetBatcher(const BatchOptions& options) const;
 
  private:
   friend class ModelRepository;
@@ -68,6 +72,8 @@ class Model : public std::enable_shared_from_this<Model> {
   std::shared_ptr<const Runtime> runtime_;
   mutable std::mutex mu_;
   mutable std::vector<std::unique_ptr<Context>> idle_contexts_;
+  mutable std::once_flag batcher_once_;
+  mutable std::unique_ptr<Batcher> batcher_;
 };
 
 /// A `--model NAME=FILE` argument.

@@ -207,8 +207,8 @@ Reply EncodeReply(const Model& model, const Json* id, const std::vector<Tensor>&
 
 }  // namespace
 
-Reply RunInfer(const Model& model, Context& ctx, std::string_view body, const InferLimits& limits,
-               std::optional<size_t> binary_header_length) {
+Reply RunInfer(const Model& model, std::string_view body, const InferLimits& limits,
+               const Invoker& invoke, std::optional<size_t> binary_header_length) {
   std::string_view header = body, binary;
   if (binary_header_length) {
     if (*binary_header_length > body.size()) {
@@ -230,7 +230,7 @@ Reply RunInfer(const Model& model, Context& ctx, std::string_view body, const In
   if (!inputs.ok()) return ErrorReply(400, inputs.status().message());
   auto selected = SelectOutputs(*request, sig);
   if (!selected.ok()) return ErrorReply(400, selected.status().message());
-  auto outputs = InvokeModel(model, ctx, *inputs, InvokeDeadline(limits));
+  auto outputs = invoke(*inputs, InvokeDeadline(limits));
   if (!outputs.ok()) {
     return ErrorReply(HttpStatusOf(outputs.status().code()), outputs.status().message());
   }

@@ -26,8 +26,7 @@ struct Reply {
 /// {"error": message} with `status`.
 Reply ErrorReply(int status, std::string_view message);
 
-/// Runs `body` (a KServe v2 infer request) on `model` with `ctx` (a context of model.exe owned
-/// by the calling thread). `binary_header_length` is the request's Inference-Header-Content-
+/// Runs `body` (a KServe v2 infer request) on `model`, its checked inputs through `invoke`. `binary_header_length` is the request's Inference-Header-Content-
 /// Length if it had one: then the first that many bytes are the JSON header and the rest the
 /// data of the inputs with a "binary_data_size" parameter, in input order. Outputs requested
 /// with "binary_data": true (or all, with the request parameter "binary_data_output": true)
@@ -37,8 +36,8 @@ Reply ErrorReply(int status, std::string_view message);
 /// shape contradicting the model, data not matching the shape, binary sizes not adding up,
 /// unknown requested outputs) and for invocation errors caused by the inputs (InvalidArgument,
 /// OutOfRange); 504 when the invoke deadline passes; 500 for anything else (named).
-Reply RunInfer(const Model& model, Context& ctx, std::string_view body, const InferLimits& limits,
-               std::optional<size_t> binary_header_length = std::nullopt);
+Reply RunInfer(const Model& model, std::string_view body, const InferLimits& limits,
+               const Invoker& invoke, std::optional<size_t> binary_header_length = std::nullopt);
 
 }  // namespace kiln::serving
 

@@ -262,13 +262,12 @@ class Session : public std::enable_shared_from_this<Session> {
     bool queued = core.pool->TrySubmit([self, server, model, shared_body, header_length, keep,
                                         start] {
       ServingCore& c = server->core_;
-      Reply reply;
-      auto ctx = model->AcquireContext();
-      if (!ctx.ok()) {
-        reply = ErrorReply(500, "model '" + model->name + "': " + ctx.status().ToString());
-      } else {
-        reply = RunInfer(*model, **ctx, *shared_body, c.limits, header_length);
-      }
+      Reply reply = RunInfer(
+          *model, *shared_body, c.limits,
+          [&](const std::vector<Tensor>& inputs, std::chrono::steady_clock::time_point deadline) {
+            return c.Invoke(*model, inputs, deadline);
+          },
+          header_length);
       if (reply.status == 200) ++server->infer_ok_;
       c.metrics.End(model->name, "rest", std::to_string(reply.status), Seconds(start));
       net::post(self->stream_.get_executor(), [self, reply = std::move(reply), keep]() mutable {
@@ -493,6 +492,9 @@ StatusOr<std::unique_ptr<Server>> Server::Start(std::shared_ptr<ModelRepository>
   limits.json.max_bytes = options.max_body_bytes;
   limits.json.max_depth = options.max_json_depth;
   limits.invoke_timeout = std::chrono::milliseconds(options.invoke_timeout_ms);
+  if (options.batch_timeout_us < 0) return InvalidArgument("batch_timeout_us must be >= 0");
+  impl->core_.batching.max_batch = options.max_batch;
+  impl->core_.batching.timeout = std::chrono::microseconds(options.batch_timeout_us);
   ASSIGN_OR_RETURN(impl->core_.pool, WorkerPool::Start(options.workers, options.max_queue));
   RETURN_IF_ERROR(impl->Listen());
   if (options.grpc_port >= 0) {

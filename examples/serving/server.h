@@ -40,6 +40,12 @@ struct ServerOptions {
   /// zero inputs (WarmUp in inference.h), symbolic dims from `warmup_dims` (else 1).
   bool warmup = false;
   std::map<std::string, int64_t> warmup_dims;
+  /// Dynamic batching (batcher.h) of models whose inputs and outputs share a symbolic dim 0:
+  /// up to `max_batch` requests (<= 1: off) waiting together at most `batch_timeout_us` run as
+  /// one invocation. A batch only holds requests that workers are running, so it is at most
+  /// `workers` large.
+  int max_batch = 0;
+  int64_t batch_timeout_us = 500;
 };
 
 /// A running server. REST routes (KServe v2): GET /v2/health/live, /v2/health/ready, /v2,

@@ -19,6 +19,7 @@ struct ServingCore {
   std::shared_ptr<ModelRepository> repo;
   std::unique_ptr<WorkerPool> pool;
   InferLimits limits;
+  BatchOptions batching;
   size_t max_queue = 0;
   Metrics metrics;
   /// False until warm-up has finished and again once shutdown begins.
@@ -29,6 +30,14 @@ struct ServingCore {
     std::shared_ptr<const Model> model = repo->Find(name);
     if (model != nullptr && !version.empty() && version != model->version) return nullptr;
     return model;
+  }
+  /// Runs one checked request on `model` from a worker: through its batcher when batching is
+  /// on and the model batchable, else alone on a context from its pool. Errors as InvokeModel's.
+  StatusOr<std::vector<Tensor>> Invoke(const Model& model, const std::vector<Tensor>& inputs,
+                                       std::chrono::steady_clock::time_point deadline) const {
+    if (Batcher* batcher = model.GetBatcher(batching)) return batcher->Run(inputs, deadline);
+    ASSIGN_OR_RETURN(ContextLease ctx, model.AcquireContext());
+    return InvokeModel(model, *ctx, inputs, deadline);
   }
   /// Why a job was refused: "server shutting down" or the queue is full.
   std::string RefusalMessage() const {

@@ -153,7 +153,8 @@ BOOST_AUTO_TEST_CASE(help_describes_every_flag_with_its_default) {
           "(default: 64)", "  --max-body-bytes N  ", "(default: 16 MiB)", "  --timeout-ms N  ",
           "(default: 10000)", "  --invoke-timeout-ms N  ", "  --jit-cache DIR|off  ",
           "  --plugin PATH  ", "  --grpc-port N  ", "(default: -1)", "  --warmup  ",
-          "  --dim NAME=VALUE  ", "  -h, --help  "}) {
+          "  --dim NAME=VALUE  ", "  --max-batch N  ", "  --batch-timeout-us N  ",
+          "(default: 500)", "  -h, --help  "}) {
       BOOST_TEST(out.find(part) != std::string::npos, part << " in\n" << out);
     }
   }
