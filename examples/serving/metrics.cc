@@ -100,6 +100,18 @@ std::string Metrics::Render(const MetricsSnapshot& snapshot) const {
   out += "kiln_inference_queue_depth " + std::to_string(snapshot.queue_depth) + "\n";
   Header(&out, "kiln_busy_workers", "gauge", "Inference workers running a request.");
   out += "kiln_busy_workers " + std::to_string(snapshot.busy_workers) + "\n";
+  Header(&out, "kiln_batches_total", "counter",
+         "Dynamic batching: invocations that ran more than one request.");
+  for (const auto& b : snapshot.batching) {
+    out += "kiln_batches_total{model=\"" + Label(b.model) + "\"} " + std::to_string(b.batches) +
+           "\n";
+  }
+  Header(&out, "kiln_batched_requests_total", "counter",
+         "Dynamic batching: requests that ran inside such invocations.");
+  for (const auto& b : snapshot.batching) {
+    out += "kiln_batched_requests_total{model=\"" + Label(b.model) + "\"} " +
+           std::to_string(b.requests) + "\n";
+  }
   if (snapshot.runtime != nullptr) {
     const jit::EngineStats& e = snapshot.runtime->engine;
     const jit::DispatchStats& d = snapshot.runtime->dispatch;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "embed/runtime.h"
 
@@ -19,6 +20,12 @@ struct MetricsSnapshot {
   size_t queue_depth = 0;     // inference jobs waiting for a worker
   size_t busy_workers = 0;    // workers running a job
   const RuntimeStats* runtime = nullptr;  // JIT and allocator counters; null: none
+  struct Batching {
+    std::string model;
+    uint64_t batches = 0;   // invocations that ran more than one request
+    uint64_t requests = 0;  // requests that ran in them
+  };
+  std::vector<Batching> batching;  // models with a batcher
 };
 
 /// Thread-safe counters, rendered in the Prometheus text exposition format (version 0.0.4).
@@ -40,8 +47,8 @@ class Metrics {
 
   /// kiln_inference_requests_total{model,protocol,status}, kiln_inference_request_duration_
   /// seconds{model} (histogram), kiln_inference_in_flight{model}, kiln_inference_queue_depth,
-  /// kiln_busy_workers, and kiln_jit_* counters (compilations, cache hits, shape dispatch)
-  /// from `snapshot.runtime`.
+  /// kiln_busy_workers, kiln_batches_total{model} and kiln_batched_requests_total{model}, and
+  /// kiln_jit_* counters (compilations, cache hits, shape dispatch) from `snapshot.runtime`.
   std::string Render(const MetricsSnapshot& snapshot) const;
 
  private:

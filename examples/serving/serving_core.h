@@ -50,6 +50,12 @@ struct ServingCore {
     MetricsSnapshot s;
     s.queue_depth = pool->queued();
     s.busy_workers = pool->running();
+    for (const auto& model : repo->models()) {
+      if (Batcher* b = model->GetBatcher(batching)) {
+        Batcher::Stats st = b->stats();
+        s.batching.push_back({model->name, st.batches, st.requests});
+      }
+    }
     RuntimeStats stats;
     if (repo->runtime() != nullptr) {
       stats = repo->runtime()->stats();

@@ -116,6 +116,11 @@ BOOST_AUTO_TEST_CASE(server_batches_rest_requests) {
     });
   }
   for (std::thread& t : threads) t.join();
+  // Whether requests met in a batch depends on timing; that the counters are exported does not.
+  auto c = Connect(*server);
+  std::string page = Call(*c, "GET", "/metrics").body;
+  BOOST_TEST(page.find("\nkiln_batches_total{model=\"add\"} ") != std::string::npos, page);
+  BOOST_TEST(page.find("\nkiln_batched_requests_total{model=\"add\"} ") != std::string::npos);
   for (int k = 0; k < 8; ++k) {
     BOOST_REQUIRE_MESSAGE(status[k] == 200, body[k]);
     Json j = ParseBody(HttpResponse{200, body[k]});
