@@ -8,30 +8,18 @@ reference output. Needs Debian's python3 (numpy, grpcio) and protoc + grpc_pytho
 """
 import argparse
 import http.client
-import importlib
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import grpc_stubs  # noqa: E402  (beside this file)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def load_stubs(proto):
-    out = tempfile.mkdtemp()
-    proto_dir, name = os.path.split(os.path.abspath(proto))
-    subprocess.run(['/usr/bin/protoc', '-I' + proto_dir, '--python_out=' + out,
-                    '--grpc_python_out=' + out,
-                    '--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin', name],
-                   check=True)
-    sys.path.insert(0, out)
-    return (importlib.import_module('grpc'), importlib.import_module('grpc_predict_v2_pb2'),
-            importlib.import_module('grpc_predict_v2_pb2_grpc'))
 
 
 class Rest:
@@ -144,7 +132,7 @@ def main():
     expect = np.load(a.expect).astype(np.float32) if a.expect else None
     if expect is not None:
         expect = np.repeat(expect, a.batch, axis=0)
-    stubs = load_stubs(a.proto) if 'grpc' in a.protocols else None
+    stubs = grpc_stubs.load(a.proto) if 'grpc' in a.protocols else None
     print('%-12s %10s %10s %10s' % ('protocol', 'req/s', 'p50 ms', 'p99 ms'))
     for proto in a.protocols.split(','):
         if proto == 'grpc':

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 import urllib.request
@@ -35,16 +34,10 @@ MAX_BYTES = 64 * 1024
 
 
 def generate_stubs(proto, out_dir):
-    proto_dir, name = os.path.split(os.path.abspath(proto))
-    subprocess.run(['/usr/bin/protoc', '-I' + proto_dir, '--python_out=' + out_dir,
-                    '--grpc_python_out=' + out_dir,
-                    '--plugin=protoc-gen-grpc_python=/usr/bin/grpc_python_plugin', name],
-                   check=True)
-    sys.path.insert(0, out_dir)
+    # grpc_stubs.py sits beside the .proto (examples/serving).
+    sys.path.insert(0, os.path.dirname(os.path.abspath(proto)))
     global pb, pb_grpc, grpc
-    pb = importlib.import_module('grpc_predict_v2_pb2')
-    pb_grpc = importlib.import_module('grpc_predict_v2_pb2_grpc')
-    grpc = importlib.import_module('grpc')
+    grpc, pb, pb_grpc = importlib.import_module('grpc_stubs').load(proto, out_dir)
 
 
 class Server:
