@@ -261,8 +261,8 @@ class GrpcServer::Impl final : public inference::GRPCInferenceService::Service {
     return st;
   }
 
-  static constexpr const char* kExtensions[] = {"binary_tensor_data", "model_repository",
-                                                "statistics"};
+  // As REST's /v2 lists them (the repository API itself is REST only).
+  static constexpr const char* kExtensions[] = {"binary_tensor_data", "model_repository"};
 
  private:
   static grpc::Status NotFoundStatus(const std::string& name, const std::string& version) {
