@@ -18,6 +18,9 @@ PACKAGES=(
   python3-numpy              # quickstart / test data generation; the Python package's arrays
   python3-dev pybind11-dev   # the Python package (python/): python3.11 headers, pybind11 2.10
   python3-pytest python3-onnx   # its tests (pytest; models built with onnx.helper)
+  libgrpc++-dev protobuf-compiler-grpc   # kiln_serve's KServe v2 gRPC (gRPC C++ + grpc_cpp_plugin)
+  python3-grpcio             # the gRPC client test (stubs from protobuf-compiler-grpc's python plugin)
+  python3-yaml               # deploy/ manifest test
 )
 
 missing=()

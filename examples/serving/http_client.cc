@@ -2,6 +2,8 @@
 // deadline on a private io_context (blocking Asio calls cannot time out).
 #include "examples/serving/http_client.h"
 
+#include <cctype>
+
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 
@@ -53,11 +55,12 @@ class HttpClient::Impl {
   }
 
   StatusOr<HttpResponse> Request(const std::string& method, const std::string& target,
-                                 const std::string& body) {
+                                 const std::string& body, const HttpHeaders& headers) {
     http::request<http::string_body> req(http::string_to_verb(method), target, 11);
     req.set(http::field::host, "127.0.0.1");
     req.keep_alive(true);
     if (!body.empty()) req.set(http::field::content_type, "application/json");
+    for (const auto& [name, value] : headers) req.set(name, value);
     req.body() = body;
     req.prepare_payload();
     beast::error_code ec = Run(timeout_, [&](beast::error_code* out) {
@@ -80,6 +83,11 @@ class HttpClient::Impl {
     r.body = std::move(res.body());
     auto allow = res.find(http::field::allow);
     if (allow != res.end()) r.allow = std::string(allow->value());
+    for (const auto& field : res) {
+      std::string name(field.name_string());
+      for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      r.headers[name] = std::string(field.value());
+    }
     r.keep_alive = res.keep_alive();
     return r;
   }
@@ -128,8 +136,8 @@ HttpClient::HttpClient(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 HttpClient::~HttpClient() = default;
 
 StatusOr<HttpResponse> HttpClient::Request(const std::string& method, const std::string& target,
-                                           const std::string& body) {
-  return impl_->Request(method, target, body);
+                                           const std::string& body, const HttpHeaders& headers) {
+  return impl_->Request(method, target, body, headers);
 }
 
 StatusOr<HttpResponse> HttpClient::SendRaw(const std::string& bytes, bool read_reply) {

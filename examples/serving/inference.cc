@@ -1,22 +1,12 @@
-// KServe v2 infer: request JSON -> checked input tensors -> Context::Invoke -> response JSON.
+// Protocol-independent inference: input binding and checks, output lookup, invocation.
 #include "examples/serving/inference.h"
 
-#include <vector>
+#include <cstring>
 
 #include "examples/serving/tensor_json.h"
+#include "vm/context.h"
 
 namespace kiln::serving {
-
-Reply ErrorReply(int status, std::string_view message) {
-  Reply r;
-  r.status = status;
-  JsonWriter w(&r.body);
-  w.BeginObject();
-  w.Key("error");
-  w.String(message);
-  w.EndObject();
-  return r;
-}
 
 namespace {
 
@@ -43,38 +33,34 @@ int FindSpec(const std::vector<ValueSpec>& specs, std::string_view name) {
   return -1;
 }
 
-// A string member of `obj`, or InvalidArgument naming `where`.
-StatusOr<const std::string*> StringField(const Json& obj, const char* key,
-                                         const std::string& where) {
-  const Json* v = obj.Find(key);
-  if (v == nullptr) return InvalidArgument(where + ": missing '" + key + "'");
-  if (!v->is_string()) return InvalidArgument(where + ": '" + key + "' must be a string");
-  return &v->string_value();
+}  // namespace
+
+StatusOr<int> InputBinder::Bind(std::string_view name, std::string* where) {
+  *where += " '" + std::string(name) + "'";
+  int p = FindSpec(sig_.params, name);
+  if (p < 0) {
+    return InvalidArgument(*where + ": unknown input (the model has " + NameList(sig_.params) +
+                           ")");
+  }
+  if (seen_[p]) return InvalidArgument(*where + ": given more than once");
+  seen_[p] = true;
+  return p;
 }
 
-StatusOr<Shape> ParseShape(const Json* v, const std::string& where) {
-  if (v == nullptr) return InvalidArgument(where + ": missing 'shape'");
-  if (!v->is_array()) return InvalidArgument(where + ": 'shape' must be a list of integers");
-  if (v->size() > static_cast<size_t>(kMaxRank)) {
-    return InvalidArgument(where + ": 'shape' has rank " + std::to_string(v->size()) +
-                           ", more than " + std::to_string(kMaxRank));
+StatusOr<DType> InputBinder::CheckDatatype(int param, std::string_view datatype,
+                                           const std::string& where) const {
+  const ValueSpec& spec = sig_.params[param];
+  std::optional<DType> dtype = ParseKServeDatatype(datatype);
+  if (!dtype) return InvalidArgument(where + ": unknown datatype '" + std::string(datatype) + "'");
+  if (*dtype != spec.dtype) {
+    return InvalidArgument(where + ": datatype " + std::string(datatype) +
+                           " but the model expects " + KServeDatatype(spec.dtype));
   }
-  int64_t dims[kMaxRank];
-  for (size_t i = 0; i < v->size(); ++i) {
-    const Json& d = v->items()[i];
-    if (!d.is_int() || d.int_value() < 0) {
-      return InvalidArgument(where + ": 'shape' must be a list of non-negative integers");
-    }
-    dims[i] = d.int_value();
-  }
-  auto shape = Shape::Make(dims, static_cast<int>(v->size()));
-  if (!shape.ok()) return shape.status().WithContext(where);
-  return shape;
+  return *dtype;
 }
 
-// The request's shape against the model's declared one: rank and fixed dims. (Symbolic dims
-// that must agree across inputs are checked by Context::Invoke.)
-Status CheckShape(const Shape& shape, const ValueSpec& spec, const std::string& where) {
+Status InputBinder::CheckShape(int param, const Shape& shape, const std::string& where) const {
+  const ValueSpec& spec = sig_.params[param];
   bool ok = shape.rank() == static_cast<int>(spec.shape.size());
   for (int i = 0; ok && i < shape.rank(); ++i) {
     if (spec.shape[i].fixed() && spec.shape[i].value != shape[i]) ok = false;
@@ -84,72 +70,70 @@ Status CheckShape(const Shape& shape, const ValueSpec& spec, const std::string& 
                          SpecShapeString(spec));
 }
 
-// Fills `inputs` in parameter order from the request's "inputs" list.
-Status DecodeInputs(const Json& request, const FunctionSignature& sig,
-                    std::vector<Tensor>* inputs) {
-  const Json* list = request.Find("inputs");
-  if (list == nullptr) return InvalidArgument("missing 'inputs'");
-  if (!list->is_array()) return InvalidArgument("'inputs' must be a list");
-  inputs->assign(sig.params.size(), Tensor());
-  std::vector<bool> seen(sig.params.size(), false);
-  for (size_t i = 0; i < list->size(); ++i) {
-    const Json& in = list->items()[i];
-    std::string where = "inputs[" + std::to_string(i) + "]";
-    if (!in.is_object()) return InvalidArgument(where + " must be an object");
-    ASSIGN_OR_RETURN(const std::string* name, StringField(in, "name", where));
-    where += " '" + *name + "'";
-    int p = FindSpec(sig.params, *name);
-    if (p < 0)
-      return InvalidArgument(where + ": unknown input (the model has " + NameList(sig.params) +
-                             ")");
-    if (seen[p]) return InvalidArgument(where + ": given more than once");
-    seen[p] = true;
-    const ValueSpec& spec = sig.params[p];
-    ASSIGN_OR_RETURN(const std::string* datatype, StringField(in, "datatype", where));
-    std::optional<DType> dtype = ParseKServeDatatype(*datatype);
-    if (!dtype) return InvalidArgument(where + ": unknown datatype '" + *datatype + "'");
-    if (*dtype != spec.dtype) {
-      return InvalidArgument(where + ": datatype " + *datatype + " but the model expects " +
-                             KServeDatatype(spec.dtype));
+StatusOr<std::vector<Tensor>> InputBinder::Finish() {
+  for (size_t p = 0; p < seen_.size(); ++p) {
+    if (!seen_[p]) return InvalidArgument("missing input '" + sig_.params[p].name + "'");
+  }
+  return std::move(inputs_);
+}
+
+StatusOr<int> FindOutput(const FunctionSignature& sig, std::string_view name,
+                         const std::string& where) {
+  int r = FindSpec(sig.results, name);
+  if (r < 0) {
+    return InvalidArgument(where + ": unknown output '" + std::string(name) +
+                           "' (the model has " + NameList(sig.results) + ")");
+  }
+  return r;
+}
+
+StatusOr<std::vector<Tensor>> InvokeModel(const Model& model, Context& ctx,
+                                          const std::vector<Tensor>& inputs,
+                                          std::chrono::steady_clock::time_point deadline) {
+  InvokeOptions options;
+  options.deadline = deadline;
+  auto outputs = ctx.Invoke(model.function, inputs, options);
+  if (!outputs.ok()) {
+    return Status(outputs.status().code(),
+                  "model '" + model.name + "': " + outputs.status().ToString());
+  }
+  if (outputs->size() != model.signature().results.size()) {
+    return Internal("model '" + model.name + "' returned " + std::to_string(outputs->size()) +
+                    " values, declared " + std::to_string(model.signature().results.size()));
+  }
+  return outputs;
+}
+
+std::chrono::steady_clock::time_point InvokeDeadline(const InferLimits& limits) {
+  if (limits.invoke_timeout.count() <= 0) return std::chrono::steady_clock::time_point::max();
+  return std::chrono::steady_clock::now() + limits.invoke_timeout;
+}
+
+Status WarmUp(const Model& model, const std::map<std::string, int64_t>& dims) {
+  std::string where = "warm-up of model '" + model.name + "'";
+  std::vector<Tensor> inputs;
+  for (const ValueSpec& spec : model.signature().params) {
+    int64_t shape_dims[kMaxRank];
+    for (size_t d = 0; d < spec.shape.size() && d < static_cast<size_t>(kMaxRank); ++d) {
+      const DimSpec& dim = spec.shape[d];
+      auto it = dims.find(dim.symbol);
+      shape_dims[d] = dim.fixed() ? dim.value : (it != dims.end() ? it->second : 1);
     }
-    ASSIGN_OR_RETURN(Shape shape, ParseShape(in.Find("shape"), where));
-    RETURN_IF_ERROR(CheckShape(shape, spec, where));
-    const Json* data = in.Find("data");
-    if (data == nullptr) return InvalidArgument(where + ": missing 'data'");
-    ASSIGN_OR_RETURN((*inputs)[p], DecodeTensorData(*data, *dtype, shape, where));
+    auto shape = Shape::Make(shape_dims, static_cast<int>(spec.shape.size()));
+    if (!shape.ok()) return shape.status().WithContext(where + ", input '" + spec.name + "'");
+    auto t = Tensor::Allocate(DefaultAllocator(), spec.dtype, *shape);
+    if (!t.ok()) return t.status().WithContext(where);
+    if (t->NumBytes() > 0) std::memset(t->data(), 0, t->NumBytes());
+    inputs.push_back(std::move(*t));
   }
-  for (size_t p = 0; p < seen.size(); ++p) {
-    if (!seen[p]) return InvalidArgument("missing input '" + sig.params[p].name + "'");
-  }
+  auto ctx = model.AcquireContext();
+  if (!ctx.ok()) return ctx.status().WithContext(where);
+  auto outputs = InvokeModel(model, **ctx, inputs, std::chrono::steady_clock::time_point::max());
+  if (!outputs.ok()) return outputs.status().WithContext(where);
   return Status::Ok();
 }
 
-// Indices of the results to return: those named in "outputs", or all.
-Status SelectOutputs(const Json& request, const FunctionSignature& sig,
-                     std::vector<int>* selected) {
-  selected->clear();
-  const Json* list = request.Find("outputs");
-  if (list == nullptr) {
-    for (size_t i = 0; i < sig.results.size(); ++i) selected->push_back(static_cast<int>(i));
-    return Status::Ok();
-  }
-  if (!list->is_array()) return InvalidArgument("'outputs' must be a list");
-  for (size_t i = 0; i < list->size(); ++i) {
-    const Json& out = list->items()[i];
-    std::string where = "outputs[" + std::to_string(i) + "]";
-    if (!out.is_object()) return InvalidArgument(where + " must be an object");
-    ASSIGN_OR_RETURN(const std::string* name, StringField(out, "name", where));
-    int r = FindSpec(sig.results, *name);
-    if (r < 0) {
-      return InvalidArgument(where + ": unknown output '" + *name + "' (the model has " +
-                             NameList(sig.results) + ")");
-    }
-    selected->push_back(r);
-  }
-  return Status::Ok();
-}
-
-int InvokeErrorStatus(StatusCode code) {
+int HttpStatusOf(StatusCode code) {
   switch (code) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kOutOfRange:
@@ -159,70 +143,6 @@ int InvokeErrorStatus(StatusCode code) {
     default:
       return 500;
   }
-}
-
-}  // namespace
-
-Reply RunInfer(const Model& model, Context& ctx, std::string_view body, const InferLimits& limits) {
-  auto request = ParseJson(body, limits.json);
-  if (!request.ok()) return ErrorReply(400, "malformed JSON: " + request.status().message());
-  if (!request->is_object()) return ErrorReply(400, "the request must be a JSON object");
-  const Json* id = request->Find("id");
-  if (id != nullptr && !id->is_string()) return ErrorReply(400, "'id' must be a string");
-
-  const FunctionSignature& sig = model.signature();
-  std::vector<Tensor> inputs;
-  if (Status st = DecodeInputs(*request, sig, &inputs); !st.ok())
-    return ErrorReply(400, st.message());
-  std::vector<int> selected;
-  if (Status st = SelectOutputs(*request, sig, &selected); !st.ok()) {
-    return ErrorReply(400, st.message());
-  }
-
-  InvokeOptions options;
-  options.timeout = limits.invoke_timeout;
-  auto outputs = ctx.Invoke(model.function, inputs, options);
-  if (!outputs.ok()) {
-    return ErrorReply(InvokeErrorStatus(outputs.status().code()),
-                      "model '" + model.name + "': " + outputs.status().ToString());
-  }
-  if (outputs->size() != sig.results.size()) {
-    return ErrorReply(500, "model '" + model.name + "' returned " +
-                               std::to_string(outputs->size()) + " values, declared " +
-                               std::to_string(sig.results.size()));
-  }
-
-  Reply reply;
-  JsonWriter w(&reply.body);
-  w.BeginObject();
-  w.Key("model_name");
-  w.String(model.name);
-  w.Key("model_version");
-  w.String("1");
-  if (id != nullptr) {
-    w.Key("id");
-    w.String(id->string_value());
-  }
-  w.Key("outputs");
-  w.BeginArray();
-  for (int r : selected) {
-    const Tensor& t = (*outputs)[r];
-    w.BeginObject();
-    w.Key("name");
-    w.String(sig.results[r].name);
-    w.Key("datatype");
-    w.String(KServeDatatype(t.dtype()));
-    w.Key("shape");
-    w.BeginArray();
-    for (int d = 0; d < t.rank(); ++d) w.Int(t.dim(d));
-    w.EndArray();
-    w.Key("data");
-    EncodeTensorData(t, w);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
-  return reply;
 }
 
 }  // namespace kiln::serving

@@ -1,8 +1,9 @@
-// kiln_serve: serves .kiln models over the KServe v2 REST protocol until SIGINT or SIGTERM.
+// kiln_serve: serves .kiln models over the KServe v2 REST and gRPC protocols until SIGINT/SIGTERM.
 //
 //   kiln_serve --model NAME=FILE.kiln [--model ...] [--host 127.0.0.1] [--port 8000]
 //              [--workers N] [--threads N] [--io-threads N] [--max-body-bytes N] [--timeout-ms N]
 //              [--max-queue N] [--invoke-timeout-ms N] [--jit-cache DIR|off] [--plugin LIB.so]...
+//              [--grpc-port N] [--warmup] [--dim NAME=N]...
 //   (kiln_serve --help describes each flag and its default.)
 #include <pthread.h>
 #include <signal.h>
@@ -42,8 +43,22 @@ void AddFlags(kiln::FlagParser& flags, Flags* f) {
                     return kiln::Status::Ok();
                   });
   flags.AddString("--host", "ADDR", "address to listen on", &f->server.host);
-  flags.AddInt("--port", "N", "port to listen on; 0 picks a free one", 0, 65535, &f->server.port);
-  flags.AddInt("--workers", "N", "inference threads, one VM context per model each", 1, 1024,
+  flags.AddInt("--port", "N", "REST (HTTP) port to listen on; 0 picks a free one", 0, 65535,
+               &f->server.port);
+  flags.AddInt("--grpc-port", "N",
+               "also serve the KServe v2 gRPC protocol on port N (0 picks a free one); -1: no gRPC",
+               -1, 65535, &f->server.grpc_port);
+  flags.AddBool("--warmup",
+                "before reporting ready (and before a reloaded model is served), run each model "
+                "once on zero inputs at its declared shapes so its kernels are compiled",
+                &f->server.warmup);
+  flags.AddSizeMap("--dim",
+                   "the value of symbolic dim NAME in --warmup inputs (1 if not given)",
+                   &f->server.warmup_dims);
+  flags.AddInt("--workers", "N",
+               "inference threads (REST and gRPC share them and the queue); each request borrows "
+               "a VM context of its model",
+               1, 1024,
                &f->server.workers, "one per core");
   kiln::AddRuntimeFlags(flags, &f->runtime);
   flags.AddInt("--io-threads", "N", "threads accepting connections and doing every read and write",
@@ -52,12 +67,22 @@ void AddFlags(kiln::FlagParser& flags, Flags* f) {
                "inference requests waiting for a busy worker (idle workers take requests at "
                "once); more get 503",
                0, int64_t{1} << 30, &f->server.max_queue);
-  flags.AddInt("--max-body-bytes", "N", "larger request bodies get 413", 1, kMaxBytes,
+  flags.AddInt("--max-body-bytes", "N",
+               "larger request bodies get 413, larger gRPC messages RESOURCE_EXHAUSTED", 1,
+               kMaxBytes,
                &f->server.max_body_bytes, "16 MiB");
   flags.AddInt("--timeout-ms", "N",
                "a request must arrive within N ms, an idle keep-alive connection is closed "
                "after it, and a reply must be taken within it",
                1, kMaxBytes, &f->server.timeout_ms);
+  flags.AddInt("--max-batch", "N",
+               "dynamic batching: run up to N concurrent requests of a model with a symbolic "
+               "batch dim (dim 0 of every input and output) as one invocation; needs --workers "
+               ">= N; 0 or 1: off",
+               0, 4096, &f->server.max_batch);
+  flags.AddInt("--batch-timeout-us", "N",
+               "dynamic batching: how long the first request of a batch waits for more", 0,
+               int64_t{60} * 1000 * 1000, &f->server.batch_timeout_us);
   flags.AddInt("--invoke-timeout-ms", "N", "deadline of one model invocation, past it 504; 0: none",
                0, kMaxBytes, &f->server.invoke_timeout_ms);
 }
@@ -68,8 +93,9 @@ int main(int argc, char** argv) {
   Flags flags;
   flags.server.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   kiln::FlagParser parser("kiln_serve", "--model NAME=FILE.kiln [--model ...] [flags]",
-                          "Serves .kiln models over the KServe v2 REST protocol until SIGINT or "
-                          "SIGTERM. Compute threads: --workers times --threads.");
+                          "Serves .kiln models over the KServe v2 REST protocol (and gRPC with "
+                          "--grpc-port) until SIGINT or SIGTERM. Compute threads: --workers "
+                          "times --threads.");
   AddFlags(parser, &flags);
   if (std::optional<int> exit = parser.Parse(argc, argv)) return *exit;
   if (flags.models.empty()) {
@@ -108,6 +134,9 @@ int main(int argc, char** argv) {
   std::printf("kiln_serve: %zu model(s) on http://%s:%d (%d workers, queue %zu)\n",
               (*repo)->models().size(), flags.server.host.c_str(), (*server)->port(),
               flags.server.workers, flags.server.max_queue);
+  if ((*server)->grpc_port() >= 0) {
+    std::printf("kiln_serve: gRPC on %s:%d\n", flags.server.host.c_str(), (*server)->grpc_port());
+  }
   std::fflush(stdout);
 
   // (4) Wait for a signal, then shut down gracefully.

@@ -1,4 +1,4 @@
-// Loading served models and describing them in KServe metadata.
+// Loading, reloading and unloading served models; their context pools; KServe metadata.
 #include "examples/serving/model_repository.h"
 
 #include "examples/serving/tensor_json.h"
@@ -47,7 +47,7 @@ std::string Model::MetadataJson() const {
   w.String(name);
   w.Key("versions");
   w.BeginArray();
-  w.String("1");
+  w.String(version);
   w.EndArray();
   w.Key("platform");
   w.String("kiln");
@@ -57,6 +57,44 @@ std::string Model::MetadataJson() const {
   WriteTensorSpecs(signature().results, w);
   w.EndObject();
   return out;
+}
+
+void ContextLease::Return() {
+  if (ctx_ == nullptr) return;
+  std::lock_guard<std::mutex> lock(model_->mu_);
+  model_->idle_contexts_.push_back(std::move(ctx_));
+}
+
+ContextLease& ContextLease::operator=(ContextLease&& other) {
+  if (this != &other) {
+    Return();
+    model_ = std::move(other.model_);
+    ctx_ = std::move(other.ctx_);
+  }
+  return *this;
+}
+
+StatusOr<ContextLease> Model::AcquireContext() const {
+  std::shared_ptr<const Model> self = shared_from_this();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_contexts_.empty()) {
+      std::unique_ptr<Context> ctx = std::move(idle_contexts_.back());
+      idle_contexts_.pop_back();
+      return ContextLease(std::move(self), std::move(ctx));
+    }
+  }
+  // Contexts are cheap (registers and scratch); at most one per concurrent request is made.
+  ASSIGN_OR_RETURN(std::unique_ptr<Context> ctx, runtime_->NewContext(exe));
+  return ContextLease(std::move(self), std::move(ctx));
+}
+
+Batcher* Model::GetBatcher(const BatchOptions& options) const {
+  if (options.max_batch <= 1) return nullptr;
+  std::call_once(batcher_once_, [&] {
+    if (IsBatchable(signature())) batcher_ = std::make_unique<Batcher>(*this, options);
+  });
+  return batcher_.get();
 }
 
 StatusOr<ModelSource> ParseModelFlag(std::string_view flag) {
@@ -76,7 +114,25 @@ StatusOr<ModelSource> ParseModelFlag(std::string_view flag) {
   return source;
 }
 
-StatusOr<std::shared_ptr<const ModelRepository>> ModelRepository::Load(
+StatusOr<std::shared_ptr<Model>> ModelRepository::LoadOne(const ModelSource& source,
+                                                          int version) const {
+  std::string where = "model '" + source.name + "' (" + source.path + ")";
+  auto model = std::make_shared<Model>();
+  model->name = source.name;
+  model->path = source.path;
+  model->version = std::to_string(version);
+  model->runtime_ = runtime_;
+  auto exe = runtime_->LoadFile(source.path);
+  if (!exe.ok()) return exe.status().WithContext(where);
+  model->exe = std::move(*exe);
+  std::string entry(model->exe->entry_function());
+  model->function = model->exe->FindFunction(entry);
+  if (model->function < 0) return NotFound(where + ": no entry function '" + entry + "'");
+  if (Status st = CheckServable(model->signature()); !st.ok()) return st.WithContext(where);
+  return model;
+}
+
+StatusOr<std::shared_ptr<ModelRepository>> ModelRepository::Load(
     const std::vector<ModelSource>& sources, std::shared_ptr<const Runtime> runtime) {
   if (runtime == nullptr && !sources.empty()) {
     return InvalidArgument("ModelRepository::Load: models need a runtime");
@@ -84,33 +140,83 @@ StatusOr<std::shared_ptr<const ModelRepository>> ModelRepository::Load(
   auto repo = std::shared_ptr<ModelRepository>(new ModelRepository());
   repo->runtime_ = std::move(runtime);
   for (const ModelSource& source : sources) {
-    std::string where = "model '" + source.name + "' (" + source.path + ")";
-    if (repo->Find(source.name) != nullptr)
-      return InvalidArgument(where + ": duplicate model name");
-    Model model;
-    model.name = source.name;
-    model.path = source.path;
-    auto exe = repo->runtime_->LoadFile(source.path);
-    if (!exe.ok()) return exe.status().WithContext(where);
-    model.exe = std::move(*exe);
-    std::string entry(model.exe->entry_function());
-    model.function = model.exe->FindFunction(entry);
-    if (model.function < 0) return NotFound(where + ": no entry function '" + entry + "'");
-    if (Status st = CheckServable(model.signature()); !st.ok()) return st.WithContext(where);
-    repo->models_.push_back(std::move(model));
+    if (repo->slots_.count(source.name)) {
+      return InvalidArgument("model '" + source.name + "' (" + source.path +
+                             "): duplicate model name");
+    }
+    ASSIGN_OR_RETURN(std::shared_ptr<Model> model, repo->LoadOne(source, 1));
+    repo->slots_[source.name] = Slot{source.path, 1, std::move(model), ""};
   }
-  return std::shared_ptr<const ModelRepository>(std::move(repo));
+  return repo;
 }
 
-StatusOr<std::unique_ptr<Context>> ModelRepository::NewContext(const Model& model) const {
-  return runtime_->NewContext(model.exe);
+Status ModelRepository::LoadModel(std::string_view name, const Prepare& prepare) {
+  std::lock_guard<std::mutex> serial(load_mu_);
+  ModelSource source;
+  int version = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = slots_.find(name);
+    if (it == slots_.end()) return NotFound("no model '" + std::string(name) + "' to load");
+    source = {it->first, it->second.path};
+    version = it->second.version + 1;
+  }
+  // Loading (verification, vendor set-up) may take a while: requests keep being served by the
+  // current version meanwhile.
+  auto model = LoadOne(source, version);
+  if (model.ok() && prepare) {
+    if (Status st = prepare(**model); !st.ok()) model = st.WithContext("model '" + source.name + "'");
+  }
+  std::shared_ptr<const Model> old;  // released outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  Slot& slot = slots_.find(name)->second;
+  if (!model.ok()) {
+    if (slot.current == nullptr) slot.reason = model.status().ToString();
+    return model.status();
+  }
+  slot.version = version;
+  old = std::move(slot.current);
+  slot.current = std::move(*model);
+  slot.reason.clear();
+  return Status::Ok();
 }
 
-const Model* ModelRepository::Find(std::string_view name) const {
-  for (const Model& m : models_) {
-    if (m.name == name) return &m;
+Status ModelRepository::UnloadModel(std::string_view name) {
+  std::lock_guard<std::mutex> serial(load_mu_);
+  std::shared_ptr<const Model> old;  // released outside the lock
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(name);
+  if (it == slots_.end() || it->second.current == nullptr) {
+    return NotFound("model '" + std::string(name) + "' is not loaded");
   }
-  return nullptr;
+  old = std::move(it->second.current);
+  it->second.reason = "unloaded";
+  return Status::Ok();
+}
+
+std::vector<RepositoryEntry> ModelRepository::Index() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<RepositoryEntry> out;
+  for (const auto& [name, slot] : slots_) {
+    out.push_back({name, std::to_string(slot.version), slot.current ? "READY" : "UNAVAILABLE",
+                   slot.reason});
+  }
+  return out;
+}
+
+std::shared_ptr<const Model> ModelRepository::Find(std::string_view name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(name);
+  return it == slots_.end() ? nullptr : it->second.current;
+}
+
+std::vector<std::shared_ptr<const Model>> ModelRepository::models() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<const Model>> out;
+  for (const auto& [name, slot] : slots_) {
+    if (slot.current) out.push_back(slot.current);
+  }
+  return out;
 }
 
 }  // namespace kiln::serving

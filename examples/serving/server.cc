@@ -12,8 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "examples/serving/inference.h"
-#include "examples/serving/worker_pool.h"
+#include "examples/serving/grpc_service.h"
+#include "examples/serving/rest_infer.h"
+#include "examples/serving/serving_core.h"
 
 namespace kiln::serving {
 
@@ -24,24 +25,28 @@ using tcp = net::ip::tcp;
 
 class Server::Impl {
  public:
-  explicit Impl(std::shared_ptr<const ModelRepository> repo, const ServerOptions& options)
-      : options_(options), repo_(std::move(repo)), acceptor_(net::make_strand(ioc_)) {}
+  explicit Impl(std::shared_ptr<ModelRepository> repo, const ServerOptions& options)
+      : options_(options), acceptor_(net::make_strand(ioc_)) {
+    core_.repo = std::move(repo);
+    core_.max_queue = options.max_queue;
+  }
 
   Status Listen();
   void StartThreads() {
     for (int i = 0; i < options_.io_threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
   }
   void Accept();
+  /// The warm-up run on models before they are served (null without --warmup).
+  ModelRepository::Prepare Prepare() const;
+  Status WarmUpAll();
   void Stop();
 
   // Shared with sessions (which never outlive the io_context, hence this object).
   net::io_context ioc_;
   ServerOptions options_;
-  std::shared_ptr<const ModelRepository> repo_;
-  std::unique_ptr<WorkerPool> pool_;
-  InferLimits limits_;
+  ServingCore core_;
+  std::unique_ptr<GrpcServer> grpc_;
   int port_ = 0;
-  std::atomic<bool> ready_{false};
   std::atomic<int64_t> pending_replies_{0};  // infer jobs submitted and not yet written
   std::atomic<uint64_t> requests_{0}, infer_ok_{0}, rejected_{0};
 
@@ -55,6 +60,8 @@ class Server::Impl {
 namespace {
 
 constexpr std::string_view kModelsPrefix = "/v2/models/";
+constexpr std::string_view kRepositoryPrefix = "/v2/repository/";
+constexpr const char* kHeaderLength = "Inference-Header-Content-Length";
 
 std::chrono::milliseconds Timeout(const ServerOptions& o) {
   return std::chrono::milliseconds(o.timeout_ms);
@@ -141,57 +148,152 @@ class Session : public std::enable_shared_from_this<Session> {
       if (!get) return SendMethodNotAllowed("GET", keep);
       Send(std::move(ok), keep);
     };
+    ServingCore& core = server_->core_;
     if (target == "/v2/health/live") return only_get(Reply{200, R"({"live":true})"});
     if (target == "/v2/health/ready") {
-      bool ready = server_->ready_;
+      bool ready = core.ready;
       return only_get(Reply{ready ? 200 : 503, ready ? R"({"ready":true})" : R"({"ready":false})"});
     }
     if (target == "/v2" || target == "/v2/") return only_get(Reply{200, ServerMetadata()});
+    if (target == "/metrics") {
+      if (!get) return SendMethodNotAllowed("GET", keep);
+      content_type_ = "text/plain; version=0.0.4";
+      return Send(Reply{200, core.RenderMetrics()}, keep);
+    }
+    if (target.substr(0, kRepositoryPrefix.size()) == kRepositoryPrefix) {
+      return RouteRepository(req.method(), target.substr(kRepositoryPrefix.size()), keep);
+    }
     if (target.substr(0, kModelsPrefix.size()) != kModelsPrefix) {
       return Send(ErrorReply(404, "no route for '" + std::string(target) + "'"), keep);
     }
+    // NAME[/versions/V][/ready|/infer]
     std::string_view rest = target.substr(kModelsPrefix.size());
     std::string_view name = rest.substr(0, rest.find('/'));
     std::string_view action = rest.substr(name.size());
-    const Model* model = server_->repo_->Find(name);
+    std::string_view version;
+    constexpr std::string_view kVersions = "/versions/";
+    if (action.substr(0, kVersions.size()) == kVersions) {
+      std::string_view v = action.substr(kVersions.size());
+      version = v.substr(0, v.find('/'));
+      action = v.substr(version.size());
+      if (version.empty()) action = "?";  // "/versions/" alone is no route
+    }
     if (action != "" && action != "/ready" && action != "/infer") {
       return Send(ErrorReply(404, "no route for '" + std::string(target) + "'"), keep);
     }
+    std::shared_ptr<const Model> model = core.FindModel(name, version);
     if (model == nullptr) {
-      return Send(ErrorReply(404, "unknown model '" + std::string(name) + "'"), keep);
+      if (action == "/infer") core.metrics.CountOnly(name, "rest", "404");
+      bool known = !version.empty() && core.repo->Find(name) != nullptr;
+      return Send(ErrorReply(404, known ? "model '" + std::string(name) + "' has no version '" +
+                                              std::string(version) + "'"
+                                        : "unknown model '" + std::string(name) + "'"),
+                  keep);
     }
     if (action == "") return only_get(Reply{200, model->MetadataJson()});
     if (action == "/ready") {
       return only_get(Reply{200, R"({"name":)" + JsonString(model->name) + R"(,"ready":true})"});
     }
     if (req.method() != http::verb::post) return SendMethodNotAllowed("POST", keep);
-    SubmitInfer(*model, std::move(req.body()), keep);
+    std::optional<size_t> header_length;
+    auto field = req.find(kHeaderLength);
+    if (field != req.end()) {
+      header_length = ParseSize(std::string_view(field->value().data(), field->value().size()));
+      if (!header_length) {
+        return Send(ErrorReply(400, std::string(kHeaderLength) + " must be a byte count, got '" +
+                                        std::string(field->value()) + "'"),
+                    keep);
+      }
+    }
+    SubmitInfer(std::move(model), std::move(req.body()), header_length, keep);
   }
 
-  void SubmitInfer(const Model& model, std::string body, bool keep) {
-    int index = static_cast<int>(&model - server_->repo_->models().data());
+  // index | models/NAME/load | models/NAME/unload (all POST; index also GET).
+  void RouteRepository(http::verb method, std::string_view path, bool keep) {
+    ServingCore& core = server_->core_;
+    if (path == "index") {
+      if (method != http::verb::post && method != http::verb::get) {
+        return SendMethodNotAllowed("GET, POST", keep);
+      }
+      return Send(Reply{200, RepositoryIndex()}, keep);
+    }
+    constexpr std::string_view kModels = "models/";
+    std::string_view rest = path.substr(0, kModels.size()) == kModels
+                                ? path.substr(kModels.size())
+                                : std::string_view();
+    std::string_view name = rest.substr(0, rest.find('/'));
+    std::string_view action = rest.substr(name.size());
+    if (name.empty() || (action != "/load" && action != "/unload")) {
+      return Send(ErrorReply(404, "no route for '/v2/repository/" + std::string(path) + "'"),
+                  keep);
+    }
+    if (method != http::verb::post) return SendMethodNotAllowed("POST", keep);
+    // Loading reads and verifies a file and may warm the model up: a worker does it, not
+    // this I/O thread.
+    auto self = shared_from_this();
+    Server::Impl* server = server_;
+    bool load = action == "/load";
+    ++server->pending_replies_;
+    bool queued = core.pool->TrySubmit([self, server, name = std::string(name), load, keep] {
+      ServingCore& c = server->core_;
+      Status st = load ? c.repo->LoadModel(name, server->Prepare()) : c.repo->UnloadModel(name);
+      Reply reply = st.ok() ? Reply{200, "{}"}
+                            : ErrorReply(st.code() == StatusCode::kNotFound ? 404 : 400,
+                                         st.ToString());
+      net::post(self->stream_.get_executor(), [self, reply = std::move(reply), keep]() mutable {
+        self->Send(std::move(reply), keep, /*counted=*/true);
+      });
+    });
+    if (!queued) {
+      --server->pending_replies_;
+      Send(ErrorReply(503, core.RefusalMessage()), keep);
+    }
+  }
+
+  void SubmitInfer(std::shared_ptr<const Model> model, std::string body,
+                   std::optional<size_t> header_length, bool keep) {
     auto shared_body = std::make_shared<std::string>(std::move(body));
     auto self = shared_from_this();
     Server::Impl* server = server_;
+    ServingCore& core = server->core_;
+    auto start = std::chrono::steady_clock::now();
+    core.metrics.Begin(model->name);
     ++server->pending_replies_;
-    bool queued =
-        server->pool_->TrySubmit([self, server, index, shared_body, keep](WorkerContexts& c) {
-          const Model& m = server->repo_->models()[index];
-          Reply reply = RunInfer(m, *c.by_model[index], *shared_body, server->limits_);
-          if (reply.status == 200) ++server->infer_ok_;
-          net::post(self->stream_.get_executor(), [self, reply = std::move(reply), keep]() mutable {
-            self->Send(std::move(reply), keep, /*counted=*/true);
-          });
-        });
+    bool queued = core.pool->TrySubmit([self, server, model, shared_body, header_length, keep,
+                                        start] {
+      ServingCore& c = server->core_;
+      Reply reply = RunInfer(
+          *model, *shared_body, c.limits,
+          [&](const std::vector<Tensor>& inputs, std::chrono::steady_clock::time_point deadline) {
+            return c.Invoke(*model, inputs, deadline);
+          },
+          header_length);
+      if (reply.status == 200) ++server->infer_ok_;
+      c.metrics.End(model->name, "rest", std::to_string(reply.status), Seconds(start));
+      net::post(self->stream_.get_executor(), [self, reply = std::move(reply), keep]() mutable {
+        self->Send(std::move(reply), keep, /*counted=*/true);
+      });
+    });
     if (!queued) {
       --server->pending_replies_;
       ++server->rejected_;
-      Send(ErrorReply(503, server->ready_
-                               ? "server overloaded: the inference queue is full (" +
-                                     std::to_string(server->options_.max_queue) + " waiting)"
-                               : std::string("server shutting down")),
-           keep);
+      core.metrics.End(model->name, "rest", "503", Seconds(start));
+      Send(ErrorReply(503, core.RefusalMessage()), keep);
     }
+  }
+
+  static double Seconds(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  static std::optional<size_t> ParseSize(std::string_view s) {
+    if (s.empty() || s.size() > 18) return std::nullopt;
+    size_t n = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return std::nullopt;
+      n = n * 10 + static_cast<size_t>(c - '0');
+    }
+    return n;
   }
 
   void SendMethodNotAllowed(const char* allow, bool keep) {
@@ -204,7 +306,14 @@ class Session : public std::enable_shared_from_this<Session> {
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(reply.status), version_);
     res->set(http::field::server, "kiln_serve");
-    res->set(http::field::content_type, "application/json");
+    if (reply.binary_header_length) {
+      res->set(http::field::content_type, "application/octet-stream");
+      res->set(kHeaderLength, std::to_string(*reply.binary_header_length));
+    } else {
+      res->set(http::field::content_type,
+               content_type_.empty() ? "application/json" : content_type_);
+    }
+    content_type_.clear();
     if (!allow_.empty()) res->set(http::field::allow, allow_);
     allow_.clear();
     res->keep_alive(keep);
@@ -261,12 +370,34 @@ class Session : public std::enable_shared_from_this<Session> {
     w.String("0.1");
     w.Key("extensions");
     w.BeginArray();
+    for (const char* e : {"binary_tensor_data", "model_repository"}) w.String(e);
     w.EndArray();
     w.Key("models");
     w.BeginArray();
-    for (const Model& m : server_->repo_->models()) w.String(m.name);
+    for (const auto& m : server_->core_.repo->models()) w.String(m->name);
     w.EndArray();
     w.EndObject();
+    return out;
+  }
+
+  // [{"name","version","state","reason"}...] (KServe / Triton repository index).
+  std::string RepositoryIndex() const {
+    std::string out;
+    JsonWriter w(&out);
+    w.BeginArray();
+    for (const RepositoryEntry& e : server_->core_.repo->Index()) {
+      w.BeginObject();
+      w.Key("name");
+      w.String(e.name);
+      w.Key("version");
+      w.String(e.version);
+      w.Key("state");
+      w.String(e.state);
+      w.Key("reason");
+      w.String(e.reason);
+      w.EndObject();
+    }
+    w.EndArray();
     return out;
   }
 
@@ -282,6 +413,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   unsigned version_ = 11;
   std::string allow_;
+  std::string content_type_;  // of the next reply when not JSON
   char discard_[4096];
 };
 
@@ -318,12 +450,14 @@ void Server::Impl::Accept() {
 void Server::Impl::Stop() {
   if (stopped_) return;
   stopped_ = true;
-  ready_ = false;
+  core_.ready = false;
+  // gRPC calls in flight finish first (their jobs need the pool); new ones are refused.
+  if (grpc_) grpc_->Shutdown(options_.timeout_ms);
   net::post(acceptor_.get_executor(), [this] {
     beast::error_code ignored;
     acceptor_.close(ignored);
   });
-  if (pool_) pool_->Shutdown();  // runs every queued request; replies are posted to sessions
+  if (core_.pool) core_.pool->Shutdown();  // runs every queued request; replies are posted to sessions
   // Let those replies be written (each write is bounded by timeout_ms).
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeout_ms);
   while (pending_replies_ > 0 && std::chrono::steady_clock::now() < deadline) {
@@ -335,22 +469,48 @@ void Server::Impl::Stop() {
   threads_.clear();
 }
 
-StatusOr<std::unique_ptr<Server>> Server::Start(std::shared_ptr<const ModelRepository> repo,
+ModelRepository::Prepare Server::Impl::Prepare() const {
+  if (!options_.warmup) return nullptr;
+  return [dims = options_.warmup_dims](const Model& model) { return WarmUp(model, dims); };
+}
+
+Status Server::Impl::WarmUpAll() {
+  ModelRepository::Prepare prepare = Prepare();
+  if (!prepare) return Status::Ok();
+  for (const auto& model : core_.repo->models()) RETURN_IF_ERROR(prepare(*model));
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<Server>> Server::Start(std::shared_ptr<ModelRepository> repo,
                                                 const ServerOptions& options) {
   if (repo == nullptr) return InvalidArgument("no model repository");
   if (options.io_threads < 1) return InvalidArgument("io_threads must be >= 1");
   if (options.timeout_ms < 1) return InvalidArgument("timeout_ms must be >= 1");
   if (options.max_json_depth < 1) return InvalidArgument("max_json_depth must be >= 1");
   auto impl = std::make_unique<Impl>(std::move(repo), options);
-  impl->limits_.json.max_bytes = options.max_body_bytes;
-  impl->limits_.json.max_depth = options.max_json_depth;
-  impl->limits_.invoke_timeout = std::chrono::milliseconds(options.invoke_timeout_ms);
-  ASSIGN_OR_RETURN(impl->pool_, WorkerPool::Start(impl->repo_, options.workers, options.max_queue));
+  InferLimits& limits = impl->core_.limits;
+  limits.json.max_bytes = options.max_body_bytes;
+  limits.json.max_depth = options.max_json_depth;
+  limits.invoke_timeout = std::chrono::milliseconds(options.invoke_timeout_ms);
+  if (options.batch_timeout_us < 0) return InvalidArgument("batch_timeout_us must be >= 0");
+  impl->core_.batching.max_batch = options.max_batch;
+  impl->core_.batching.timeout = std::chrono::microseconds(options.batch_timeout_us);
+  ASSIGN_OR_RETURN(impl->core_.pool, WorkerPool::Start(options.workers, options.max_queue));
   RETURN_IF_ERROR(impl->Listen());
+  if (options.grpc_port >= 0) {
+    ASSIGN_OR_RETURN(impl->grpc_, GrpcServer::Start(&impl->core_, options.host, options.grpc_port,
+                                                    options.max_body_bytes));
+  }
   impl->Accept();
-  impl->ready_ = true;
   impl->StartThreads();
-  return std::unique_ptr<Server>(new Server(std::move(impl)));
+  std::unique_ptr<Server> server(new Server(std::move(impl)));
+  // Live but not ready while the first requests' JIT work is done.
+  if (Status st = server->impl_->WarmUpAll(); !st.ok()) {
+    server->Stop();
+    return st;
+  }
+  server->impl_->core_.ready = true;
+  return server;
 }
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -358,6 +518,8 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() { Stop(); }
 
 int Server::port() const { return impl_->port_; }
+
+int Server::grpc_port() const { return impl_->grpc_ ? impl_->grpc_->port() : -1; }
 
 void Server::Stop() { impl_->Stop(); }
 

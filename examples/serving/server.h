@@ -1,9 +1,10 @@
-// kiln_serve's HTTP server: KServe v2 REST over Boost.Beast, inference on a worker pool.
+// kiln_serve's server: KServe v2 REST over Boost.Beast and gRPC, inference on a worker pool.
 #ifndef KILN_EXAMPLES_SERVING_SERVER_H_
 #define KILN_EXAMPLES_SERVING_SERVER_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -33,18 +34,35 @@ struct ServerOptions {
   int64_t invoke_timeout_ms = 0;
   /// Nesting limit for request JSON.
   int max_json_depth = 64;
+  /// KServe v2 gRPC on this port as well (0: an ephemeral one, see Server::grpc_port()); -1: none.
+  int grpc_port = -1;
+  /// Before reporting ready (and before a reloaded version is served), run each model once on
+  /// zero inputs (WarmUp in inference.h), symbolic dims from `warmup_dims` (else 1).
+  bool warmup = false;
+  std::map<std::string, int64_t> warmup_dims;
+  /// Dynamic batching (batcher.h) of models whose inputs and outputs share a symbolic dim 0:
+  /// up to `max_batch` requests (<= 1: off) waiting together at most `batch_timeout_us` run as
+  /// one invocation. A batch only holds requests that workers are running, so it is at most
+  /// `workers` large.
+  int max_batch = 0;
+  int64_t batch_timeout_us = 500;
 };
 
-/// A running server. Routes (KServe v2): GET /v2/health/live, /v2/health/ready, /v2,
-/// /v2/models/{name}, /v2/models/{name}/ready; POST /v2/models/{name}/infer. Errors are JSON
-/// {"error": "..."}: 400 bad request, 404 unknown model or path, 405 wrong method (with Allow),
-/// 413 body too large, 503 queue full or shutting down, 504 invoke deadline, 500 internal.
-/// Connections are HTTP/1.1 keep-alive; one request is in flight per connection at a time.
+/// A running server. REST routes (KServe v2): GET /v2/health/live, /v2/health/ready, /v2,
+/// /v2/models/{name}[/versions/{v}], .../ready; POST .../infer (JSON, or the binary tensor
+/// extension with Inference-Header-Content-Length); GET /metrics (Prometheus); POST
+/// /v2/repository/index, /v2/repository/models/{name}/load and .../unload. Errors are JSON
+/// {"error": "..."}: 400 bad request, 404 unknown model, version or path, 405 wrong method
+/// (with Allow), 413 body too large, 503 queue full or shutting down, 504 invoke deadline, 500
+/// internal. Connections are HTTP/1.1 keep-alive; one request is in flight per connection at a
+/// time. With grpc_port >= 0 the same models are served over gRPC (grpc_service.h).
 class Server {
  public:
-  /// Binds, listens and starts the I/O threads and the worker pool. InvalidArgument for a
-  /// bad host or option; Internal naming the address if it cannot listen.
-  static StatusOr<std::unique_ptr<Server>> Start(std::shared_ptr<const ModelRepository> repo,
+  /// Binds, listens and starts the I/O threads and the worker pool; with `warmup`, warms every
+  /// model up (health/live answers meanwhile) before reporting ready and returning.
+  /// InvalidArgument for a bad host or option; Internal naming the address if it cannot
+  /// listen; warm-up errors naming the model.
+  static StatusOr<std::unique_ptr<Server>> Start(std::shared_ptr<ModelRepository> repo,
                                                  const ServerOptions& options);
   /// Stop().
   ~Server();
@@ -53,6 +71,8 @@ class Server {
 
   /// The port actually bound (useful with port 0).
   int port() const;
+  /// The gRPC port actually bound; -1 without gRPC.
+  int grpc_port() const;
   /// Graceful shutdown: stops accepting, reports not ready, finishes the inference requests
   /// already queued and their replies, then closes every connection and joins all threads.
   /// Idempotent; must not be called from a server thread.

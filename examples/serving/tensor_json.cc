@@ -1,4 +1,4 @@
-// KServe JSON data <-> tensor elements, with range checks per datatype.
+// KServe datatypes; tensor elements <-> JSON data lists and raw (binary) bytes.
 #include "examples/serving/tensor_json.h"
 
 #include <cfloat>
@@ -291,25 +291,65 @@ void WriteElement(const char* p, DType dtype, JsonWriter& w) {
 
 }  // namespace
 
+// Calls fn(element pointer) for each element of `t` in row-major order (strides walked, so
+// views need not be contiguous).
+template <typename Fn>
+void ForEachElement(const Tensor& t, Fn fn) {
+  int64_t n = t.empty() ? 0 : t.NumElements();
+  if (n <= 0) return;
+  const char* base = static_cast<const char*>(t.data());
+  const int64_t elem = static_cast<int64_t>(DTypeSize(t.dtype()));
+  int rank = t.rank();
+  int64_t index[kMaxRank] = {};
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t offset = 0;
+    for (int d = 0; d < rank; ++d) offset += index[d] * t.stride(d);
+    fn(base + offset * elem);
+    for (int d = rank - 1; d >= 0; --d) {  // odometer increment, last dim fastest
+      if (++index[d] < t.dim(d)) break;
+      index[d] = 0;
+    }
+  }
+}
+
 void EncodeTensorData(const Tensor& t, JsonWriter& w) {
   w.BeginArray();
-  int64_t n = t.empty() ? 0 : t.NumElements();
-  if (n > 0) {
-    const char* base = static_cast<const char*>(t.data());
-    const int64_t elem = static_cast<int64_t>(DTypeSize(t.dtype()));
-    int rank = t.rank();
-    int64_t index[kMaxRank] = {};
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t offset = 0;
-      for (int d = 0; d < rank; ++d) offset += index[d] * t.stride(d);
-      WriteElement(base + offset * elem, t.dtype(), w);
-      for (int d = rank - 1; d >= 0; --d) {  // odometer increment, last dim fastest
-        if (++index[d] < t.dim(d)) break;
-        index[d] = 0;
+  ForEachElement(t, [&](const char* p) { WriteElement(p, t.dtype(), w); });
+  w.EndArray();
+}
+
+StatusOr<Tensor> DecodeRawTensorData(std::string_view bytes, DType dtype, const Shape& shape,
+                                     std::string_view what) {
+  ASSIGN_OR_RETURN(int64_t n, shape.CheckedNumElements());
+  size_t want = static_cast<size_t>(n) * DTypeSize(dtype);
+  if (bytes.size() != want) {
+    return InvalidArgument(std::string(what) + ": " + std::to_string(bytes.size()) +
+                           " bytes of data, but shape " + shape.ToString() + " of " +
+                           KServeDatatype(dtype) + " needs " + std::to_string(want));
+  }
+  if (dtype == DType::kBool) {
+    for (size_t i = 0; i < bytes.size(); ++i) {
+      if (static_cast<uint8_t>(bytes[i]) > 1) {
+        return InvalidArgument(std::string(what) + ": element " + std::to_string(i) +
+                               " is not a BOOL (byte " +
+                               std::to_string(static_cast<uint8_t>(bytes[i])) + ")");
       }
     }
   }
-  w.EndArray();
+  ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(DefaultAllocator(), dtype, shape));
+  if (want > 0) std::memcpy(t.data(), bytes.data(), want);
+  return t;
+}
+
+void AppendRawTensorData(const Tensor& t, std::string* out) {
+  if (t.empty()) return;
+  size_t elem = DTypeSize(t.dtype());
+  if (t.IsContiguous()) {
+    out->append(static_cast<const char*>(t.data()), t.NumBytes());
+    return;
+  }
+  out->reserve(out->size() + t.NumBytes());
+  ForEachElement(t, [&](const char* p) { out->append(p, elem); });
 }
 
 }  // namespace kiln::serving

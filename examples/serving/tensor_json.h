@@ -1,9 +1,10 @@
-// Tensors <-> KServe v2 JSON: datatype names, the `data` list of an input, the `data` of an output.
+// Tensors <-> KServe v2 wire forms: datatype names, JSON `data` lists, raw little-endian bytes.
 #ifndef KILN_EXAMPLES_SERVING_TENSOR_JSON_H_
 #define KILN_EXAMPLES_SERVING_TENSOR_JSON_H_
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -34,6 +35,16 @@ StatusOr<Tensor> DecodeTensorData(const Json& data, DType dtype, const Shape& sh
 /// Writes `t`'s elements as one flat row-major JSON array (strided tensors are walked, not
 /// assumed contiguous). Floats use the shortest form that round-trips in their own type.
 void EncodeTensorData(const Tensor& t, JsonWriter& w);
+
+/// A new tensor (default allocator) from `bytes`: the row-major little-endian elements with no
+/// padding, as the binary REST extension and gRPC's raw contents carry them. InvalidArgument
+/// naming `what` if the size is not the shape's element count times the element size, or a
+/// BOOL byte is neither 0 nor 1.
+StatusOr<Tensor> DecodeRawTensorData(std::string_view bytes, DType dtype, const Shape& shape,
+                                     std::string_view what);
+
+/// Appends `t`'s elements to `out` in that form (strided tensors are walked).
+void AppendRawTensorData(const Tensor& t, std::string* out);
 
 /// IEEE binary16 and bfloat16 <-> float (round to nearest even; NaN stays NaN).
 float HalfToFloat(uint16_t h);

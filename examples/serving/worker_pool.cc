@@ -3,22 +3,12 @@
 
 namespace kiln::serving {
 
-StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(std::shared_ptr<const ModelRepository> repo,
-                                                        int num_workers, size_t max_queue) {
+StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(int num_workers, size_t max_queue) {
   if (num_workers < 1) return InvalidArgument("workers must be >= 1");
-  std::unique_ptr<WorkerPool> pool(new WorkerPool(repo, max_queue));
+  std::unique_ptr<WorkerPool> pool(new WorkerPool(max_queue));
+  pool->idle_ = static_cast<size_t>(num_workers);
   for (int i = 0; i < num_workers; ++i) {
-    auto contexts = std::make_unique<WorkerContexts>();
-    for (const Model& m : repo->models()) {
-      auto ctx = repo->NewContext(m);
-      if (!ctx.ok()) return ctx.status().WithContext("model '" + m.name + "'");
-      contexts->by_model.push_back(std::move(*ctx));
-    }
-    pool->contexts_.push_back(std::move(contexts));
-  }
-  pool->idle_ = pool->contexts_.size();
-  for (auto& contexts : pool->contexts_) {
-    pool->threads_.emplace_back([p = pool.get(), c = contexts.get()] { p->Loop(c); });
+    pool->threads_.emplace_back([p = pool.get()] { p->Loop(); });
   }
   return pool;
 }
@@ -53,7 +43,12 @@ size_t WorkerPool::queued() const {
   return queue_.size();
 }
 
-void WorkerPool::Loop(WorkerContexts* contexts) {
+size_t WorkerPool::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return threads_.size() - idle_;
+}
+
+void WorkerPool::Loop() {
   while (true) {
     Job job;
     {
@@ -64,7 +59,7 @@ void WorkerPool::Loop(WorkerContexts* contexts) {
       queue_.pop_front();
       --idle_;
     }
-    job(*contexts);
+    job();
     std::lock_guard<std::mutex> lock(mu_);
     ++idle_;
   }

@@ -1,4 +1,4 @@
-// A fixed pool of inference workers behind a bounded queue; each worker owns one Context per model.
+// A fixed pool of inference workers behind a bounded queue (models lend contexts per request).
 #ifndef KILN_EXAMPLES_SERVING_WORKER_POOL_H_
 #define KILN_EXAMPLES_SERVING_WORKER_POOL_H_
 
@@ -10,26 +10,19 @@
 #include <thread>
 #include <vector>
 
-#include "examples/serving/model_repository.h"
-#include "vm/context.h"
+#include "base/status.h"
 
 namespace kiln::serving {
-
-/// What a job sees: the worker's contexts, indexed like ModelRepository::models().
-struct WorkerContexts {
-  std::vector<std::unique_ptr<Context>> by_model;
-};
 
 /// Runs jobs on `num_workers` threads. A job goes to an idle worker, or else waits in a queue
 /// of at most `max_queue` entries; TrySubmit refuses rather than blocks when neither is
 /// available, so callers can answer "overloaded" at once. Thread-safe.
 class WorkerPool {
  public:
-  using Job = std::function<void(WorkerContexts&)>;
+  using Job = std::function<void()>;
 
-  /// Creates every worker's contexts up front (errors name the model), then starts the threads.
-  static StatusOr<std::unique_ptr<WorkerPool>> Start(std::shared_ptr<const ModelRepository> repo,
-                                                     int num_workers, size_t max_queue);
+  /// Starts the threads. InvalidArgument for num_workers < 1.
+  static StatusOr<std::unique_ptr<WorkerPool>> Start(int num_workers, size_t max_queue);
   /// Shutdown().
   ~WorkerPool();
 
@@ -38,14 +31,15 @@ class WorkerPool {
   /// Stops taking jobs, runs those already queued, joins the threads. Idempotent.
   void Shutdown();
 
+  /// Jobs waiting for a worker.
   size_t queued() const;
+  /// Jobs being run.
+  size_t running() const;
 
  private:
-  WorkerPool(std::shared_ptr<const ModelRepository> repo, size_t max_queue)
-      : repo_(std::move(repo)), max_queue_(max_queue) {}
-  void Loop(WorkerContexts* contexts);
+  explicit WorkerPool(size_t max_queue) : max_queue_(max_queue) {}
+  void Loop();
 
-  std::shared_ptr<const ModelRepository> repo_;
   size_t max_queue_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -53,7 +47,6 @@ class WorkerPool {
   bool stopping_ = false;
   size_t idle_ = 0;  // workers not running a job; each absorbs one submitted job
 
-  std::vector<std::unique_ptr<WorkerContexts>> contexts_;
   std::vector<std::thread> threads_;
 };
 

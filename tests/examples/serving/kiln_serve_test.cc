@@ -152,7 +152,9 @@ BOOST_AUTO_TEST_CASE(help_describes_every_flag_with_its_default) {
           "  --threads N  ", "OpenMP threads", "  --io-threads N  ", "  --max-queue N  ",
           "(default: 64)", "  --max-body-bytes N  ", "(default: 16 MiB)", "  --timeout-ms N  ",
           "(default: 10000)", "  --invoke-timeout-ms N  ", "  --jit-cache DIR|off  ",
-          "  --plugin PATH  ", "  -h, --help  "}) {
+          "  --plugin PATH  ", "  --grpc-port N  ", "(default: -1)", "  --warmup  ",
+          "  --dim NAME=VALUE  ", "  --max-batch N  ", "  --batch-timeout-us N  ",
+          "(default: 500)", "  -h, --help  "}) {
       BOOST_TEST(out.find(part) != std::string::npos, part << " in\n" << out);
     }
   }

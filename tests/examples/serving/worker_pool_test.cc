@@ -21,7 +21,7 @@ struct Gate {
   std::atomic<int> started{0}, finished{0};
 
   WorkerPool::Job Job() {
-    return [this](WorkerContexts&) {
+    return [this]() {
       ++started;
       std::unique_lock<std::mutex> lock(mu);
       cv.wait(lock, [this] { return open; });
@@ -43,14 +43,8 @@ struct Gate {
   }
 };
 
-std::shared_ptr<const ModelRepository> EmptyRepository() {
-  auto repo = ModelRepository::Load({}, nullptr);
-  BOOST_REQUIRE(repo.ok());
-  return *repo;
-}
-
 BOOST_AUTO_TEST_CASE(capacity_is_idle_workers_plus_queue) {
-  auto pool = WorkerPool::Start(EmptyRepository(), 2, 3);
+  auto pool = WorkerPool::Start(2, 3);
   BOOST_REQUIRE(pool.ok());
   Gate gate;
   // Two workers running, three waiting: the sixth is refused.
@@ -59,6 +53,7 @@ BOOST_AUTO_TEST_CASE(capacity_is_idle_workers_plus_queue) {
   gate.WaitStarted(2);
   BOOST_TEST(gate.started.load() == 2);
   BOOST_TEST((*pool)->queued() == 3u);
+  BOOST_TEST((*pool)->running() == 2u);
   BOOST_TEST(!(*pool)->TrySubmit(gate.Job()));
   gate.Open();
   (*pool)->Shutdown();  // runs everything queued before returning
@@ -67,7 +62,7 @@ BOOST_AUTO_TEST_CASE(capacity_is_idle_workers_plus_queue) {
 }
 
 BOOST_AUTO_TEST_CASE(zero_queue_still_uses_idle_workers) {
-  auto pool = WorkerPool::Start(EmptyRepository(), 1, 0);
+  auto pool = WorkerPool::Start(1, 0);
   BOOST_REQUIRE(pool.ok());
   Gate gate;
   BOOST_TEST((*pool)->TrySubmit(gate.Job()));
@@ -78,26 +73,26 @@ BOOST_AUTO_TEST_CASE(zero_queue_still_uses_idle_workers) {
   BOOST_TEST(gate.finished.load() == 1);
 }
 
-BOOST_AUTO_TEST_CASE(each_worker_gets_its_own_contexts) {
-  auto pool = WorkerPool::Start(EmptyRepository(), 3, 10);
+BOOST_AUTO_TEST_CASE(concurrent_jobs_run_on_distinct_workers) {
+  auto pool = WorkerPool::Start(3, 10);
   BOOST_REQUIRE(pool.ok());
   std::mutex mu;
-  std::set<WorkerContexts*> seen;
+  std::set<std::thread::id> seen;
   Gate gate;
   for (int i = 0; i < 3; ++i) {
-    BOOST_TEST((*pool)->TrySubmit([&](WorkerContexts& c) {
+    BOOST_TEST((*pool)->TrySubmit([&]() {
       {
         std::lock_guard<std::mutex> lock(mu);
-        seen.insert(&c);
+        seen.insert(std::this_thread::get_id());
       }
-      gate.Job()(c);
+      gate.Job()();
     }));
   }
   gate.WaitStarted(3);
   gate.Open();
   (*pool)->Shutdown();
   BOOST_TEST(seen.size() == 3u);  // three blocking jobs can only run on three workers
-  BOOST_TEST(!WorkerPool::Start(EmptyRepository(), 0, 1).ok());
+  BOOST_TEST(!WorkerPool::Start(0, 1).ok());
 }
 
 }  // namespace
