@@ -11,6 +11,7 @@ const LoweringTable& LoweringTable::Global() {
     AddNnLowerings(*t);
     AddShapeLowerings(*t);
     AddIndexingLowerings(*t);
+    AddQuantizeLowerings(*t);
     return t;
   }();
   return *table;

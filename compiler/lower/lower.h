@@ -188,6 +188,7 @@ void AddReduceLowerings(LoweringTable& table);       // reduce.cc
 void AddNnLowerings(LoweringTable& table);           // nn.cc
 void AddShapeLowerings(LoweringTable& table);        // shape_ops.cc
 void AddIndexingLowerings(LoweringTable& table);     // indexing.cc
+void AddQuantizeLowerings(LoweringTable& table);     // quantize.cc
 
 /// The result of lowering one node.
 struct LoweredNode {

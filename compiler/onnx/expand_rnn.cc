@@ -8,127 +8,20 @@
 #include <string>
 #include <vector>
 
+#include "compiler/onnx/node_writer.h"
+
 namespace kiln::compiler {
 namespace {
 
 using onnx::AttributeProto;
 using onnx::NodeProto;
 using onnx::TensorProto;
-
-AttributeProto IntAttr(const std::string& name, int64_t v) {
-  AttributeProto a;
-  a.set_name(name);
-  a.set_type(AttributeProto::INT);
-  a.set_i(v);
-  return a;
-}
-
-AttributeProto IntsAttr(const std::string& name, const std::vector<int64_t>& v) {
-  AttributeProto a;
-  a.set_name(name);
-  a.set_type(AttributeProto::INTS);
-  for (int64_t x : v) a.add_ints(x);
-  return a;
-}
-
-AttributeProto FloatAttr(const std::string& name, float v) {
-  AttributeProto a;
-  a.set_name(name);
-  a.set_type(AttributeProto::FLOAT);
-  a.set_f(v);
-  return a;
-}
-
-AttributeProto TensorAttr(const std::string& name, TensorProto t) {
-  AttributeProto a;
-  a.set_name(name);
-  a.set_type(AttributeProto::TENSOR);
-  *a.mutable_t() = std::move(t);
-  return a;
-}
-
-// Appends nodes to one graph (the outer graph or a Loop body); names come from a counter shared
-// by every writer of one expanded node, so they are unique across the body and its scope.
-class Writer {
- public:
-  Writer(std::string prefix, std::shared_ptr<int> counter, int64_t opset, int elem_type,
-         std::string like)
-      : prefix_(std::move(prefix)),
-        counter_(std::move(counter)),
-        opset_(opset),
-        elem_type_(elem_type),
-        like_(std::move(like)) {}
-
-  // A writer for a subgraph: same names, types and counter.
-  Writer Sub() const { return Writer(prefix_, counter_, opset_, elem_type_, like_); }
-
-  std::string Fresh(const std::string& what) {
-    return prefix_ + what + "_" + std::to_string((*counter_)++);
-  }
-
-  std::vector<std::string> OpN(const std::string& op, const std::vector<std::string>& ins,
-                               int outs, std::vector<AttributeProto> attrs = {}) {
-    NodeProto* n = &nodes_.emplace_back();
-    n->set_op_type(op);
-    n->set_name(Fresh(op));
-    for (const std::string& in : ins) n->add_input(in);
-    std::vector<std::string> names;
-    for (int i = 0; i < outs; ++i) {
-      names.push_back(Fresh(op + "_out"));
-      n->add_output(names.back());
-    }
-    for (AttributeProto& a : attrs) *n->add_attribute() = std::move(a);
-    return names;
-  }
-  std::string Op(const std::string& op, const std::vector<std::string>& ins,
-                 std::vector<AttributeProto> attrs = {}) {
-    return OpN(op, ins, 1, std::move(attrs))[0];
-  }
-  // `x` copied to the value named `out` (the expanded node's own output names).
-  void Rename(const std::string& x, const std::string& out) {
-    NodeProto* n = &nodes_.emplace_back();
-    n->set_op_type("Identity");
-    n->set_name(Fresh("Identity"));
-    n->add_input(x);
-    n->add_output(out);
-  }
-
-  // An int64 constant: a scalar when `dims` is empty.
-  std::string I64(const std::vector<int64_t>& values, const std::vector<int64_t>& dims) {
-    TensorProto t;
-    t.set_data_type(TensorProto::INT64);
-    for (int64_t d : dims) t.add_dims(d);
-    for (int64_t v : values) t.add_int64_data(v);
-    return Op("Constant", {}, {TensorAttr("value", std::move(t))});
-  }
-  std::string I64(int64_t v) { return I64({v}, {}); }
-
-  // A scalar of the recurrent op's element type.
-  std::string Scalar(float v) {
-    TensorProto t;
-    t.set_data_type(TensorProto::FLOAT);
-    t.add_float_data(v);
-    return Typed(Op("Constant", {}, {TensorAttr("value", std::move(t))}));
-  }
-
-  // A float value converted to the op's element type.
-  std::string Typed(const std::string& f) {
-    if (elem_type_ == TensorProto::FLOAT) return f;
-    if (elem_type_ != 0) return Op("Cast", {f}, {IntAttr("to", elem_type_)});
-    return Op("CastLike", {f, like_});
-  }
-
-  int64_t opset() const { return opset_; }
-  std::vector<NodeProto>& nodes() { return nodes_; }
-
- private:
-  std::string prefix_;
-  std::shared_ptr<int> counter_;
-  int64_t opset_;
-  int elem_type_;  // TensorProto::DataType of X, 0 when unknown (then CastLike from `like_`)
-  std::string like_;
-  std::vector<NodeProto> nodes_;
-};
+using onnx_internal::DeclaredType;
+using onnx_internal::FloatAttr;
+using onnx_internal::IntAttr;
+using onnx_internal::IntsAttr;
+using onnx_internal::TensorAttr;
+using Writer = onnx_internal::NodeWriter;
 
 struct Activation {
   std::string name;  // lower case
@@ -513,20 +406,6 @@ void Expand(Writer& w, const Recurrent& r) {
   if (lstm) state(cs, r.y_c);
 }
 
-// X's declared element type in `g`, or 0.
-int DeclaredType(const onnx::GraphProto& g, const std::string& name) {
-  auto find = [&](const auto& infos) {
-    for (const onnx::ValueInfoProto& vi : infos)
-      if (vi.name() == name && vi.type().has_tensor_type()) return vi.type().tensor_type().elem_type();
-    return 0;
-  };
-  if (int t = find(g.input())) return t;
-  if (int t = find(g.value_info())) return t;
-  for (const TensorProto& t : g.initializer())
-    if (t.name() == name) return t.data_type();
-  return 0;
-}
-
 bool IsRecurrent(const NodeProto& n) {
   return (n.domain().empty() || n.domain() == "ai.onnx") &&
          (n.op_type() == "LSTM" || n.op_type() == "GRU" || n.op_type() == "RNN");
@@ -560,7 +439,7 @@ Status ExpandRecurrentOps(onnx::GraphProto* graph, int64_t opset) {
     }
     int elem_type = DeclaredType(*graph, r.x);
     if (elem_type == 0 && opset < 15) elem_type = TensorProto::FLOAT;
-    Writer w(name + "/rnn/", std::make_shared<int>(0), opset, elem_type, r.x);
+    Writer w(name + "/rnn/", opset, elem_type, r.x);
     Expand(w, r);
     for (NodeProto& e : w.nodes()) *graph->add_node() = std::move(e);
   }

@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "compiler/onnx/expand_quant.h"
 #include "compiler/onnx/expand_rnn.h"
 #include "compiler/onnx/tensor_import.h"
 #include "compiler/ops/registry.h"
@@ -61,6 +62,7 @@ class Importer {
     ForEachGraph(model.graph(), [this](const onnx::GraphProto& g) { ReserveDimParams(g); });
     if (auto it = opsets_.find(""); it != opsets_.end()) {
       RETURN_IF_ERROR(ExpandRecurrentOps(model.mutable_graph(), it->second));
+      RETURN_IF_ERROR(ExpandQuantizedOps(model.mutable_graph(), it->second));
     }
     RETURN_IF_ERROR(CheckOpsSupported(model.graph()));
     ASSIGN_OR_RETURN(Graph graph, ImportGraph(*model.mutable_graph(), nullptr, true));

@@ -30,6 +30,7 @@ const OpRegistry& OpRegistry::Global() {
     ops::RegisterIndexingOps(*r);
     ops::RegisterReduceOps(*r);
     ops::RegisterControlFlowOps(*r);
+    ops::RegisterQuantizeOps(*r);
     return r;
   }();
   return *registry;

@@ -1,0 +1,26 @@
+// See run_text.h.
+#include "tests/compiler/onnx/run_text.h"
+
+#include <boost/test/unit_test.hpp>
+
+#include "compiler/compile.h"
+#include "tests/compiler/e2e_util.h"
+#include "tests/compiler/test_util.h"
+
+namespace kiln::compiler::testing {
+
+std::vector<TensorDataRef> CompileAndRunText(const std::string& text,
+                                             const std::vector<TensorDataRef>& inputs) {
+  CompileOptions options;
+  options.external = "none";
+  std::string bytes = ModelBytes(text);
+  StatusOr<std::vector<uint8_t>> exe_bytes = CompileOnnxBytes(bytes.data(), bytes.size(), options);
+  BOOST_TEST_REQUIRE(exe_bytes.ok(), exe_bytes.status().ToString());
+  auto exe = LoadWithJit(*exe_bytes);
+  BOOST_TEST_REQUIRE(exe.ok(), exe.status().ToString());
+  auto outs = RunExecutable(*exe, inputs);
+  BOOST_TEST_REQUIRE(outs.ok(), outs.status().ToString());
+  return *outs;
+}
+
+}  // namespace kiln::compiler::testing

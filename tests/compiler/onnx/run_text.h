@@ -1,0 +1,18 @@
+// For the import-expansion tests: compile a model in ONNX text syntax with the JIT only, run it
+// once and return its outputs (failing the current Boost test on any error).
+#ifndef KILN_TESTS_COMPILER_ONNX_RUN_TEXT_H_
+#define KILN_TESTS_COMPILER_ONNX_RUN_TEXT_H_
+
+#include <string>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+
+namespace kiln::compiler::testing {
+
+std::vector<TensorDataRef> CompileAndRunText(const std::string& text,
+                                             const std::vector<TensorDataRef>& inputs);
+
+}  // namespace kiln::compiler::testing
+
+#endif  // KILN_TESTS_COMPILER_ONNX_RUN_TEXT_H_
