@@ -13,8 +13,10 @@ inline constexpr char kFileIdentifier[] = "KILN";
 /// changes.
 inline constexpr uint16_t kFormatMajor = 1;
 /// 1.1: 64-bit dims and byte offsets (new alloc_tensor / alloc_tensor_reg opcodes; 1.0's
-/// 32-bit forms still load with their old meaning). See executable.fbs for the history.
-inline constexpr uint16_t kFormatMinor = 1;
+/// 32-bit forms still load with their old meaning). 1.2: ExternalRegion.fallback (a VM
+/// function run when the region's vendor declines it or is absent). See executable.fbs for
+/// the history.
+inline constexpr uint16_t kFormatMinor = 2;
 /// Alignment of every constant's bytes in the file (and in memory when mapped).
 inline constexpr uint64_t kConstantAlignment = 64;
 
