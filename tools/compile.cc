@@ -1,4 +1,5 @@
-// kiln compile MODEL.onnx -o OUT.kiln [--dim NAME=VALUE]... [--external=onednn|none] [--quiet]
+// kiln compile MODEL.onnx -o OUT.kiln [--dim NAME=VALUE]... [--external=onednn|none] [--no-fallbacks]
+//              [--quiet]
 #include "compiler/compile.h"
 
 #include <sys/stat.h>
@@ -26,6 +27,7 @@ struct CompileArgs {
   std::string model, output;
   compiler::CompileOptions options;
   bool quiet = false;
+  bool no_fallbacks = false;
 };
 
 // Declares compile's flags; Parse fills `args`.
@@ -44,6 +46,10 @@ void AddFlags(FlagParser& flags, CompileArgs* args) {
                "OpenMP threads for the kernels the compiler runs itself (constant folding); 0: "
                "OpenMP's default",
                0, 1024, &args->options.num_threads);
+  flags.AddBool("--no-fallbacks",
+                "give external regions no fallback function (smaller file, faster compile; a "
+                "region its vendor declines or lacks then fails the load)",
+                &args->no_fallbacks);
   flags.AddBool("-q,--quiet", "print errors only, no progress", &args->quiet);
 }
 
@@ -92,6 +98,7 @@ int CompileMain(int argc, char** argv) {
                  args.output.c_str(), args.output.c_str());
     return 2;
   }
+  args.options.external_fallbacks = !args.no_fallbacks;
   if (!args.quiet) {
     args.options.progress = [](std::string_view line) {
       std::fprintf(stderr, "kiln compile: %.*s\n", static_cast<int>(line.size()), line.data());

@@ -106,7 +106,7 @@ BOOST_AUTO_TEST_CASE(inspect_prints_header_disassembly_tables_and_sizes) {
   std::string path = WriteProgram();
   Result r = Kiln("inspect " + path);
   BOOST_TEST(r.code == 0, r.out);
-  BOOST_TEST(Contains(r.out, "format 1.1, producer 'cli test'"));
+  BOOST_TEST(Contains(r.out, "format 1.2, producer 'cli test'"));
   BOOST_TEST(Contains(r.out, "func @main(x: f32[n, 3], k: i64[]) -> (k: i64[], x: f32[n, 3], w: f32[2])"));
   BOOST_TEST(Contains(r.out, "load_const r2 constants[0] 'w'    ; Identity_0"));
   BOOST_TEST(Contains(r.out, "goto L0"));
@@ -551,6 +551,10 @@ BOOST_AUTO_TEST_CASE(inspect_lists_the_ops_of_each_region) {
   BOOST_TEST(Contains(r.out, "max; kernel=[4, 4]"), r.out);
   BOOST_TEST(Contains(r.out, "      [2] Flatten (t3) -> out0  axis=1\n"), r.out);
   BOOST_TEST(Contains(r.out, "invoke_kernel kernels[0] 'PackedMatMul_Gemm_4'"), r.out);
+  // Its fallback: the region's nodes as JIT kernels, disassembled with the other functions.
+  BOOST_TEST(Contains(r.out, "      fallback: @onednn_0/fallback (functions[1])\n"), r.out);
+  BOOST_TEST(Contains(r.out, "func @onednn_0/fallback(x: f32[N, 1, 4, 4]) -> (f: f32[N, 2])"),
+             r.out);
 }
 
 BOOST_AUTO_TEST_CASE(run_timeout_stops_an_infinite_loop) {
