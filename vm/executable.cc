@@ -317,8 +317,9 @@ Status Executable::BindRegions(const LoadOptions& options) {
 }
 
 // Region i: the vendor's runtime, else (declined, or an absent vendor) its fallback, recorded
-// in `fell_back` for the notice. Without a fallback (files before 1.2) the vendor's answer
-// stands, as before; with options.require_vendor a decline or absence is an error.
+// in `fell_back` for the notice. Without a fallback (files before 1.2) the vendor may not
+// decline and its answer stands, as before; with options.require_vendor a decline or absence
+// is an error.
 Status Executable::BindRegion(int i, const LoadOptions& options,
                               std::map<std::string, std::vector<std::string>>* fell_back) {
   const fb::ExternalRegion* r = root_->external_regions()->Get(i);
@@ -338,6 +339,7 @@ Status Executable::BindRegion(int i, const LoadOptions& options,
     if (r->constants()) {
       for (uint32_t c : *r->constants()) spec.constants.push_back(constants_[c]);
     }
+    spec.may_decline = fallback >= 0 || options.require_vendor;
     auto fn = options.externals->CreateRegion(spec);
     if (fn.ok()) {
       externals_.push_back(std::move(*fn));

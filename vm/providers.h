@@ -70,6 +70,10 @@ struct ExternalRegionSpec {
   std::vector<Tensor> constants;
   int num_inputs = 0;
   int num_outputs = 0;
+  /// Whether the vendor may decline the region (ExternalProvider). False when the region has
+  /// no fallback function (files before format 1.2) and the loader does not require the
+  /// vendor: the vendor runs it however well it can, as before declining existed.
+  bool may_decline = true;
 };
 
 /// Binds kernel and shape-function entries to runnable code. Called once per entry when an
@@ -87,10 +91,11 @@ class KernelProvider {
 ///
 /// Declining: a vendor that could run a region, but not well (oneDNN would pick a reference
 /// implementation for one of its primitives), returns the status Declined(reason) from
-/// CreateRegion, the reason naming the region and what it would run badly. That is not a
-/// failure: the loader then binds the region's fallback function (ExternalRegion.fallback,
-/// JIT kernels) in its place and prints one notice per vendor, unless the file has no
-/// fallback or LoadOptions::require_vendor is set, which make it a load error.
+/// CreateRegion when spec.may_decline, the reason naming the region and what it would run
+/// badly. That is not a failure: the loader then binds the region's fallback function
+/// (ExternalRegion.fallback, JIT kernels) in its place and prints one notice per vendor, unless
+/// LoadOptions::require_vendor is set, which makes it a load error. A decline when
+/// !spec.may_decline (the region has nothing else to run) fails the load.
 class ExternalProvider {
  public:
   virtual ~ExternalProvider() = default;

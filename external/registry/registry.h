@@ -18,8 +18,8 @@ namespace kiln {
 class VendorRuntime {
  public:
   virtual ~VendorRuntime() = default;
-  /// The region's runtime. A vendor may decline a region it would run badly by returning
-  /// Declined(reason) (base/status.h), the reason naming the region and the cause ("region
+  /// The region's runtime. A vendor may decline a region it would run badly, when
+  /// spec.may_decline, by returning Declined(reason) (base/status.h), the reason naming the region and the cause ("region
   /// 'onednn_0': ops[3] (binary add) gets oneDNN's reference implementation 'ref:any'"): the
   /// VM then runs the region's fallback function (JIT kernels computing the same) and prints
   /// one notice per vendor and load; a loader with require_vendor set (`--require-vendor`)

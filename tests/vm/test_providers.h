@@ -32,7 +32,8 @@ class TestKernelProvider : public KernelProvider {
 
 /// External regions of vendor "test": the blob is a decimal float; the region writes
 /// input0 * scale + sum(constant 0) to output 0 (f32). The blob "decline" declines the region
-/// (Declined). Other vendors: NotFound, and HasVendor says no.
+/// (Declined) when spec.may_decline, else is scale 2. Other vendors: NotFound, and HasVendor
+/// says no.
 class TestExternalProvider : public ExternalProvider {
  public:
   StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(const ExternalRegionSpec& spec) override;

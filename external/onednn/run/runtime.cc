@@ -36,7 +36,7 @@ class RegionImpl : public OneDnnRegion {
 
   // Builds the plan for the inputs' static dims (batch 1 where the batch dim is symbolic), so
   // weights are reordered at creation. Skipped when another dim is symbolic.
-  Status Prepare() {
+  Status Prepare(bool may_decline) {
     std::vector<Dims> dims;
     for (const BoundTensor& in : data_.region.inputs) {
       Dims d = in.dims;
@@ -48,7 +48,8 @@ class RegionImpl : public OneDnnRegion {
       dims.push_back(std::move(d));
     }
     ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, GetPlan(dims));
-    return options_.decline_reference_impls ? DeclineReferenceImpls(*plan) : Status::Ok();
+    return may_decline && options_.decline_reference_impls ? DeclineReferenceImpls(*plan)
+                                                           : Status::Ok();
   }
 
   Status Run(const Tensor* const* args, int num_inputs, int num_outputs) override {
@@ -247,7 +248,7 @@ StatusOr<std::unique_ptr<TensorFunction>> OneDnnRuntime::CreateRegion(
   if (data.ok()) data->matmul_weight_layout = options_.matmul_weight_layout;
   if (!data.ok()) return data.status().WithContext(where);
   auto region = std::make_unique<RegionImpl>(std::move(*data), options_);
-  Status s = region->Prepare();
+  Status s = region->Prepare(spec.may_decline);
   if (!s.ok()) return s.WithContext(where);
   return std::unique_ptr<TensorFunction>(std::move(region));
 }

@@ -58,7 +58,7 @@ class OneDnnRegion : public TensorFunction {
 /// constant present, f32, with the blob's dims) and reorders constant weights once into the
 /// layout oneDNN prefers (for regions whose inputs are static except the batch dim, the plan
 /// for batch = its static value or 1 is built at creation). It declines the region
-/// (Declined, see VendorRuntime; unless !OneDnnOptions::decline_reference_impls) when a primitive of that plan gets a reference implementation
+/// (Declined, see VendorRuntime; if spec.may_decline and OneDnnOptions::decline_reference_impls) when a primitive of that plan gets a reference implementation
 /// (impl_info_str contains "ref"), naming the op; regions with other symbolic dims are not
 /// checked (no plan exists before the first run). Errors name the region:
 /// InvalidFormat / Unsupported from the blob, InvalidArgument for a spec that contradicts it,

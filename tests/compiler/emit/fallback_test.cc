@@ -1,7 +1,8 @@
 // Fallback functions (compiler/emit/fallback.cc) end to end: every oneDNN region gets one; a
 // region oneDNN declines at load (a reference primitive) and the regions of an absent vendor
 // run it with one notice and give --external=none's answer; require_vendor makes both errors
-// naming vendor and region; without fallbacks an absent vendor is the error it always was.
+// naming vendor and region; without fallbacks oneDNN runs what it would decline, and an absent
+// vendor is the error it always was.
 #define BOOST_TEST_MODULE fallback_test
 #include <boost/test/unit_test.hpp>
 
@@ -128,6 +129,14 @@ BOOST_AUTO_TEST_CASE(a_declined_region_runs_its_fallback_and_matches_none) {
                       "external_regions[0] 'onednn_0' (vendor 'onednn'): the vendor declined "
                       "the region: region 'onednn_0': "));
   BOOST_TEST(Contains(required.exe.status().message(), "--require-vendor"));
+  // Without a fallback oneDNN may not decline: it runs the region as it did before.
+  Load bare(CompileText(kConvSoftmax, "onednn", false), WithOneDnn());
+  BOOST_REQUIRE_MESSAGE(bare.exe.ok(), bare.exe.status().ToString());
+  BOOST_TEST((*bare.exe)->external_region(0) != nullptr);
+  BOOST_TEST(bare.notices.empty());
+  auto x = testing::RandomTensor(DType::kF32, {2, 3, 8, 8}, -1, 1, 20);
+  std::string diff = Compare(*Run(bare.exe, {x, w, b})[0], *Run(none.exe, {x, w, b})[0], 1e-4, 1e-5);
+  BOOST_TEST(diff.empty(), diff);
 }
 
 BOOST_AUTO_TEST_CASE(an_absent_vendors_regions_run_their_fallbacks_and_match_none) {
