@@ -15,6 +15,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
     case StatusCode::kInternal: return "INTERNAL";
     case StatusCode::kAborted: return "ABORTED";
+    case StatusCode::kDeclined: return "DECLINED";
   }
   return "UNKNOWN";
 }

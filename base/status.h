@@ -23,6 +23,7 @@ enum class StatusCode : int {
   kResourceExhausted = 7, // out of memory
   kInternal = 8,          // a broken invariant or a failure of a library we call
   kAborted = 9,           // the program executed `fatal`
+  kDeclined = 10,         // a vendor declines an external region (vm/providers.h); not a failure
 };
 
 /// Name of a code, e.g. "INVALID_FORMAT".
@@ -62,6 +63,7 @@ inline Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExc
 inline Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
+inline Status Declined(std::string m) { return {StatusCode::kDeclined, std::move(m)}; }
 
 /// A value or the Status saying why there is none.
 template <typename T>

@@ -174,8 +174,13 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
       return AddCodeTargets(code_targets, options, b, &st);
     };
   }
+  eo.fallbacks = options.external_fallbacks;
   EmitStats es;
   ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, EmitExecutable(graph, eo, &es));
+  st.fallback_functions = es.fallback_functions;
+  for (const std::string& failure : es.fallback_failures) {
+    Progress(options, "no fallback function for " + failure + " (it needs its vendor at load)");
+  }
   st.kernels = es.kernels;
   st.fused_kernels = es.fused_kernels;
   st.fused_nodes = es.fused_nodes;

@@ -45,6 +45,11 @@ struct CompileOptions {
   /// kernels instead of compiling them. Empty: kernel IR only. An unknown name is
   /// InvalidArgument, reported before anything is compiled.
   std::vector<std::string> code_targets;
+  /// Give every external region a fallback function (its nodes on the JIT, as with external
+  /// "none"), which the VM runs when the vendor declines the region at load or is absent.
+  /// Costs file size (the kernels, and constants the vendor's codegen rewrote) and compile
+  /// time. Regions the JIT cannot run get none (reported through `progress`).
+  bool external_fallbacks = true;
   /// Receives one human-readable progress line per stage ("lowering 120/400 nodes"); may be
   /// empty. Called on the compiling thread.
   std::function<void(std::string_view)> progress;
@@ -60,6 +65,7 @@ struct CompileStats {
   int fused_nodes = 0;      // nodes that disappeared into them
   int external_regions = 0; // regions a vendor claimed
   int external_nodes = 0;   // nodes in those regions
+  int fallback_functions = 0;  // regions with a fallback function (CompileOptions)
   int packed_matmuls = 0;   // JIT MatMul / Gemm nodes whose weights were prepacked
   int shape_functions = 0;
   int constants = 0;

@@ -35,7 +35,8 @@ typedef enum kiln_status_code {
   KILN_DEADLINE_EXCEEDED = 6,
   KILN_RESOURCE_EXHAUSTED = 7,
   KILN_INTERNAL = 8,
-  KILN_ABORTED = 9
+  KILN_ABORTED = 9,
+  KILN_DECLINED = 10 /* internal to loading: a vendor declined a region (never returned) */
 } kiln_status_code;
 
 /* Same numbering as kiln::DType and the file format. */

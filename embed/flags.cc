@@ -295,6 +295,10 @@ void AddRuntimeFlags(FlagParser& flags, RuntimeOptions* options) {
                   "recently used evicted beyond 1 GiB), so a later process loads them instead "
                   "of compiling; off: compile every kernel",
                   &options->jit_cache, "$XDG_CACHE_HOME/kiln, else ~/.cache/kiln");
+  flags.AddBool("--require-vendor",
+                "fail to load when a vendor declines an external region or is not registered, "
+                "instead of running the region's fallback (kiln's JIT) with a notice",
+                &options->require_vendor);
   AddPluginFlag(flags, options);
 }
 

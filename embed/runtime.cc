@@ -80,6 +80,7 @@ class ScopedExternals : public ExternalProvider {
   StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(const ExternalRegionSpec& spec) override {
     return Scope(inner_->CreateRegion(spec), threads_);
   }
+  bool HasVendor(std::string_view vendor) const override { return inner_->HasVendor(vendor); }
 
  private:
   std::shared_ptr<ExternalProvider> inner_;
@@ -227,6 +228,7 @@ StatusOr<std::shared_ptr<Runtime>> Runtime::Create(const RuntimeOptions& options
   state->load.kernels = std::make_shared<ScopedKernels>(state->jit, options.num_threads);
   state->load.externals = std::make_shared<ScopedExternals>(state->registry, options.num_threads);
   state->load.prefetch_constants = options.prefetch_constants;
+  state->load.require_vendor = options.require_vendor;
   state->load.huge_page_constants = options.huge_page_constants;
   ApplyThreads(options.num_threads);
   return std::shared_ptr<Runtime>(new Runtime(std::move(state)));

@@ -57,6 +57,11 @@ struct RuntimeOptions {
   bool onednn = true;
   /// Shape keys a oneDNN region keeps primitives for (least recently used dropped beyond).
   int onednn_cached_shapes = 32;
+  /// A region whose vendor declines it (oneDNN: a primitive would be a reference
+  /// implementation) or is not registered runs its fallback function with one notice on
+  /// stderr per vendor. True: that fails the load instead, naming vendor and region
+  /// (LoadOptions::require_vendor; `--require-vendor`).
+  bool require_vendor = false;
   /// Shape-keyed kernel dispatch: when a shape is hot enough to get a specialized variant, how
   /// many shapes each kernel tracks (jit/dispatch.h).
   jit::DispatchOptions dispatch;

@@ -1,5 +1,5 @@
 // kiln compile MODEL.onnx -o OUT.kiln [--dim NAME=VALUE]... [--external=onednn|none]
-// [--target native|x86-64-v3|x86-64-v4|CPU]... [--quiet]
+// [--target native|x86-64-v3|x86-64-v4|CPU]... [--no-fallbacks] [--quiet]
 #include "compiler/compile.h"
 
 #include <sys/stat.h>
@@ -27,6 +27,7 @@ struct CompileArgs {
   std::string model, output;
   compiler::CompileOptions options;
   bool quiet = false;
+  bool no_fallbacks = false;
 };
 
 // Declares compile's flags; Parse fills `args`.
@@ -50,6 +51,10 @@ void AddFlags(FlagParser& flags, CompileArgs* args) {
                 "host), x86-64-v3 (AVX2), x86-64-v4 (AVX-512) or another x86-64 CPU name LLVM "
                 "knows; a host that runs one of them links its code instead of JIT-compiling",
                 &args->options.code_targets);
+  flags.AddBool("--no-fallbacks",
+                "give external regions no fallback function (smaller file, faster compile; a "
+                "region its vendor declines or lacks then fails the load)",
+                &args->no_fallbacks);
   flags.AddBool("-q,--quiet", "print errors only, no progress", &args->quiet);
 }
 
@@ -98,6 +103,7 @@ int CompileMain(int argc, char** argv) {
                  args.output.c_str(), args.output.c_str());
     return 2;
   }
+  args.options.external_fallbacks = !args.no_fallbacks;
   if (!args.quiet) {
     args.options.progress = [](std::string_view line) {
       std::fprintf(stderr, "kiln compile: %.*s\n", static_cast<int>(line.size()), line.data());

@@ -93,6 +93,19 @@ int FunctionBuilder::InvokeShapeFunc(int shape_func, const std::vector<int>& ins
   return Emit(Opcode::kInvokeShapeFunc, shape_func, RegList(ins, outs),
               static_cast<int>(ins.size() + outs.size()));
 }
+void FunctionBuilder::Clear() {
+  params_.clear();
+  results_.clear();
+  code_.clear();
+  operands_.clear();
+  nodes_.clear();
+  label_pcs_.clear();
+  node_.clear();
+  register_count_ = -1;
+  max_reg_ = 0;
+  error_.clear();
+}
+
 int FunctionBuilder::InvokeExternal(int region, const std::vector<int>& ins, const std::vector<int>& outs) {
   return Emit(Opcode::kInvokeExternal, region, RegList(ins, outs), static_cast<int>(ins.size() + outs.size()));
 }
@@ -304,7 +317,7 @@ StatusOr<std::vector<uint8_t>> ExecutableBuilder::Serialize(const std::vector<ui
     uint64_t sum = r.override_checksum ? r.checksum : Fnv1a64(r.blob.data(), r.blob.size());
     regions.push_back(fb::CreateExternalRegion(b, b.CreateString(r.name), b.CreateString(r.vendor),
                                                b.CreateVector(r.blob), b.CreateVector(r.constants),
-                                               sum, r.num_inputs, r.num_outputs));
+                                               sum, r.num_inputs, r.num_outputs, r.fallback));
   }
   std::vector<Offset<fb::Constant>> constants;
   for (size_t i = 0; i < constants_.size(); ++i) {

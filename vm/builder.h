@@ -46,6 +46,8 @@ struct ExternalRegionDef {
   std::vector<uint32_t> constants;
   int num_inputs = 0;
   int num_outputs = 0;
+  /// Index of the region's fallback function (ExternalRegion.fallback); -1 for none.
+  int fallback = -1;
   /// The checksum written is Fnv1a64(blob) unless this is set (tests of corrupt files).
   bool override_checksum = false;
   uint64_t checksum = 0;
@@ -95,6 +97,9 @@ class FunctionBuilder {
   int AddParam(ValueSpec spec);
   void AddResult(ValueSpec spec);
   void set_register_count(uint32_t n) { register_count_ = n; }
+  /// Drops the parameters, results and code emitted so far (for an emitter that gives up on a
+  /// function already in the executable; emit a `fatal` after it to keep the function valid).
+  void Clear();
 
   Label NewLabel();
   /// Binds `label` to the next instruction emitted.
@@ -172,6 +177,8 @@ class ExecutableBuilder {
   int AddKernel(KernelDef def);
   int AddShapeFunction(ShapeFunctionDef def);
   int AddExternalRegion(ExternalRegionDef def);
+  /// Sets region `region`'s fallback function (a region added before its fallback exists).
+  void SetRegionFallback(int region, int function) { regions_[region].fallback = function; }
   /// Copies `bytes` (which must be product(shape) * sizeof(dtype) long) into the data segment.
   int AddConstant(std::string name, DType dtype, std::vector<int64_t> shape, const void* bytes,
                   size_t size);

@@ -217,6 +217,12 @@ std::string InspectExecutable(const Executable& exe, const RegionDescriber& desc
     s += "  [" + Str(i) + "] " + x->name()->str() + " vendor=" + x->vendor()->str() + " inputs=" +
          Str(x->num_inputs()) + " outputs=" + Str(x->num_outputs()) + " constants=" +
          Str(Len(x->constants())) + "  blob " + Bytes(Len(x->blob())) + "\n";
+    // Verified: -1 or a function index.
+    s += "      fallback: " +
+         (x->fallback() < 0 ? std::string("none (the region needs its vendor)")
+                            : "@" + r.functions()->Get(x->fallback())->name()->str() +
+                                  " (functions[" + Str(x->fallback()) + "])") +
+         "\n";
     if (describe) {
       StatusOr<std::string> text = describe(x->vendor()->str(), x->blob() ? x->blob()->data() : nullptr,
                                             Len(x->blob()));

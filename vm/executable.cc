@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -320,23 +321,85 @@ Status Executable::BindProviders(const LoadOptions& options) {
     if (!fn.ok()) return fn.status().WithContext("shape_functions[" + std::to_string(i) + "] '" + std::string(spec.name) + "'");
     shape_functions_.push_back(std::move(*fn));
   }
+  return BindRegions(options);
+}
+
+// Binds every region to its vendor's runtime or, when the vendor declines it or is absent, to
+// its fallback function; then one notice per vendor whose regions fell back.
+Status Executable::BindRegions(const LoadOptions& options) {
+  size_t nx = root_->external_regions() ? root_->external_regions()->size() : 0;
+  fallbacks_.assign(nx, Fallback{});
+  std::map<std::string, std::vector<std::string>> fell_back;  // vendor -> why, per region
   for (size_t i = 0; i < nx; ++i) {
-    const fb::ExternalRegion* r = root_->external_regions()->Get(i);
-    ExternalRegionSpec spec{static_cast<int>(i), View(r->name()), View(r->vendor()),
-                            r->blob() ? r->blob()->data() : nullptr,
-                            r->blob() ? r->blob()->size() : 0, {},
-                            static_cast<int>(r->num_inputs()), static_cast<int>(r->num_outputs())};
+    RETURN_IF_ERROR(BindRegion(static_cast<int>(i), options, &fell_back));
+  }
+  for (const auto& [vendor, regions] : fell_back) {
+    std::string line;
+    if (!options.externals->HasVendor(vendor)) {
+      line = "no runtime is registered for vendor '" + vendor + "': its regions ";
+      for (size_t j = 0; j < regions.size(); ++j) line += (j ? ", " : "") + regions[j];
+      line += " run their fallback functions (kiln's JIT) instead";
+    } else {
+      line = "vendor '" + vendor + "' declined " + std::to_string(regions.size()) + " of " +
+             std::to_string(nx) + " regions, which run their fallback functions (kiln's JIT) "
+             "instead: ";
+      for (size_t j = 0; j < regions.size(); ++j) line += (j ? "; " : "") + regions[j];
+    }
+    line += " (--require-vendor makes this an error)";
+    if (options.notice) {
+      options.notice(line);
+    } else {
+      std::fprintf(stderr, "kiln: notice: %s\n", line.c_str());
+    }
+  }
+  return Status::Ok();
+}
+
+// Region i: the vendor's runtime, else (declined, or an absent vendor) its fallback, recorded
+// in `fell_back` for the notice. Without a fallback (files before 1.2) the vendor may not
+// decline and its answer stands, as before; with options.require_vendor a decline or absence
+// is an error.
+Status Executable::BindRegion(int i, const LoadOptions& options,
+                              std::map<std::string, std::vector<std::string>>* fell_back) {
+  const fb::ExternalRegion* r = root_->external_regions()->Get(i);
+  ExternalRegionSpec spec{i, View(r->name()), View(r->vendor()),
+                          r->blob() ? r->blob()->data() : nullptr,
+                          r->blob() ? r->blob()->size() : 0, {},
+                          static_cast<int>(r->num_inputs()), static_cast<int>(r->num_outputs())};
+  const std::string name(spec.name), vendor(spec.vendor);
+  const std::string where = "external_regions[" + std::to_string(i) + "] '" + name +
+                            "' (vendor '" + vendor + "')";
+  const int fallback = r->fallback();
+  Status why;
+  std::string entry = name;  // in the notice
+  if (!options.externals->HasVendor(spec.vendor) && (fallback >= 0 || options.require_vendor)) {
+    why = NotFound("no runtime is registered for vendor '" + vendor + "'");
+  } else {
     if (r->constants()) {
       for (uint32_t c : *r->constants()) spec.constants.push_back(constants_[c]);
     }
+    spec.may_decline = fallback >= 0 || options.require_vendor;
     auto fn = options.externals->CreateRegion(spec);
-    if (!fn.ok()) {
-      return fn.status().WithContext("external_regions[" + std::to_string(i) + "] '" +
-                                     std::string(spec.name) + "' (vendor '" +
-                                     std::string(spec.vendor) + "')");
+    if (fn.ok()) {
+      externals_.push_back(std::move(*fn));
+      return Status::Ok();
     }
-    externals_.push_back(std::move(*fn));
+    if (fn.status().code() != StatusCode::kDeclined) return fn.status().WithContext(where);
+    why = Unsupported("the vendor declined the region: " + fn.status().message());
+    entry = fn.status().message();
+    if (fallback < 0 && !options.require_vendor) {
+      return Unsupported(where + ": " + why.message() + "; the region has no fallback function "
+                         "(written by a kiln before format 1.2, or `kiln compile` found no JIT "
+                         "lowering for one of its nodes)");
+    }
   }
+  if (options.require_vendor) {
+    return Status(why.code(), where + ": " + why.message() +
+                                  "; the vendor is required (--require-vendor)");
+  }
+  externals_.push_back(nullptr);
+  fallbacks_[i] = Fallback{fallback, why.message()};
+  (*fell_back)[vendor].push_back(entry);
   return Status::Ok();
 }
 

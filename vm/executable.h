@@ -3,6 +3,8 @@
 #define KILN_VM_EXECUTABLE_H_
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,6 +53,14 @@ struct LoadOptions {
   std::shared_ptr<ExternalProvider> externals;
   /// False: verify only, bind nothing (for inspection). Such an executable cannot run.
   bool bind = true;
+  /// A region whose vendor declines it (ExternalProvider) or is not registered runs its
+  /// fallback function, with one notice per vendor. True: that is a load error instead
+  /// (Unsupported for a decline, NotFound for an absent vendor, naming vendor and region), for
+  /// users who want the vendor or nothing (`--require-vendor`).
+  bool require_vendor = false;
+  /// Receives the notices (one line each, no newline) about regions that run their fallback.
+  /// Unset: printed to stderr as "kiln: notice: ...".
+  std::function<void(const std::string&)> notice;
   /// Ask the kernel to read constant pages ahead (madvise WILLNEED) so the first run does not
   /// fault them in one by one.
   bool prefetch_constants = true;
@@ -112,7 +122,13 @@ class Executable {
   const std::vector<DType>& kernel_dtypes(int i) const { return kernel_dtypes_[i]; }
   int kernel_num_inputs(int i) const { return kernel_num_inputs_[i]; }
   TensorFunction* shape_function(int i) const { return bound_ ? shape_functions_[i].get() : nullptr; }
+  /// The vendor's runtime of region i; null when it runs its fallback (or when !bound()).
   TensorFunction* external_region(int i) const { return bound_ ? externals_[i].get() : nullptr; }
+  /// The function that runs in place of region i (its fallback, ExternalRegion.fallback) when
+  /// its vendor declined it or is absent; -1 when the vendor runs it (or when !bound()).
+  int external_fallback(int i) const { return bound_ ? fallbacks_[i].function : -1; }
+  /// Why region i runs its fallback (the vendor's reason, or that it is absent); "" if not.
+  const std::string& external_fallback_reason(int i) const { return fallbacks_[i].reason; }
 
   /// Source node of functions[f].code[pc] from the debug table, or "" if none.
   std::string_view SourceNode(int function, int pc) const;
@@ -126,6 +142,9 @@ class Executable {
   Executable() = default;
   Status Init(const LoadOptions& options);
   Status BindProviders(const LoadOptions& options);
+  Status BindRegions(const LoadOptions& options);
+  Status BindRegion(int i, const LoadOptions& options,
+                    std::map<std::string, std::vector<std::string>>* fell_back);
 
   std::shared_ptr<const void> buffer_;  // keeps the bytes alive (mapping or copy)
   const uint8_t* data_ = nullptr;
@@ -141,6 +160,11 @@ class Executable {
   std::vector<int> kernel_num_inputs_;
   std::vector<std::unique_ptr<TensorFunction>> shape_functions_;
   std::vector<std::unique_ptr<TensorFunction>> externals_;
+  struct Fallback {
+    int function = -1;   // run in place of the region; -1: the vendor runs it
+    std::string reason;  // why
+  };
+  std::vector<Fallback> fallbacks_;  // per region
   uint32_t max_registers_ = 0;
   uint32_t max_list_ = 0;
 };

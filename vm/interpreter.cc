@@ -170,6 +170,34 @@ Status Context::RunLoop(int entry, std::vector<Tensor>* outputs, Profile* profil
                                                      : "a constant, which cannot be an output"));
   };
 
+  // Enters functions[callee] with parameters R[list[0 .. params)], returning to the next
+  // instruction after this pc (Ret writes the results to the registers that follow them in
+  // `list`). Used by invoke, and by invoke_external for a region that runs its fallback.
+  // The caller checks the call depth first (too_deep).
+  auto too_deep = [&] {
+    return static_cast<int>(frames_.size()) >= max_call_depth_;
+  };
+  auto depth_error = [&](int callee) {
+    return OutOfRange("call depth exceeds " + std::to_string(max_call_depth_) + " calling '" +
+                      exe.functions()->Get(callee)->name()->str() + "' (unbounded recursion?)");
+  };
+  auto enter = [&](int callee, const int32_t* list) -> Status {
+    const fb::Function* cf = exe.functions()->Get(callee);
+    uint32_t caller_base = frames_.back().base;
+    uint32_t base = caller_base + fn->register_count();
+    RETURN_IF_ERROR(PushFrame(callee, pc, base));  // may grow regs_
+    Obj** caller = regs_.data() + caller_base;
+    R = regs_.data() + base;
+    uint32_t nparams = cf->params() ? cf->params()->size() : 0;
+    for (uint32_t j = 0; j < nparams; ++j) R[j] = ObjPool::Retain(caller[list[j]]);
+    fn_index = callee;
+    fn = cf;
+    code = CodeOf(fn);
+    ops = fn->operands() ? fn->operands()->data() : nullptr;
+    pc = 0;
+    return Status::Ok();
+  };
+
   for (;;) {
     const fb::Instruction& in = code[pc];
     ++executed;
@@ -263,11 +291,21 @@ Status Context::RunLoop(int entry, std::vector<Tensor>* outputs, Profile* profil
       }
       CASE(InvokeExternal) {
         const int32_t* list = ops + in.b();
+        TensorFunction* vendor = exe_->external_region(in.a());
+        if (vendor == nullptr) {
+          // Declined or absent vendor: its fallback, called like `invoke` with this operand
+          // list (its results replace the output registers; see Ret).
+          int callee = exe_->external_fallback(in.a());
+          if (too_deep()) FAIL(depth_error(callee));
+          CHECK_DEADLINE();
+          Status s = enter(callee, list);
+          if (!s.ok()) FAIL(s);
+          continue;
+        }
         const fb::ExternalRegion* region = exe.external_regions()->Get(in.a());
         int bad = gather(list, in.c(), static_cast<int>(region->num_inputs()));
         if (bad >= 0) FAIL(not_tensor(list, bad));
         called_out = true;
-        TensorFunction* vendor = exe_->external_region(in.a());
         // Profiling asks the vendor for its steps; the production loop never pays for it.
         Status s = kProfile
                        ? vendor->RunProfiled(args_.data(), region->num_inputs(),
@@ -281,27 +319,10 @@ Status Context::RunLoop(int entry, std::vector<Tensor>* outputs, Profile* profil
         NEXT();
       }
       CASE(Invoke) {
-        int callee = in.a();
-        const fb::Function* cf = exe.functions()->Get(callee);
-        if (static_cast<int>(frames_.size()) >= max_call_depth_) {
-          FAIL(OutOfRange("call depth exceeds " + std::to_string(max_call_depth_) +
-                          " calling '" + cf->name()->str() + "' (unbounded recursion?)"));
-        }
+        if (too_deep()) FAIL(depth_error(in.a()));
         CHECK_DEADLINE();
-        uint32_t caller_base = frames_.back().base;
-        uint32_t base = caller_base + fn->register_count();
-        Status s = PushFrame(callee, pc, base);  // may grow regs_
+        Status s = enter(in.a(), ops + in.b());
         if (!s.ok()) FAIL(s);
-        Obj** caller = regs_.data() + caller_base;
-        R = regs_.data() + base;
-        const int32_t* list = ops + in.b();
-        uint32_t nparams = cf->params() ? cf->params()->size() : 0;
-        for (uint32_t j = 0; j < nparams; ++j) R[j] = ObjPool::Retain(caller[list[j]]);
-        fn_index = callee;
-        fn = cf;
-        code = CodeOf(fn);
-        ops = fn->operands() ? fn->operands()->data() : nullptr;
-        pc = 0;
         continue;
       }
       CASE(Ret) {

@@ -117,6 +117,10 @@ struct ExternalRegionSpec {
   std::vector<Tensor> constants;
   int num_inputs = 0;
   int num_outputs = 0;
+  /// Whether the vendor may decline the region (ExternalProvider). False when the region has
+  /// no fallback function (files before format 1.2) and the loader does not require the
+  /// vendor: the vendor runs it however well it can, as before declining existed.
+  bool may_decline = true;
 };
 
 /// Binds kernel and shape-function entries to runnable code. Called once per entry when an
@@ -134,12 +138,26 @@ class KernelProvider {
 };
 
 /// Creates the runtime of an external region (vendor Init with blob and constants), once per
-/// region at load. NotFound naming the vendor if no runtime is registered for it. Thread-safe.
+/// region at load. Thread-safe.
+///
+/// Declining: a vendor that could run a region, but not well (oneDNN would pick a reference
+/// implementation for one of its primitives), returns the status Declined(reason) from
+/// CreateRegion when spec.may_decline, the reason naming the region and what it would run
+/// badly. That is not a failure: the loader then binds the region's fallback function
+/// (ExternalRegion.fallback, JIT kernels) in its place and prints one notice per vendor, unless
+/// LoadOptions::require_vendor is set, which makes it a load error. A decline when
+/// !spec.may_decline (the region has nothing else to run) fails the load.
 class ExternalProvider {
  public:
   virtual ~ExternalProvider() = default;
+  /// The region's runtime; Declined(reason) (see above); any other error fails the load.
+  /// NotFound naming the vendor if no runtime is registered for it.
   virtual StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(
       const ExternalRegionSpec& spec) = 0;
+  /// Whether a runtime is registered for `vendor`. The loader asks before CreateRegion so an
+  /// absent vendor's regions run their fallbacks (like declined ones) instead of failing the
+  /// load. The default says yes (providers that know no vendors by name).
+  virtual bool HasVendor(std::string_view vendor) const { return true; }
 };
 
 }  // namespace kiln

@@ -261,6 +261,25 @@ Status CheckConstants(const fb::Executable& exe, size_t file_size, size_t fb_siz
   return Status::Ok();
 }
 
+// The fallback stands in for the region at its invoke_external (same operand list), so it
+// takes the region's inputs as parameters and returns its outputs.
+Status CheckFallback(const fb::Executable& exe, const fb::ExternalRegion& r, const std::string& w) {
+  int32_t f = r.fallback();
+  if (f == -1) return Status::Ok();
+  if (f < -1 || static_cast<size_t>(f) >= Len(exe.functions())) {
+    return InvalidFormat(w + ".fallback: function " + Str(f) + " out of range [-1, " +
+                         Str(Len(exe.functions())) + ")");
+  }
+  const fb::Function* fn = exe.functions()->Get(f);
+  if (Len(fn->params()) != r.num_inputs() || Len(fn->results()) != r.num_outputs()) {
+    return InvalidFormat(w + ".fallback: function " + Str(f) + " '" + fn->name()->str() +
+                         "' takes " + Str(Len(fn->params())) + " parameters and returns " +
+                         Str(Len(fn->results())) + " results; the region has " +
+                         Str(r.num_inputs()) + " inputs and " + Str(r.num_outputs()) + " outputs");
+  }
+  return Status::Ok();
+}
+
 Status CheckExternalRegions(const fb::Executable& exe) {
   for (size_t i = 0; i < Len(exe.external_regions()); ++i) {
     const fb::ExternalRegion* r = exe.external_regions()->Get(i);
@@ -283,6 +302,7 @@ Status CheckExternalRegions(const fb::Executable& exe) {
                              Str(r->constants()->Get(j)) + " >= " + Str(Len(exe.constants())));
       }
     }
+    RETURN_IF_ERROR(CheckFallback(exe, *r, w));
   }
   return Status::Ok();
 }

@@ -138,6 +138,11 @@ Status Emitter::EmitReturn() {
   return Status::Ok();
 }
 
+void Emitter::Abandon(const std::string& message) {
+  fb_.Clear();
+  fb_.Fatal(eb_.AddString(message));
+}
+
 Status Emitter::Run() {
   RETURN_IF_ERROR(BindParams());
   RETURN_IF_ERROR(Plan());
@@ -158,6 +163,7 @@ StatusOr<std::vector<uint8_t>> EmitExecutable(const Graph& graph, const EmitOpti
   emit_internal::Shared sh(options);
   emit_internal::Emitter main(sh, graph, "main", true);
   RETURN_IF_ERROR(main.Run());
+  if (options.fallbacks) EmitFallbacks(sh, graph);
   MetadataDef md;
   for (ValueId v : graph.inputs()) md.inputs.push_back(SpecOf(graph.value(v)));
   for (ValueId v : graph.outputs()) md.outputs.push_back(SpecOf(graph.value(v)));

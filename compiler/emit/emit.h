@@ -55,6 +55,9 @@ struct EmitOptions {
   /// builder what is derived from its tables (code compiled ahead of time). Its error is
   /// EmitExecutable's.
   std::function<Status(ExecutableBuilder&)> before_finish;
+  /// Give every region a fallback function: its nodes lowered to JIT kernels as without the
+  /// external compiler, run when the vendor declines the region at load or is absent.
+  bool fallbacks = true;
 };
 
 struct EmitStats {
@@ -67,6 +70,10 @@ struct EmitStats {
   int64_t constant_bytes = 0;
   int64_t planned_bytes = 0;  // the static arena
   int instructions = 0;
+  int fallback_functions = 0;  // regions with a fallback function
+  /// Regions left without one, each "region 'onednn_0' (onednn): why" (e.g. an op the JIT
+  /// lacks): such a region needs its vendor at load.
+  std::vector<std::string> fallback_failures;
 };
 
 /// Emits `graph` (shape inference run). If branches and Loop bodies become VM functions named

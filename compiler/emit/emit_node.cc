@@ -84,7 +84,11 @@ StatusOr<int> Emitter::ConstantIndexOf(ValueId v) {
   if (!val.data || val.kind == ValueKind::kGraphInput) {
     return InvalidArgument("'" + val.name + "' is not a constant");
   }
-  int index = AddConstantData(val.name, *val.data);
+  auto stored = sh_.constant_by_data.find(val.data.get());
+  int index = share_constants_ && stored != sh_.constant_by_data.end()
+                  ? stored->second
+                  : AddConstantData(val.name, *val.data);
+  sh_.constant_by_data.emplace(val.data.get(), index);
   constant_index_[v] = index;
   return index;
 }
@@ -329,6 +333,8 @@ Status Emitter::EmitRegion(int r) {
   NodeId at = region.nodes.empty() ? kNoNode : region.nodes.back();
   ASSIGN_OR_RETURN(std::vector<int> out_regs, AllocOutputs(region.outputs, at));
   int index = eb_.AddExternalRegion(std::move(def));
+  sh_.region_index.resize(regions_.size(), -1);
+  sh_.region_index[r] = index;
   ++st_.external_regions;
   fb_.InvokeExternal(index, in_regs, out_regs);
   return Status::Ok();

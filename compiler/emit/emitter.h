@@ -9,6 +9,7 @@
 //   shapes.cc        symbols, batched shape functions, kernel preconditions
 //   emit_node.cc     kernels, views, node shape functions, regions, output allocation, tables
 //   control_flow.cc  If and Loop as VM functions, captures
+//   fallback.cc      each external region's fallback function (its nodes on the JIT)
 #ifndef KILN_COMPILER_EMIT_EMITTER_H_
 #define KILN_COMPILER_EMIT_EMITTER_H_
 
@@ -152,6 +153,10 @@ struct Shared {
   std::map<std::vector<int64_t>, int> const_shapes;  // i64 constant -> constant index
   std::map<int, std::vector<jit::Expr>> kernel_pre, shape_func_pre;  // by table index
   std::set<std::string> function_names;  // the loader requires them unique
+  // Constants by their bytes' identity, so a fallback function reads the very constants main
+  // (and its region) already store instead of a second copy.
+  std::map<const TensorData*, int> constant_by_data;
+  std::vector<int> region_index;  // per EmitOptions::regions: its table index (-1: not emitted)
   EmitStats st;
   int subgraphs = 0;
 };
@@ -171,6 +176,12 @@ class Emitter {
   /// Parent registers passed after the captures: tensors the parent reads symbols from that
   /// no captured shape carries bare (a capture of shape [floordiv(seq, 64)] cannot give seq).
   const std::vector<int>& symbol_sources() const { return symbol_sources_; }
+  /// Constants already stored for another function (Shared::constant_by_data) are reused, not
+  /// stored again. For fallback functions, whose constants are main's.
+  void ShareConstants() { share_constants_ = true; }
+  /// After a failed Run: empties the function and makes it stop with `message` (fatal), so
+  /// the executable stays valid. Tables the failed run added to stay (unused).
+  void Abandon(const std::string& message);
 
  private:
   // Emission units: a node outside every region, or a whole region.
@@ -318,7 +329,16 @@ class Emitter {
   int64_t arena_bytes_ = 0;
   EmitStats& st_;
   std::map<std::string, std::vector<std::string>> unsupported_;  // op type -> node names
+  bool share_constants_ = false;
 };
+
+/// The nodes of region `r` of `g` as a graph of their own (inputs, outputs and constants
+/// shared by reference); `topo_pos` is each node's position in g's topological order.
+/// Unsupported for a node with subgraphs reading outer values.
+StatusOr<Graph> RegionGraph(const Graph& g, const std::vector<int>& topo_pos,
+                            const ExternalRegionToEmit& r);
+/// Emits every emitted region's fallback function and links the region to it (fallback.cc).
+void EmitFallbacks(Shared& sh, const Graph& g);
 
 }  // namespace kiln::compiler::emit_internal
 

@@ -213,6 +213,11 @@ StatusOr<std::unique_ptr<TensorFunction>> ExternalRegistry::CreateRegion(const E
   return runtime->CreateRegion(spec);
 }
 
+bool ExternalRegistry::HasVendor(std::string_view vendor) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return vendors_.count(std::string(vendor)) > 0;
+}
+
 StatusOr<std::string> VendorRuntime::Describe(const uint8_t*, size_t) const {
   return Unsupported("this vendor runtime does not describe its regions");
 }

@@ -18,6 +18,13 @@ namespace kiln {
 class VendorRuntime {
  public:
   virtual ~VendorRuntime() = default;
+  /// The region's runtime. A vendor may decline a region it would run badly, when
+  /// spec.may_decline, by returning Declined(reason) (base/status.h), the reason naming the region and the cause ("region
+  /// 'onednn_0': ops[3] (binary add) gets oneDNN's reference implementation 'ref:any'"): the
+  /// VM then runs the region's fallback function (JIT kernels computing the same) and prints
+  /// one notice per vendor and load; a loader with require_vendor set (`--require-vendor`)
+  /// fails instead. Declining costs nothing per call. Any other error fails the load.
+  /// (Plugins cannot decline: the C ABI has no such result.)
   virtual StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(const ExternalRegionSpec& spec) = 0;
   /// What a region's blob holds, for `kiln inspect`: one line per op, newline-terminated (the
   /// caller indents). Never crashes on any bytes; an error for a blob the vendor rejects.
@@ -46,7 +53,10 @@ class ExternalRegistry : public ExternalProvider {
 
   /// ExternalProvider: the runtime of `spec.vendor` creates the region. NotFound naming the
   /// vendor and the registered ones if no runtime is registered for it.
+  /// Passes the vendor's Declined(reason) through unchanged.
   StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(const ExternalRegionSpec& spec) override;
+  /// ExternalProvider: whether `vendor` is registered.
+  bool HasVendor(std::string_view vendor) const override;
 
   /// The registered runtime of `vendor` describes `blob` (VendorRuntime::Describe). NotFound if
   /// no runtime is registered for it.

@@ -11,6 +11,13 @@ namespace kiln::compiler::testing {
 
 StatusOr<std::shared_ptr<const Executable>> LoadWithJit(
     const std::vector<uint8_t>& bytes, std::shared_ptr<ExternalProvider> externals) {
+  LoadOptions options;
+  options.externals = std::move(externals);
+  return LoadWithJit(bytes, std::move(options));
+}
+
+StatusOr<std::shared_ptr<const Executable>> LoadWithJit(const std::vector<uint8_t>& bytes,
+                                                        LoadOptions options) {
   // Leaked on purpose: destroying the JIT during static destruction races LLVM's own statics.
   static auto* provider = new std::shared_ptr<jit::JitKernelProvider>([] {
     StatusOr<std::unique_ptr<jit::Engine>> e = jit::Engine::Create();
@@ -20,9 +27,7 @@ StatusOr<std::shared_ptr<const Executable>> LoadWithJit(
     }
     return std::make_shared<jit::JitKernelProvider>(std::shared_ptr<jit::Engine>(std::move(*e)));
   }());
-  LoadOptions options;
   options.kernels = *provider;
-  options.externals = std::move(externals);
   return Executable::LoadBytes(bytes.data(), bytes.size(), options);
 }
 

@@ -18,6 +18,9 @@ namespace kiln::compiler::testing {
 /// Loads .kiln bytes with a process-wide JIT kernel provider (and `externals` for regions).
 StatusOr<std::shared_ptr<const Executable>> LoadWithJit(
     const std::vector<uint8_t>& bytes, std::shared_ptr<ExternalProvider> externals = nullptr);
+/// As above with `options` (its `kernels` replaced by the JIT provider).
+StatusOr<std::shared_ptr<const Executable>> LoadWithJit(const std::vector<uint8_t>& bytes,
+                                                        LoadOptions options);
 /// A vm Tensor owning a copy of `t`.
 Tensor ToTensor(const TensorData& t);
 /// TensorData owning a copy of `t`.

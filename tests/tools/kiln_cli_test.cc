@@ -602,6 +602,10 @@ BOOST_AUTO_TEST_CASE(inspect_lists_the_ops_of_each_region) {
   BOOST_TEST(Contains(r.out, "max; kernel=[4, 4]"), r.out);
   BOOST_TEST(Contains(r.out, "      [2] Flatten (t3) -> out0  axis=1\n"), r.out);
   BOOST_TEST(Contains(r.out, "invoke_kernel kernels[0] 'PackedMatMul_Gemm_4'"), r.out);
+  // Its fallback: the region's nodes as JIT kernels, disassembled with the other functions.
+  BOOST_TEST(Contains(r.out, "      fallback: @onednn_0/fallback (functions[1])\n"), r.out);
+  BOOST_TEST(Contains(r.out, "func @onednn_0/fallback(x: f32[N, 1, 4, 4]) -> (f: f32[N, 2])"),
+             r.out);
 }
 
 // kiln profile lists the oneDNN primitives of a region under it, sums time per op type, and

@@ -101,6 +101,12 @@ StatusOr<std::unique_ptr<TensorFunction>> TestExternalProvider::CreateRegion(
     return NotFound("no runtime registered for vendor '" + std::string(spec.vendor) + "'");
   }
   std::string text(reinterpret_cast<const char*>(spec.blob), spec.blob_size);
+  if (text == "decline") {
+    if (spec.may_decline) {
+      return Declined("region '" + std::string(spec.name) + "': the test vendor declines it");
+    }
+    text = "2";
+  }
   char* end = nullptr;
   float scale = std::strtof(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size()) {

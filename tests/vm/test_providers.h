@@ -31,10 +31,13 @@ class TestKernelProvider : public KernelProvider {
 };
 
 /// External regions of vendor "test": the blob is a decimal float; the region writes
-/// input0 * scale + sum(constant 0) to output 0 (f32). Other vendors: NotFound.
+/// input0 * scale + sum(constant 0) to output 0 (f32). The blob "decline" declines the region
+/// (Declined) when spec.may_decline, else is scale 2. Other vendors: NotFound, and HasVendor
+/// says no.
 class TestExternalProvider : public ExternalProvider {
  public:
   StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(const ExternalRegionSpec& spec) override;
+  bool HasVendor(std::string_view vendor) const override { return vendor == "test"; }
   std::atomic<int> created{0};
 };
 

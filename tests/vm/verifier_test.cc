@@ -755,6 +755,37 @@ const std::vector<Case> kSemanticCases = {
      nullptr,
      StatusCode::kInvalidFormat,
      {"external_regions[1] 'r': missing vendor"}},
+    {"external_region_fallback_out_of_range",
+     [](ExecutableBuilder& b, FunctionBuilder& f) {
+       f.Ret({});
+       ExternalRegionDef r = Region("r", "test", "1", {});
+       r.fallback = 2;  // two functions: main, callee
+       b.AddExternalRegion(r);
+     },
+     nullptr,
+     StatusCode::kInvalidFormat,
+     {"external_regions[1] 'r'.fallback: function 2 out of range [-1, 2)"}},
+    {"external_region_fallback_negative",
+     [](ExecutableBuilder& b, FunctionBuilder& f) {
+       f.Ret({});
+       ExternalRegionDef r = Region("r", "test", "1", {});
+       r.fallback = -2;
+       b.AddExternalRegion(r);
+     },
+     nullptr,
+     StatusCode::kInvalidFormat,
+     {"external_regions[1] 'r'.fallback: function -2 out of range [-1, 2)"}},
+    {"external_region_fallback_of_another_arity",
+     [](ExecutableBuilder& b, FunctionBuilder& f) {
+       f.Ret({});
+       ExternalRegionDef r = Region("r", "test", "1", {});
+       r.fallback = 0;  // main: no params, no results
+       b.AddExternalRegion(r);
+     },
+     nullptr,
+     StatusCode::kInvalidFormat,
+     {"external_regions[1] 'r'.fallback: function 0 'main' takes 0 parameters and returns 0 "
+      "results; the region has 1 inputs and 1 outputs"}},
     {"metadata_entry_names_no_function",
      [](ExecutableBuilder& b, FunctionBuilder& f) {
        f.Ret({});

@@ -27,6 +27,10 @@ struct OneDnnOptions {
   /// GEMM), kRowMajor / kTransposed force one (tests cross-check both).
   enum class WeightLayout : uint8_t { kMeasured, kOneDnn, kRowMajor, kTransposed };
   WeightLayout matmul_weight_layout = WeightLayout::kMeasured;
+  /// Decline (VendorRuntime::CreateRegion) a region whose plan at creation has a primitive with
+  /// a reference implementation; the VM runs its JIT fallback instead. False: run it anyway
+  /// (tests of oneDNN's numerics).
+  bool decline_reference_impls = true;
 };
 
 /// Counters of one region, for tests and profiling.
@@ -53,7 +57,10 @@ class OneDnnRegion : public TensorFunction {
 /// CreateRegion decodes the blob, checks it against the spec (input/output counts; every
 /// constant present, f32, with the blob's dims) and reorders constant weights once into the
 /// layout oneDNN prefers (for regions whose inputs are static except the batch dim, the plan
-/// for batch = its static value or 1 is built at creation). Errors name the region:
+/// for batch = its static value or 1 is built at creation). It declines the region
+/// (Declined, see VendorRuntime; if spec.may_decline and OneDnnOptions::decline_reference_impls) when a primitive of that plan gets a reference implementation
+/// (impl_info_str contains "ref"), naming the op; regions with other symbolic dims are not
+/// checked (no plan exists before the first run). Errors name the region:
 /// InvalidFormat / Unsupported from the blob, InvalidArgument for a spec that contradicts it,
 /// Internal for a oneDNN failure. Constants are used by reference: the executable must outlive
 /// the region. Thread-safe.

@@ -497,6 +497,7 @@ BOOST_AUTO_TEST_CASE(external_regions_run_between_jit_kernels_at_symbolic_shapes
   r.blob = {'r', 'e', 'l', 'u', '_', 'a', 'd', 'd'};
   r.constants.push_back({*g->FindValue("c"), nullptr});
   o.regions.push_back(r);
+  o.fallbacks = false;  // main's own lowering; the region's fallback: fallback_test.cc
   EmitStats stats;
   auto bytes = EmitExecutable(*g, o, &stats);
   BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().message());

@@ -336,5 +336,29 @@ BOOST_AUTO_TEST_CASE(registers_as_onednn_in_a_registry) {
   BOOST_TEST(Close(y, block.Reference(x, 1), 1e-4, 1e-4));
 }
 
+// A primitive with a reference implementation (oneDNN 2.6's softmax over an outer axis is
+// 'ref:any') makes the runtime decline the region, naming the op and the implementation, and
+// the registry passes the decline on unchanged. Over the inner axis (a JIT kernel) it is
+// created; with decline_reference_impls off, so is the reference one.
+BOOST_AUTO_TEST_CASE(declines_a_region_with_a_reference_primitive) {
+  auto softmax = [](int axis) {
+    return MakeGraph("<ir_version: 8, opset_import: [\"\" : 17]>\n g (float[3, 4, 9] X) => "
+                     "(float Y) {\n Y = Softmax <axis = " + std::to_string(axis) + "> (X)\n}");
+  };
+  StatusOr<compiler::ExternalCode> outer = CodegenAll(softmax(0));
+  StatusOr<compiler::ExternalCode> inner = CodegenAll(softmax(2));
+  BOOST_REQUIRE(outer.ok());
+  BOOST_REQUIRE(inner.ok());
+  ExternalRegistry registry;
+  BOOST_REQUIRE(RegisterOneDnn(registry).ok());
+  Status s = registry.CreateRegion(MakeSpec(*outer, {}, 1, 1, "soft_0")).status();
+  BOOST_TEST(s.code() == StatusCode::kDeclined);
+  BOOST_TEST(s.message() == "region 'soft_0': ops[0] (Softmax) would run oneDNN's reference "
+                            "implementation 'ref:any' (softmax_v2)");
+  BOOST_TEST(registry.CreateRegion(MakeSpec(*inner, {}, 1, 1, "soft_2")).ok());
+  OneDnnRuntime everything(RunEverything());
+  BOOST_TEST(everything.CreateRegion(MakeSpec(*outer, {}, 1, 1, "soft_0")).ok());
+}
+
 }  // namespace
 }  // namespace kiln::onednn::testing

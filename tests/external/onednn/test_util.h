@@ -51,9 +51,16 @@ struct CompiledRegion {
                 const std::vector<Dims>& output_shapes, std::vector<Floats>* outputs) const;
 };
 
+/// Options that create every region, reference implementations included: the tests using
+/// the default below check oneDNN's numerics, not which regions the runtime declines.
+inline OneDnnOptions RunEverything() {
+  OneDnnOptions o;
+  o.decline_reference_impls = false;
+  return o;
+}
 /// Codegen + the spec (ExternalRegionSpec from the code) + OneDnnRuntime::CreateRegion.
-/// Throws std::runtime_error with the status on failure.
-CompiledRegion Compile(compiler::Graph graph, OneDnnOptions options = {});
+/// Throws std::runtime_error with the status on failure (a decline included).
+CompiledRegion Compile(compiler::Graph graph, OneDnnOptions options = RunEverything());
 /// The spec a loader would build for `code` over `constants`.
 ExternalRegionSpec MakeSpec(const compiler::ExternalCode& code,
                             const std::vector<Tensor>& constants, int num_inputs, int num_outputs,
