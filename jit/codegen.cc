@@ -47,6 +47,8 @@ CodeGenerator::CodeGenerator(const Kernel& kernel, llvm::Module& module, const T
   // One scope for all local scratch: lets alias analysis separate scratch from params even when
   // unrolling gives a scratch buffer too many uses for capture tracking to follow.
   alias_scopes_.push_back(mdb.createAnonymousAliasScope(domain, "locals"));
+  std::vector<std::string> sites = IndexCheckSites(kernel);
+  for (size_t i = 0; i < sites.size(); ++i) sites_.emplace(sites[i], static_cast<int>(i));
 }
 
 llvm::Function* CodeGenerator::NewFunction(const std::string& name, llvm::FunctionType* type,

@@ -7,6 +7,7 @@
 #include "base/epoch.h"
 #include "jit/kernel_ir_serialize.h"
 #include "jit/precondition.h"
+#include "jit/runtime.h"
 
 namespace kiln::jit {
 namespace {
@@ -14,7 +15,9 @@ namespace {
 class JitTensorFunction : public TensorFunction {
  public:
   JitTensorFunction(std::shared_ptr<KernelDispatcher> dispatcher, PreconditionProgram pre)
-      : dispatcher_(std::move(dispatcher)), pre_(std::move(pre)) {}
+      : dispatcher_(std::move(dispatcher)),
+        pre_(std::move(pre)),
+        sites_(IndexCheckSites(dispatcher_->kernel())) {}
 
   Status Run(const Tensor* const* args, int num_inputs, int num_outputs) override {
     EpochGuard guard;  // nested (a thread-local count) inside the VM's per-run guard
@@ -59,7 +62,9 @@ class JitTensorFunction : public TensorFunction {
       dims[i] = args[bindings[i].buffer]->dim(bindings[i].axis);
     }
     ASSIGN_OR_RETURN(KernelFn fn, dispatcher_->Select(key));
+    KernelErrorScope errors;
     fn(buffers, shapes, strides, bindings.empty() ? nullptr : dims);
+    if (errors.failed()) return errors.ToStatus(sites_).WithContext("kernel '" + k.name + "'");
     return Status::Ok();
   }
 
@@ -72,6 +77,7 @@ class JitTensorFunction : public TensorFunction {
 
   std::shared_ptr<KernelDispatcher> dispatcher_;
   PreconditionProgram pre_;
+  std::vector<std::string> sites_;  // IndexCheckSites of the kernel, for its error messages
 };
 
 std::string Quote(std::string_view what, std::string_view name) {
