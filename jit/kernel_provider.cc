@@ -53,8 +53,10 @@ class JitTensorFunction : public TensorFunction {
       if (failed >= 0) {
         std::string got;
         for (int i = 0; i < n; ++i) got += (i ? ", " : "") + args[i]->TypeString();
+        std::string why = pre_.Explain(failed, shapes);
         return InvalidArgument("kernel '" + k.name + "': the arguments (" + got +
-                               ") violate its precondition " + pre_.Describe(failed));
+                               ") violate its precondition " + pre_.Describe(failed) +
+                               (why.empty() ? "" : ": " + why));
       }
     }
     const std::vector<DimBinding>& bindings = dispatcher_->dim_bindings();

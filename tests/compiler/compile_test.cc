@@ -522,6 +522,10 @@ BOOST_AUTO_TEST_CASE(a_table_clamped_to_the_sequence_broadcasts_to_the_sequence)
       BOOST_REQUIRE(!bad.ok());
       BOOST_TEST(bad.status().message().find("node 'Add_") != std::string::npos,
                  bad.status().message());
+      // Saying what is wrong: the sequence is longer than the table.
+      BOOST_TEST(bad.status().message().find("is 5, more than the 4 rows of a table sliced to "
+                                             "it") != std::string::npos,
+                 bad.status().message());
     }
   }
 }
@@ -551,6 +555,24 @@ BOOST_AUTO_TEST_CASE(out_of_range_token_ids_are_an_error_naming_the_gather) {
                       " must be within the inclusive range [-5,4]") != std::string::npos,
                m);
   }
+}
+
+// A shape computed from the inputs that no tensor can have says so, rather than that the
+// shapes "do not fit together".
+BOOST_AUTO_TEST_CASE(inputs_too_large_for_any_tensor_say_so) {
+  Compiled c = Compile(R"(
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (int64[2] shape) => (float[N, M] y) {
+      y = ConstantOfShape(shape)
+    })");
+  auto bad = testing::RunExecutable(c.exe, {I64({2}, {double(int64_t{1} << 40), 1 << 20})});
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_TEST(bad.status().code() == StatusCode::kInvalidArgument, bad.status().ToString());
+  BOOST_TEST(bad.status().message().find(") are too large: a tensor computed from their shapes") !=
+                 std::string::npos,
+             bad.status().ToString());
+  auto ok = Run(c, {I64({2}, {2, 3})});
+  BOOST_TEST(ok[0]->num_elements() == 6);
 }
 
 }  // namespace
