@@ -301,8 +301,11 @@ StatusOr<KernelModule> GenerateModule(const Kernel& kernel, const std::string& s
   if (!status.ok()) return status.WithContext("kernel '" + kernel.name + "'");
   std::string problems;
   llvm::raw_string_ostream os(problems);
+  // The last guard before ORC: IR the validator let through (a payload from a file) but LLVM
+  // would reject, or crash on, is an error in the kernel, not in kiln.
   if (llvm::verifyModule(*out.module, &os)) {
-    return Internal("kernel '" + kernel.name + "': LLVM verifier: " + os.str());
+    return InvalidFormat("kernel '" + kernel.name + "': its IR does not make a valid LLVM module "
+                         "(LLVM verifier: " + os.str() + ")");
   }
   if (options.optimize) {
     status = OptimizeModule(*out.module, *machine, target, options.use_libmvec);
