@@ -47,6 +47,8 @@ CodeGenerator::CodeGenerator(const Kernel& kernel, llvm::Module& module, const T
   // One scope for all local scratch: lets alias analysis separate scratch from params even when
   // unrolling gives a scratch buffer too many uses for capture tracking to follow.
   alias_scopes_.push_back(mdb.createAnonymousAliasScope(domain, "locals"));
+  std::vector<std::string> sites = IndexCheckSites(kernel);
+  for (size_t i = 0; i < sites.size(); ++i) sites_.emplace(sites[i], static_cast<int>(i));
 }
 
 llvm::Function* CodeGenerator::NewFunction(const std::string& name, llvm::FunctionType* type,
@@ -299,8 +301,11 @@ StatusOr<KernelModule> GenerateModule(const Kernel& kernel, const std::string& s
   if (!status.ok()) return status.WithContext("kernel '" + kernel.name + "'");
   std::string problems;
   llvm::raw_string_ostream os(problems);
+  // The last guard before ORC: IR the validator let through (a payload from a file) but LLVM
+  // would reject, or crash on, is an error in the kernel, not in kiln.
   if (llvm::verifyModule(*out.module, &os)) {
-    return Internal("kernel '" + kernel.name + "': LLVM verifier: " + os.str());
+    return InvalidFormat("kernel '" + kernel.name + "': its IR does not make a valid LLVM module "
+                         "(LLVM verifier: " + os.str() + ")");
   }
   if (options.optimize) {
     status = OptimizeModule(*out.module, *machine, target, options.use_libmvec);

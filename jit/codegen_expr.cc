@@ -1,6 +1,7 @@
 // Code generation for kernel expressions: memory access, arithmetic, casts, math, reductions.
 #include <llvm/ADT/APFloat.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/MDBuilder.h>
 
 #include <limits>
 
@@ -71,6 +72,8 @@ StatusOr<llvm::Value*> CodeGenerator::EmitExpr(const Expr& e) {
       return b_.CreateAdd(b_.CreateMul(args[0], args[1]), args[2]);
     case ExprOp::kCast:
       return EmitCast(args[0], t, n.dtype);
+    case ExprOp::kCheckIndex:
+      return EmitCheckIndex(n, args[0], args[1]);
     case ExprOp::kAnd:
       return b_.CreateAnd(args[0], args[1]);
     case ExprOp::kOr:
@@ -353,6 +356,41 @@ llvm::Value* CodeGenerator::EmitSigmoid(llvm::Value* x) {
 }
 
 // A libm call marked pure so the vectorizer may replace it with its libmvec variant.
+// The normalized index when in range; otherwise a cold call that reports it (jit/runtime.h),
+// and the index clamped so that loads through it stay inside the buffer.
+llvm::Value* CodeGenerator::EmitCheckIndex(const ExprNode& n, llvm::Value* index,
+                                           llvm::Value* bound) {
+  llvm::Type* i64 = b_.getInt64Ty();
+  llvm::Value* zero = b_.getInt64(0);
+  llvm::Value* wrapped = b_.CreateSelect(b_.CreateICmpSLT(index, zero), b_.CreateAdd(index, bound),
+                                         index);
+  // One unsigned compare covers both ends: a negative value is a huge unsigned one.
+  llvm::Value* ok = b_.CreateICmpULT(wrapped, bound);
+  llvm::BasicBlock* report = llvm::BasicBlock::Create(ctx_, "index_error", fn_);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx_, "index_ok", fn_);
+  llvm::MDBuilder mdb(ctx_);
+  b_.CreateCondBr(ok, done, report, mdb.createBranchWeights(1 << 20, 1));
+  b_.SetInsertPoint(report);
+  llvm::FunctionCallee callee = module_.getOrInsertFunction(
+      kIndexErrorSymbol, b_.getVoidTy(), i64, i64, b_.getInt32Ty());
+  if (auto* f = llvm::dyn_cast<llvm::Function>(callee.getCallee())) {
+    f->setDoesNotThrow();
+    f->setOnlyAccessesInaccessibleMemory();  // the caller's error slot, never a kernel buffer
+    f->addFnAttr(llvm::Attribute::WillReturn);
+    f->addFnAttr(llvm::Attribute::Cold);
+  }
+  auto site = sites_.find(n.name);
+  b_.CreateCall(callee, {index, bound, b_.getInt32(site == sites_.end() ? -1 : site->second)});
+  b_.CreateBr(done);
+  b_.SetInsertPoint(done);
+  llvm::Value* high = b_.CreateSub(bound, b_.getInt64(1));
+  llvm::Value* clamped = b_.CreateSelect(b_.CreateICmpSLT(wrapped, zero), zero,
+                                         b_.CreateSelect(b_.CreateICmpSGT(wrapped, high), high,
+                                                         wrapped));
+  clamped = b_.CreateSelect(b_.CreateICmpSLT(clamped, zero), zero, clamped);  // bound <= 0
+  return b_.CreateSelect(ok, wrapped, clamped);
+}
+
 llvm::Value* CodeGenerator::CallLibm(const char* f32_name, const char* f64_name, llvm::Value* x) {
   llvm::Type* type = x->getType();
   const char* name = type->isFloatTy() ? f32_name : f64_name;

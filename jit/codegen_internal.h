@@ -82,6 +82,7 @@ class CodeGenerator {
   llvm::Value* EmitSigmoid(llvm::Value* x);
   llvm::Value* CallLibm(const char* f32_name, const char* f64_name, llvm::Value* x);
   StatusOr<llvm::Value*> EmitReduce(const ExprNode& n);
+  llvm::Value* EmitCheckIndex(const ExprNode& n, llvm::Value* index, llvm::Value* bound);
   llvm::Value* Combine(ReduceOp op, DType t, llvm::Value* acc, llvm::Value* v);
   llvm::Value* ArgBetter(ReduceOp op, DType t, llvm::Value* v, llvm::Value* best);
   llvm::Value* ReduceInit(ReduceOp op, DType t);
@@ -110,6 +111,7 @@ class CodeGenerator {
   std::vector<llvm::MDNode*> alias_scopes_;   // one per buffer param
   std::string symbol_;
   int outlined_ = 0;
+  std::unordered_map<std::string, int> sites_;  // CheckIndex site -> its IndexCheckSites number
 };
 
 }  // namespace kiln::jit

@@ -31,7 +31,9 @@ class UseCollector {
   void Expr(const jit::Expr& e) {
     if (!e || !seen_.insert(e.get()).second) return;
     if (e->op == ExprOp::kVar) vars.push_back(e.get());
-    if (e->op == ExprOp::kLoad || e->op == ExprOp::kReduce) loads_or_loops = true;
+    if (e->op == ExprOp::kLoad || e->op == ExprOp::kReduce || e->op == ExprOp::kCheckIndex) {
+      loads_or_loops = true;  // a check must not fire for a loop that never runs
+    }
     if (e->buffer) AddBuffer(e->buffer.get());
     for (const jit::Expr& arg : e->args) Expr(arg);
   }

@@ -139,7 +139,7 @@ size_t ExpectedArgs(ExprOp op) {
     return 1;
   }
   if (op == ExprOp::kSelect || op == ExprOp::kMulAdd) return 3;
-  return 2;
+  return 2;  // binary ops, comparisons and kCheckIndex
 }
 
 }  // namespace
@@ -175,7 +175,7 @@ Buffer Buffer::Local(std::string name, DType dtype, std::vector<int64_t> shape) 
 }
 
 DType InferType(const ExprNode& n, std::string* why) {
-  if (n.op > ExprOp::kReduce || n.reduce_op > ReduceOp::kArgMin) {
+  if (n.op > ExprOp::kCheckIndex || n.reduce_op > ReduceOp::kArgMin) {
     *why = "unknown operation " + std::to_string(static_cast<int>(n.op));
     return DType::kInvalid;
   }
@@ -216,6 +216,11 @@ DType InferType(const ExprNode& n, std::string* why) {
     return DType::kInvalid;
   }
   if (n.op == ExprOp::kReduce) return InferReduce(n, why);
+  if (n.op == ExprOp::kCheckIndex) {
+    if (n.args[0].dtype() == DType::kI64 && n.args[1].dtype() == DType::kI64) return DType::kI64;
+    *why = "check_index needs an i64 index and bound";
+    return DType::kInvalid;
+  }
   return InferUnary(n, why);
 }
 
@@ -306,6 +311,14 @@ Expr Cast(DType dtype, Expr x) {
   node.op = ExprOp::kCast;
   node.dtype = dtype;
   node.args = {std::move(x)};
+  return Make(std::move(node));
+}
+
+Expr CheckIndex(Expr index, Expr bound, std::string site) {
+  ExprNode node;
+  node.op = ExprOp::kCheckIndex;
+  node.args = {std::move(index), std::move(bound)};
+  node.name = std::move(site);
   return Make(std::move(node));
 }
 
@@ -408,8 +421,9 @@ const char* ExprOpName(ExprOp op) {
       "mod",  "floordiv", "floormod", "min",   "max",     "pow",    "eq",   "ne",    "lt",
       "le",   "gt",       "ge",       "and",   "or",      "not",    "neg",  "abs",   "exp",
       "log",  "sqrt",     "rsqrt",    "tanh",  "sigmoid", "erf",    "sin",  "cos",   "floor",
-      "ceil", "round",    "isnan",    "isinf", "select",  "muladd", "cast", "reduce"};
-  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(ExprOp::kReduce) + 1);
+      "ceil", "round",    "isnan",    "isinf", "select",  "muladd", "cast", "reduce",
+      "check_index"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(ExprOp::kCheckIndex) + 1);
   auto i = static_cast<size_t>(op);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }

@@ -124,6 +124,7 @@ enum class ExprOp : uint8_t {
               // target has FMA, so results may differ from Mul-then-Add in the last bit
   kCast,      // args {x}; converts to dtype
   kReduce,    // args {body, extent_0, ...}; axes bound over [0, extent_i); see ReduceOp
+  kCheckIndex,  // args {index, bound}, both i64; `name` is the site (see CheckIndex); result i64
 };
 // clang-format on
 
@@ -143,7 +144,7 @@ struct ExprNode {
   std::vector<Expr> args;
   int64_t int_value = 0;   // kIntImm value; kDim axis
   double float_value = 0;  // kFloatImm
-  std::string name;        // kVar name hint (printing only)
+  std::string name;        // kVar name hint (printing only); kCheckIndex site (see CheckIndex)
   Buffer buffer;           // kLoad, kDim
   ReduceOp reduce_op = ReduceOp::kSum;
   std::vector<Var> axes;  // kReduce: one i64 var per reduced axis, extents in args[1..]
@@ -256,6 +257,14 @@ Expr Cast(DType dtype, Expr x);
 /// Widens f16/bf16 to f32; returns other expressions unchanged.
 Expr Widen(Expr x);
 
+/// An index read from a tensor, checked: `index` (i64) counted from the end when negative
+/// (index + bound), which must then lie in [0, bound). When it does not, the kernel reports
+/// (index, bound, site) to the calling thread's KernelErrorScope (jit/runtime.h) and the result
+/// is clamped into [0, bound - 1] (0 when bound <= 0), so loads through it stay in bounds; the
+/// caller must then discard the outputs. `site` names the ONNX node for the error message
+/// ("Gather node '/tok/Gather'"); sites differing only in name share compiled code.
+Expr CheckIndex(Expr index, Expr bound, std::string site);
+
 /// A reduction axis: `var` ranges over [0, extent).
 struct IterVar {
   Var var;
@@ -365,6 +374,11 @@ bool StructurallyEqual(const Kernel& a, const Kernel& b);
 std::vector<uint64_t> CanonicalForm(const Kernel& kernel);
 /// HashKernel(k) == HashCanonicalForm(CanonicalForm(k)).
 uint64_t HashCanonicalForm(const std::vector<uint64_t>& form);
+
+/// The distinct CheckIndex sites of `kernel`, numbered as CanonicalForm numbers them (first
+/// appearance in its walk): the compiled code reports a site by its position here, so kernels
+/// equal up to names share code and each reads its own names.
+std::vector<std::string> IndexCheckSites(const Kernel& kernel);
 
 /// Human-readable text (for debugging and `kiln inspect`); deterministic.
 std::string ToText(const Kernel& kernel);

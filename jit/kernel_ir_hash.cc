@@ -1,5 +1,6 @@
 // Structural hashing and equality of kernels through one canonical token stream.
 #include <cstring>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -11,6 +12,13 @@ namespace {
 // Vars and local buffers become numbers in binding order, so names and object identity vanish.
 class Canonicalizer {
  public:
+  /// CheckIndex site names in the order Run numbered them.
+  std::vector<std::string> Sites() const {
+    std::vector<std::string> out(sites_.size());
+    for (const auto& [name, number] : sites_) out[number] = name;
+    return out;
+  }
+
   std::vector<uint64_t> Run(const Kernel& k) {
     Put(k.buffers.size());
     for (const Buffer& b : k.buffers) {
@@ -80,6 +88,12 @@ class Canonicalizer {
         break;
       case ExprOp::kReduce:
         return PutReduce(n);
+      case ExprOp::kCheckIndex: {
+        // The site's number, not its name: kernels equal up to node names share code.
+        auto it = sites_.emplace(n.name, sites_.size()).first;
+        Put(it->second);
+        break;
+      }
       default:
         break;
     }
@@ -124,6 +138,7 @@ class Canonicalizer {
   int depth_ = 0;
   std::unordered_map<const ExprNode*, uint64_t> vars_;
   std::unordered_map<const BufferNode*, uint64_t> buffers_;
+  std::unordered_map<std::string, uint64_t> sites_;
   uint64_t next_var_ = 0;
   uint64_t next_buffer_ = 0;
 };
@@ -139,6 +154,12 @@ uint64_t Mix(uint64_t h, uint64_t v) {
 }  // namespace
 
 std::vector<uint64_t> CanonicalForm(const Kernel& kernel) { return Canonicalizer().Run(kernel); }
+
+std::vector<std::string> IndexCheckSites(const Kernel& kernel) {
+  Canonicalizer c;
+  c.Run(kernel);
+  return c.Sites();
+}
 
 uint64_t HashCanonicalForm(const std::vector<uint64_t>& form) {
   uint64_t h = 0x6b696c6e;  // "kiln"

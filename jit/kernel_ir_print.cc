@@ -166,6 +166,9 @@ class Printer {
         return std::string(DTypeShortName(n.dtype)) + "(" + PrintExpr(Arg(n, 0)) + ")";
       case ExprOp::kReduce:
         return PrintReduce(n);
+      case ExprOp::kCheckIndex:
+        return "check_index(" + PrintExpr(Arg(n, 0)) + ", " + PrintExpr(Arg(n, 1)) + ", \"" +
+               n.name + "\")";
       default:
         break;
     }

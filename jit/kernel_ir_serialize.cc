@@ -13,7 +13,7 @@ namespace kiln::jit {
 namespace {
 
 constexpr char kMagic[4] = {'K', 'K', 'I', 'R'};
-constexpr int kNumExprOps = static_cast<int>(ExprOp::kReduce) + 1;
+constexpr int kNumExprOps = static_cast<int>(ExprOp::kCheckIndex) + 1;
 constexpr int kNumReduceOps = static_cast<int>(ReduceOp::kArgMin) + 1;
 constexpr int kNumStmtOps = static_cast<int>(StmtOp::kSeq) + 1;
 constexpr int kNumForKinds = static_cast<int>(ForKind::kUnrolled) + 1;
@@ -123,6 +123,9 @@ class Writer {
         Byte(static_cast<uint8_t>(n.reduce_op));
         U(n.axes.size());
         for (const Var& v : n.axes) U(VarId(v));
+        break;
+      case ExprOp::kCheckIndex:
+        Str(n.name);
         break;
       default:
         break;
@@ -365,6 +368,9 @@ class Reader {
           }
           break;
         }
+        case ExprOp::kCheckIndex:
+          RETURN_IF_ERROR(Str(&node.name));
+          break;
         default:
           break;
       }

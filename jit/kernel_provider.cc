@@ -8,6 +8,7 @@
 #include "jit/aot_objects.h"
 #include "jit/kernel_ir_serialize.h"
 #include "jit/precondition.h"
+#include "jit/runtime.h"
 
 namespace kiln::jit {
 namespace {
@@ -15,7 +16,9 @@ namespace {
 class JitTensorFunction : public TensorFunction {
  public:
   JitTensorFunction(std::shared_ptr<KernelDispatcher> dispatcher, PreconditionProgram pre)
-      : dispatcher_(std::move(dispatcher)), pre_(std::move(pre)) {}
+      : dispatcher_(std::move(dispatcher)),
+        pre_(std::move(pre)),
+        sites_(IndexCheckSites(dispatcher_->kernel())) {}
 
   Status Run(const Tensor* const* args, int num_inputs, int num_outputs) override {
     EpochGuard guard;  // nested (a thread-local count) inside the VM's per-run guard
@@ -51,8 +54,10 @@ class JitTensorFunction : public TensorFunction {
       if (failed >= 0) {
         std::string got;
         for (int i = 0; i < n; ++i) got += (i ? ", " : "") + args[i]->TypeString();
+        std::string why = pre_.Explain(failed, shapes);
         return InvalidArgument("kernel '" + k.name + "': the arguments (" + got +
-                               ") violate its precondition " + pre_.Describe(failed));
+                               ") violate its precondition " + pre_.Describe(failed) +
+                               (why.empty() ? "" : ": " + why));
       }
     }
     const std::vector<DimBinding>& bindings = dispatcher_->dim_bindings();
@@ -60,7 +65,9 @@ class JitTensorFunction : public TensorFunction {
       dims[i] = args[bindings[i].buffer]->dim(bindings[i].axis);
     }
     ASSIGN_OR_RETURN(KernelFn fn, dispatcher_->Select(key));
+    KernelErrorScope errors;
     fn(buffers, shapes, strides, bindings.empty() ? nullptr : dims);
+    if (errors.failed()) return errors.ToStatus(sites_).WithContext("kernel '" + k.name + "'");
     return Status::Ok();
   }
 
@@ -73,6 +80,7 @@ class JitTensorFunction : public TensorFunction {
 
   std::shared_ptr<KernelDispatcher> dispatcher_;
   PreconditionProgram pre_;
+  std::vector<std::string> sites_;  // IndexCheckSites of the kernel, for its error messages
 };
 
 std::string Quote(std::string_view what, std::string_view name) {

@@ -1,3 +1,4 @@
+// Kernel preconditions: validation, flattening for cheap checks, and messages when one fails.
 #include "jit/precondition.h"
 
 #include <algorithm>
@@ -18,6 +19,29 @@ bool Allowed(ExprOp op) {
     default:
       return false;
   }
+}
+
+// The d and c of `min(c, d) == 1 || min(c, d) == d`, else a null Expr.
+Expr ClampedTableDim(const Expr& e, int64_t* rows) {
+  auto is = [](const Expr& x, ExprOp op) { return x && x->op == op && x->args.size() >= 2; };
+  if (!is(e, ExprOp::kOr) || !is(e->args[0], ExprOp::kEq) || !is(e->args[1], ExprOp::kEq)) {
+    return Expr();
+  }
+  const Expr& one = e->args[0]->args[1];
+  const Expr& m = e->args[0]->args[0];
+  if (one->op != ExprOp::kIntImm || one->int_value != 1 || !is(m, ExprOp::kMin) ||
+      e->args[1]->args[0].get() != m.get()) {
+    return Expr();
+  }
+  const Expr& d = e->args[1]->args[1];
+  for (int k = 0; k < 2; ++k) {
+    const Expr& c = m->args[k];
+    if (c->op == ExprOp::kIntImm && m->args[1 - k].get() == d.get()) {
+      *rows = c->int_value;
+      return d;
+    }
+  }
+  return Expr();
 }
 
 }  // namespace
@@ -74,8 +98,25 @@ StatusOr<PreconditionProgram> PreconditionProgram::Compile(const Kernel& kernel,
   for (const Expr& e : pre) {
     p.roots_.push_back(flatten(e.get()));
     p.text_.push_back(ToText(e));
+    ClampedTable table;
+    if (Expr d = ClampedTableDim(e, &table.rows)) {
+      table.dim = ids.at(d.get());
+      table.dim_text = ToText(d);
+    }
+    p.tables_.push_back(std::move(table));
   }
   return p;
+}
+
+std::string PreconditionProgram::Explain(int i, const int64_t* const* shapes) const {
+  const ClampedTable& t = tables_[i];
+  if (t.dim < 0) return "";
+  int64_t d = Eval(t.dim, shapes);
+  if (d <= t.rows) return "";
+  return "dim " + t.dim_text + " is " + std::to_string(d) + ", more than the " +
+         std::to_string(t.rows) + " rows of a table sliced to it (min(" + std::to_string(t.rows) +
+         ", " + t.dim_text + ")): this model takes at most " + std::to_string(t.rows) +
+         " there (e.g. a sequence longer than its position table)";
 }
 
 int64_t PreconditionProgram::Eval(int i, const int64_t* const* shapes) const {

@@ -33,8 +33,18 @@ class PreconditionProgram {
   int Check(const int64_t* const* shapes) const;
   /// Human-readable text of precondition i ("dim(out0, 1) == dim(in0, 1)").
   const std::string& Describe(int i) const { return text_[i]; }
+  /// What failing precondition i means for `shapes`, in terms a user can act on, when it has a
+  /// form kiln knows; "" otherwise. Known today: a dim d broadcast against min(c, d), a table of
+  /// c rows sliced to d (as position embeddings are), which fails when d exceeds c.
+  std::string Explain(int i, const int64_t* const* shapes) const;
 
  private:
+  // A precondition `min(c, d) == 1 || min(c, d) == d` (either operand order of the min).
+  struct ClampedTable {
+    int dim = -1;  // node of d, -1 when the precondition has another form
+    int64_t rows = 0;
+    std::string dim_text;
+  };
   struct Node {
     ExprOp op;
     int64_t value = 0;  // kIntImm; kDim: axis
@@ -45,6 +55,7 @@ class PreconditionProgram {
   std::vector<Node> nodes_;
   std::vector<int> roots_;
   std::vector<std::string> text_;
+  std::vector<ClampedTable> tables_;  // per precondition
 };
 
 }  // namespace kiln::jit

@@ -1,4 +1,5 @@
-// kiln_parallel_for on OpenMP, stopping between pieces of work once the run's deadline passes.
+// kiln_parallel_for on OpenMP, stopping between pieces of work once the run's deadline passes;
+// kiln_index_error and the thread-local KernelErrorScope it reports to.
 #include "jit/runtime.h"
 
 #include <omp.h>
@@ -10,6 +11,19 @@
 namespace {
 
 using kiln::Clock;
+using kiln::jit::KernelErrorScope;
+
+thread_local KernelErrorScope* current_scope = nullptr;
+
+// Makes a team thread report to the calling thread's scope for the duration of its chunk.
+class AdoptScope {
+ public:
+  explicit AdoptScope(KernelErrorScope* scope) : previous_(KernelErrorScope::Exchange(scope)) {}
+  ~AdoptScope() { KernelErrorScope::Exchange(previous_); }
+
+ private:
+  KernelErrorScope* previous_;
+};
 
 // Pieces a range is cut into when the run has a deadline, so a long kernel notices it: up to
 // this many per thread, each at least one grain. Without a deadline a thread runs its range in
@@ -45,6 +59,7 @@ extern "C" void kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, Kil
   grain = std::max<int64_t>(grain, 1);
   // Read on the calling thread: the team's threads do not share its thread-locals.
   const Clock::time_point deadline = kiln::CurrentDeadline();
+  KernelErrorScope* const scope = KernelErrorScope::Current();
   int64_t max_chunks = std::min<int64_t>(omp_get_max_threads(), n / grain);
   if (max_chunks < 2 || omp_in_parallel()) {
     RunPieces(begin, end, grain, deadline, body, ctx);
@@ -58,12 +73,49 @@ extern "C" void kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, Kil
     int64_t size = n / k, extra = n % k;
     int64_t lo = begin + t * size + std::min(t, extra);
     int64_t hi = lo + size + (t < extra ? 1 : 0);
-    if (lo < hi) RunPieces(lo, hi, grain, deadline, body, ctx);
+    if (lo < hi) {
+      AdoptScope adopt(scope);
+      RunPieces(lo, hi, grain, deadline, body, ctx);
+    }
   }
+}
+
+extern "C" void kiln_index_error(int64_t index, int64_t bound, int32_t site) {
+  if (KernelErrorScope* scope = KernelErrorScope::Current()) scope->Report({index, bound, site});
 }
 
 namespace kiln::jit {
 
 void* ParallelForAddress() { return reinterpret_cast<void*>(&kiln_parallel_for); }
+void* IndexErrorAddress() { return reinterpret_cast<void*>(&kiln_index_error); }
+
+KernelErrorScope::KernelErrorScope() : previous_(Exchange(this)) {}
+KernelErrorScope::~KernelErrorScope() { Exchange(previous_); }
+
+KernelErrorScope* KernelErrorScope::Current() { return current_scope; }
+
+KernelErrorScope* KernelErrorScope::Exchange(KernelErrorScope* scope) {
+  KernelErrorScope* previous = current_scope;
+  current_scope = scope;
+  return previous;
+}
+
+void KernelErrorScope::Report(const IndexError& e) {
+  int expected = 0;
+  if (!state_.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) return;
+  error_ = e;
+  state_.store(2, std::memory_order_release);
+}
+
+Status KernelErrorScope::ToStatus(const std::vector<std::string>& sites) const {
+  if (!failed()) return Status::Ok();
+  const IndexError& e = error_;
+  std::string site = e.site >= 0 && static_cast<size_t>(e.site) < sites.size()
+                         ? sites[e.site]
+                         : std::string("an indexing op");
+  return InvalidArgument(site + ": indices element out of data bounds, idx=" +
+                         std::to_string(e.index) + " must be within the inclusive range [" +
+                         std::to_string(-e.bound) + "," + std::to_string(e.bound - 1) + "]");
+}
 
 }  // namespace kiln::jit

@@ -1,8 +1,14 @@
-// Runtime helpers that JIT-compiled kernels call (C ABI, resolved by the ORC engine).
+// Runtime helpers that JIT-compiled kernels call (C ABI, resolved by the ORC engine), and the
+// per-call error slot through which a kernel reports an index it could not use.
 #ifndef KILN_JIT_RUNTIME_H_
 #define KILN_JIT_RUNTIME_H_
 
+#include <atomic>
 #include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
 
 extern "C" {
 
@@ -17,7 +23,14 @@ typedef void (*KilnParallelBody)(int64_t begin, int64_t end, void* ctx);
 /// Deadlines: when the calling thread's VM run has one (base/deadline.h), each thread runs its
 /// chunk in up to 8 pieces of at least `grain` and skips the pieces left once it has passed; the
 /// VM then fails the run with DeadlineExceeded, so the partial output is never seen.
+/// The threads of the team run inside the calling thread's KernelErrorScope.
 void kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, KilnParallelBody body, void* ctx);
+
+/// Called by a kernel's CheckIndex (ExprOp::kCheckIndex) when `index` (as read, before negative
+/// values are counted from the end) is outside [-bound, bound): records the first such report
+/// in the innermost KernelErrorScope of the calling thread (ignored when there is none).
+/// `site` numbers the kernel's IndexCheckSites. Thread-safe; never fails.
+void kiln_index_error(int64_t index, int64_t bound, int32_t site);
 
 }  // extern "C"
 
@@ -25,6 +38,49 @@ namespace kiln::jit {
 
 /// Address of kiln_parallel_for, for the engine's symbol table (it need not be exported).
 void* ParallelForAddress();
+/// Address of kiln_index_error, likewise.
+void* IndexErrorAddress();
+
+/// What a kernel reported through kiln_index_error.
+struct IndexError {
+  int64_t index = 0;
+  int64_t bound = 0;
+  int32_t site = -1;
+};
+
+/// The error slot of the kernel calls made on this thread while it lives (and on the threads
+/// their parallel loops use): whoever calls a kernel holds one and, after the call, discards
+/// the outputs and fails when `failed()`. Scopes nest; the innermost receives the reports.
+/// Costs two thread-local writes. Not copyable; destroyed on the thread that made it.
+class KernelErrorScope {
+ public:
+  KernelErrorScope();
+  ~KernelErrorScope();
+  KernelErrorScope(const KernelErrorScope&) = delete;
+  KernelErrorScope& operator=(const KernelErrorScope&) = delete;
+
+  /// True once a kernel reported; read after the calls returned (their threads have joined).
+  bool failed() const { return state_.load(std::memory_order_acquire) == 2; }
+  /// The first report (meaningful when failed()).
+  const IndexError& error() const { return error_; }
+  /// InvalidArgument in ONNX Runtime's words: "<site>: indices element out of data bounds,
+  /// idx=8000 must be within the inclusive range [-8000,7999]", the site taken from `sites`
+  /// (the kernel's IndexCheckSites) or "an indexing op" when it is not there. Ok if !failed().
+  Status ToStatus(const std::vector<std::string>& sites) const;
+
+  /// Records `e` unless a report came first (kiln_index_error's work).
+  void Report(const IndexError& e);
+  /// The innermost scope of this thread, or null.
+  static KernelErrorScope* Current();
+  /// Makes `scope` this thread's current one and returns the previous (kiln_parallel_for's
+  /// hand-over to the threads of its team).
+  static KernelErrorScope* Exchange(KernelErrorScope* scope);
+
+ private:
+  std::atomic<int> state_{0};  // 0 clear, 1 being written, 2 written
+  IndexError error_;
+  KernelErrorScope* previous_ = nullptr;
+};
 
 }  // namespace kiln::jit
 

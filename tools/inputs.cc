@@ -68,9 +68,16 @@ Status CheckSymbol(const FunctionSignature& sig, const std::string& symbol,
 }
 
 Status CheckInput(const FunctionSignature& sig, size_t i, const Tensor& t, const std::string& path,
-                  const std::map<std::string, int64_t>& dims) {
+                  const std::map<std::string, int64_t>& dims, const std::string& stored_name) {
   const ValueSpec& spec = sig.params[i];
   std::string where = "input " + std::to_string(i) + " '" + spec.name + "' (" + path + ")";
+  // A named tensor given for another input is a slip (files swapped or out of order), not
+  // something to run on silently.
+  if (!stored_name.empty() && stored_name != spec.name) {
+    return InvalidArgument(where + ": the file holds tensor '" + stored_name + "', not '" +
+                           spec.name + "': give each file for the input it names (--input " +
+                           stored_name + "=" + path + ")");
+  }
   std::string expected = "expected " + spec.ToString();
   if (t.dtype() != spec.dtype) {
     return InvalidArgument(where + ": dtype " + DTypeShortName(t.dtype()) + ", " + expected);
@@ -171,8 +178,9 @@ StatusOr<std::vector<Tensor>> MakeInputs(const FunctionSignature& sig,
       inputs.push_back(std::move(t));
       continue;
     }
-    ASSIGN_OR_RETURN(Tensor t, ReadTensorFile(file->second, allocator));
-    RETURN_IF_ERROR(CheckInput(sig, i, t, file->second, dims));
+    std::string stored_name;
+    ASSIGN_OR_RETURN(Tensor t, ReadTensorFile(file->second, allocator, &stored_name));
+    RETURN_IF_ERROR(CheckInput(sig, i, t, file->second, dims, stored_name));
     inputs.push_back(std::move(t));
   }
   return inputs;

@@ -54,12 +54,13 @@ StatusOr<LoadedFunction> LoadFunction(const ModelArgs& args);
 Status CheckSymbol(const FunctionSignature& sig, const std::string& symbol,
                    const std::string& flag);
 
-/// Checks tensor `t`, read from `path`, against parameter i of `sig`: dtype, rank, fixed dims,
+/// Checks tensor `t`, read from `path`, against parameter i of `sig`: the name stored in the
+/// file (`stored_name`, a TensorProto's; "" when it has none) if any, dtype, rank, fixed dims,
 /// and symbolic dims that `dims` gives a value. (The VM checks again, and also that symbolic
 /// dims agree across inputs; this check names the file.) InvalidArgument naming the input, the
 /// file and what differs.
 Status CheckInput(const FunctionSignature& sig, size_t i, const Tensor& t, const std::string& path,
-                  const std::map<std::string, int64_t>& dims);
+                  const std::map<std::string, int64_t>& dims, const std::string& stored_name = "");
 
 /// Fills `t` from a fixed-seed generator: floats in [-1, 1), integers in [0, 10) (safe as
 /// indices into most tables), alternating bools; f16/bf16 as zeros.

@@ -94,8 +94,9 @@ StatusOr<std::vector<Tensor>> ReadInputs(const FunctionSignature& sig, const Run
   }
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < paths.size(); ++i) {
-    ASSIGN_OR_RETURN(Tensor t, ReadTensorFile(paths[i], allocator));
-    RETURN_IF_ERROR(CheckInput(sig, i, t, paths[i], args.model.dims));
+    std::string stored_name;
+    ASSIGN_OR_RETURN(Tensor t, ReadTensorFile(paths[i], allocator, &stored_name));
+    RETURN_IF_ERROR(CheckInput(sig, i, t, paths[i], args.model.dims, stored_name));
     inputs.push_back(std::move(t));
   }
   return inputs;

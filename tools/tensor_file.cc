@@ -90,8 +90,9 @@ int OnnxDataType(DType dtype) {
   }
 }
 
-StatusOr<Tensor> ParseTensorProto(std::string_view bytes, Allocator& allocator) {
-  ASSIGN_OR_RETURN(compiler::TensorDataRef data, compiler::ImportOnnxTensorBytes(bytes));
+StatusOr<Tensor> ParseTensorProto(std::string_view bytes, Allocator& allocator,
+                                  std::string* name) {
+  ASSIGN_OR_RETURN(compiler::TensorDataRef data, compiler::ImportOnnxTensorBytes(bytes, name));
   const std::vector<int64_t>& dims = data->dims();
   if (dims.size() > static_cast<size_t>(kMaxRank)) {
     return Unsupported("tensor of rank " + std::to_string(dims.size()) + " (kiln allows at most " +
@@ -125,13 +126,15 @@ StatusOr<std::string> EncodeTensorProto(const Tensor& tensor, const std::string&
   return bytes;
 }
 
-StatusOr<Tensor> ReadTensorFile(const std::string& path, Allocator& allocator) {
+StatusOr<Tensor> ReadTensorFile(const std::string& path, Allocator& allocator,
+                                std::string* name) {
+  if (name != nullptr) name->clear();
   if (EndsWith(path, ".npy")) return ReadNpy(path, allocator);
   ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
   bool npy = !EndsWith(path, ".pb") && bytes.compare(0, sizeof(kNpyMagic) - 1, kNpyMagic) == 0;
   StatusOr<Tensor> t =
       npy ? ParseNpy(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), allocator)
-          : ParseTensorProto(bytes, allocator);
+          : ParseTensorProto(bytes, allocator, name);
   if (!t.ok()) return t.status().WithContext(path);
   return t;
 }

@@ -67,6 +67,23 @@ const fb::Instruction* CodeOf(const fb::Function* fn) {
 
 std::string Reg(int32_t r) { return "r" + std::to_string(r); }
 
+// Slot `slot` of argument `arg` of shape function `name` came out as `value` < 0: the inputs
+// are too large (kShapeTooLarge) or their shapes do not fit together. Cold: off the hot loop.
+Status ShapeFunctionError(const std::string& name, const Tensor* const* args, int num_inputs,
+                          int arg, int64_t slot, int64_t value) {
+  std::string ins;
+  for (int i = 0; i < num_inputs; ++i) ins += (i ? ", " : "") + args[i]->TypeString();
+  std::string where = "shape function '" + name + "' computed dim " + std::to_string(slot) +
+                      " of output " + std::to_string(arg - num_inputs) + " as " +
+                      std::to_string(value);
+  if (value == kShapeTooLarge) {
+    return InvalidArgument("the inputs (" + ins + ") are too large: a tensor computed from "
+                           "their shapes would be larger than a tensor can be (" + where +
+                           "); use smaller inputs");
+  }
+  return InvalidArgument("the shapes of the inputs (" + ins + ") do not fit together: " + where);
+}
+
 }  // namespace
 
 #define DISPATCH(ins) switch (static_cast<Opcode>((ins).opcode()))
@@ -272,19 +289,15 @@ Status Context::RunLoop(int entry, std::vector<Tensor>* outputs, Profile* profil
         if (!s.ok()) FAIL(s.WithContext("shape function '" + sf->name()->str() + "'"));
         CHECK_DEADLINE();
         // A negative dim is how shape functions report inputs whose shapes do not fit together
-        // (a broadcast of 2 with 3); name them rather than fail later on the allocation.
+        // (a broadcast of 2 with 3) or are too large; name them rather than fail later on the
+        // allocation.
         for (int j = static_cast<int>(sf->num_inputs()); j < n; ++j) {
           const int64_t* dims = static_cast<const int64_t*>(args_[j]->data());
           for (int64_t d = 0; d < args_[j]->dim(0); ++d) {
-            if (dims[d] >= 0) continue;
-            std::string ins;
-            for (uint32_t i = 0; i < sf->num_inputs(); ++i)
-              ins += (i ? ", " : "") + args_[i]->TypeString();
-            FAIL(InvalidArgument("the shapes of the inputs (" + ins + ") do not fit together: "
-                                 "shape function '" + sf->name()->str() + "' computed dim " +
-                                 std::to_string(d) + " of output " +
-                                 std::to_string(j - static_cast<int>(sf->num_inputs())) +
-                                 " as " + std::to_string(dims[d])));
+            if (dims[d] < 0) {
+              FAIL(ShapeFunctionError(sf->name()->str(), args_.data(),
+                                      static_cast<int>(sf->num_inputs()), j, d, dims[d]));
+            }
           }
         }
         NEXT();

@@ -93,6 +93,12 @@ struct KernelSpec {
   CodeObjectSpec code;  // ahead-of-time code (KernelProvider::SelectCodeTarget), if any
 };
 
+/// What a shape function writes into an output slot when its inputs have no valid result: a
+/// negative value. kShapeTooLarge says a tensor's byte size would pass the format's limit (the
+/// inputs are too large); any other negative value (usually -1) that the input shapes do not
+/// fit together. The VM fails the call with a message saying which.
+inline constexpr int64_t kShapeTooLarge = -2;
+
 /// A shape function entry. Outputs are i64 1-D tensors.
 struct ShapeFunctionSpec {
   int index = 0;

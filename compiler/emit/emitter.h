@@ -34,7 +34,7 @@ namespace kiln::compiler::emit_internal {
 
 inline constexpr int64_t kAlign = 64;
 // Largest tensor a shape function lets the program allocate; larger (or overflowing) sizes
-// become -1, which alloc_storage rejects.
+// become kShapeTooLarge (vm/providers.h), which the VM reports as inputs too large.
 inline constexpr int64_t kMaxTensorBytes = int64_t{1} << 50;
 
 inline int64_t AlignUp(int64_t x, int64_t a) { return (x + a - 1) / a * a; }

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "compiler/emit/emitter.h"
+#include "vm/providers.h"
 
 namespace kiln::compiler::emit_internal {
 
@@ -194,12 +195,15 @@ void Emitter::ReadSymbols(ShapeBatch& b) const {
 
 namespace {
 
-// acc * d, or -1 when either is negative or the product would exceed `limit`.
+// acc * d; else acc when it is already negative (the first failure stays), -1 when d is
+// negative, kShapeTooLarge when the product would exceed `limit`.
 jit::Expr SaturatingMul(const jit::Expr& acc, const jit::Expr& d, int64_t limit) {
-  jit::Expr ok = jit::And(jit::And(jit::Ge(acc, jit::IntImm(0)), jit::Ge(d, jit::IntImm(0))),
-                          jit::Le(acc, jit::FloorDiv(jit::IntImm(limit),
-                                                     jit::Max(d, jit::IntImm(1)))));
-  return jit::Select(ok, jit::Mul(acc, d), jit::IntImm(-1));
+  jit::Expr fits = jit::Le(acc, jit::FloorDiv(jit::IntImm(limit), jit::Max(d, jit::IntImm(1))));
+  jit::Expr bad_d =
+      jit::Select(jit::Lt(d, jit::IntImm(0)), jit::IntImm(-1), jit::IntImm(kShapeTooLarge));
+  jit::Expr failed = jit::Select(jit::Lt(acc, jit::IntImm(0)), acc, bad_d);
+  jit::Expr ok = jit::And(jit::And(jit::Ge(acc, jit::IntImm(0)), jit::Ge(d, jit::IntImm(0))), fits);
+  return jit::Select(ok, jit::Mul(acc, d), failed);
 }
 
 }  // namespace
@@ -215,7 +219,7 @@ StatusOr<int> Emitter::BatchShapeFunction(ShapeBatch& b) {
   for (ValueId v : b.values) {
     const Value& val = g_.value(v);
     int rank = static_cast<int>(val.shape->size());
-    // bytes = product(dims) * size, or -1 when a dim is negative or the product is too large.
+    // bytes = product(dims) * size; -1 when a dim is negative, kShapeTooLarge when too large.
     const int64_t limit = kMaxTensorBytes / static_cast<int64_t>(DTypeSize(val.dtype));
     jit::Expr acc = jit::IntImm(1);
     for (int a = 0; a < rank; ++a) {
@@ -224,7 +228,7 @@ StatusOr<int> Emitter::BatchShapeFunction(ShapeBatch& b) {
       acc = SaturatingMul(acc, d, limit);
     }
     jit::Expr total = jit::Select(jit::Ge(acc, jit::IntImm(0)),
-                                  jit::Mul(acc, jit::IntImm(DTypeSize(val.dtype))), jit::IntImm(-1));
+                                  jit::Mul(acc, jit::IntImm(DTypeSize(val.dtype))), acc);
     stores.push_back(jit::Store(all, {jit::IntImm(b.slots++)}, total));
     b.layout.emplace_back(v, rank);
   }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/dtype.h"
+#include "jit/runtime.h"
 
 namespace kiln::compiler {
 namespace {
@@ -36,8 +37,9 @@ Status Call(jit::Engine& engine, const jit::Kernel& k, const std::vector<const T
     buffers.push_back(const_cast<void*>(t->data()));
     shapes.push_back(t->dims().data());
   }
+  jit::KernelErrorScope errors;
   fn(buffers.data(), shapes.data(), nullptr, nullptr);
-  return Status::Ok();
+  return errors.ToStatus(jit::IndexCheckSites(k));
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // Lowerings of the indexing family: gathers and scatters, OneHot, NonZero, TopK, CumSum, Trilu,
 // Compress and ReverseSequence, with the run-time shape functions of the data-dependent ones.
 //
-// Indices read from tensors are untrusted: a JIT kernel cannot return an error, so every kernel
-// here stays inside its buffers whatever the index values are. The behaviour for an index that
-// is out of range even after adding the dim to a negative one is documented per op: gathers
-// clamp it to the nearest valid index, scatters skip the update, OneHot writes an all-`off` row,
-// ReverseSequence clamps the sequence length to [0, time dim].
+// Indices read from tensors are untrusted: every kernel here stays inside its buffers whatever
+// the index values are. An index of a gather or scatter that is out of range even after adding
+// the dim to a negative one is an error naming the node, the index and the bound, as in ONNX
+// Runtime: the kernel reports it through jit::CheckIndex and whoever called it (the VM, constant
+// folding) fails instead of using the outputs. Where ONNX defines the result instead, it is
+// documented per op: OneHot writes an all-`off` row, ReverseSequence clamps the sequence length
+// to [0, time dim].
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -29,14 +31,26 @@ using jit::Var;
 
 Expr Clamp(Expr v, Expr lo, Expr hi) { return jit::Max(jit::Min(std::move(v), std::move(hi)), lo); }
 Expr True() { return IntImm(1, DType::kBool); }
-Expr InRange(const Expr& i, const Expr& n) {
-  return jit::And(jit::Ge(i, IntImm(0)), jit::Lt(i, n));
-}
 
 // An index value as i64 with negative values counted from the end of a dim of size n.
 Expr Normalize(Expr raw, const Expr& n) {
   Expr i = jit::Cast(DType::kI64, std::move(raw));
   return jit::Select(jit::Lt(i, IntImm(0)), i + n, i);
+}
+
+// Index `raw` of the node's input 1 into a dim of size n, normalized and checked at run time
+// (jit::CheckIndex). When input 1 is a constant whose every value is in range for a constant n,
+// nothing can fail and the cheaper unchecked form is used.
+Expr CheckedIndex(const LowerContext& ctx, Expr raw, const Expr& n) {
+  if (n->op == jit::ExprOp::kIntImm) {
+    if (std::optional<std::vector<int64_t>> v = ctx.InputConstInts(1)) {
+      int64_t bound = n->int_value;
+      bool in_range = std::all_of(v->begin(), v->end(),
+                                  [bound](int64_t i) { return i >= -bound && i < bound; });
+      if (in_range) return Normalize(std::move(raw), n);
+    }
+  }
+  return jit::CheckIndex(jit::Cast(DType::kI64, std::move(raw)), n, ctx.node().Describe());
 }
 
 // Element k of the rank-0/1 integer input i as i64: constant when known, else loaded.
@@ -65,7 +79,7 @@ Expr IsNonZero(const Expr& x) {
 
 // ---- Gather, GatherElements, GatherND --------------------------------------------------------
 
-// Out-of-range indices (after negative ones are counted from the end) are clamped.
+// Out-of-range indices (after negative ones are counted from the end) are an error.
 Status LowerGather(LowerContext& ctx) {
   int rank = ctx.input_rank(0), index_rank = ctx.input_rank(1);
   ASSIGN_OR_RETURN(int64_t axis_attr, ctx.GetInt("axis", 0));
@@ -73,7 +87,7 @@ Status LowerGather(LowerContext& ctx) {
   ctx.SetCompute(0, [&](const std::vector<Expr>& index) {
     std::vector<Expr> at(index.begin() + axis, index.begin() + axis + index_rank);
     Expr n = ctx.InputDim(0, axis);
-    Expr i = Clamp(Normalize(jit::Load(ctx.in(1), at), n), IntImm(0), n - 1);
+    Expr i = CheckedIndex(ctx, jit::Load(ctx.in(1), at), n);
     std::vector<Expr> src(index.begin(), index.begin() + axis);
     src.push_back(i);
     src.insert(src.end(), index.begin() + axis + index_rank, index.end());
@@ -82,7 +96,7 @@ Status LowerGather(LowerContext& ctx) {
   return Status::Ok();
 }
 
-// Out-of-range indices are clamped.
+// Out-of-range indices are an error.
 Status LowerGatherElements(LowerContext& ctx) {
   int rank = ctx.input_rank(0);
   ASSIGN_OR_RETURN(int64_t axis_attr, ctx.GetInt("axis", 0));
@@ -90,7 +104,7 @@ Status LowerGatherElements(LowerContext& ctx) {
   ctx.SetCompute(0, [&](const std::vector<Expr>& index) {
     Expr n = ctx.InputDim(0, axis);
     std::vector<Expr> src = index;
-    src[axis] = Clamp(Normalize(jit::Load(ctx.in(1), index), n), IntImm(0), n - 1);
+    src[axis] = CheckedIndex(ctx, jit::Load(ctx.in(1), index), n);
     // ONNX wants the other dims of indices no larger than data's; the shape rule does not check.
     for (int d = 0; d < rank; ++d) {
       if (d != axis && ctx.input_shape(1)[d] != ctx.input_shape(0)[d])
@@ -101,7 +115,7 @@ Status LowerGatherElements(LowerContext& ctx) {
   return Status::Ok();
 }
 
-// out[i..., r...] = data[i[:b]..., indices[i..., 0..q)..., r...]; each index clamped.
+// out[i..., r...] = data[i[:b]..., indices[i..., 0..q)..., r...]; each index checked.
 Status LowerGatherND(LowerContext& ctx) {
   ASSIGN_OR_RETURN(int64_t b, ctx.GetInt("batch_dims", 0));
   int m = ctx.input_rank(1);
@@ -116,7 +130,7 @@ Status LowerGatherND(LowerContext& ctx) {
     for (int k = 0; k < q; ++k) {
       at.back() = IntImm(k);
       Expr n = ctx.InputDim(0, static_cast<int>(b) + k);
-      src.push_back(Clamp(Normalize(jit::Load(ctx.in(1), at), n), IntImm(0), n - 1));
+      src.push_back(CheckedIndex(ctx, jit::Load(ctx.in(1), at), n));
     }
     for (int d = static_cast<int>(b) + q; d < rank; ++d)
       src.push_back(index[(m - 1) + (d - b - q)]);
@@ -144,8 +158,8 @@ Stmt CopyDataToOutput(const LowerContext& ctx) {
       ctx.out(0), [&](const std::vector<Expr>& index) { return jit::Load(ctx.in(0), index); });
 }
 
-// Updates apply in row-major order (the last of duplicate indices wins for "none"); an update
-// whose index is out of range is skipped. Updates can only collide along `axis`, so the loop
+// Updates apply in row-major order (the last of duplicate indices wins for "none"); an index
+// out of range is an error. Updates can only collide along `axis`, so the loop
 // over another dim runs in parallel.
 Status LowerScatterElements(LowerContext& ctx) {
   int rank = ctx.input_rank(0);
@@ -164,12 +178,12 @@ Status LowerScatterElements(LowerContext& ctx) {
         dst[axis] = i;
         Expr u = jit::Load(ctx.in(2), index);
         Expr v = jit::Cast(ctx.output_dtype(0), combine(jit::Load(ctx.out(0), dst), u));
-        Expr inside = InRange(i, n);
+        Expr inside = True();
         for (int d = 0; d < rank; ++d) {
           if (d != axis && ctx.input_shape(1)[d] != ctx.input_shape(0)[d])
             inside = jit::And(inside, jit::Lt(index[d], ctx.InputDim(0, d)));
         }
-        return jit::Let(i, Normalize(jit::Load(ctx.in(1), index), n),
+        return jit::Let(i, CheckedIndex(ctx, jit::Load(ctx.in(1), index), n),
                         jit::If(inside, jit::Store(ctx.out(0), dst, v)));
       },
       ForKind::kSerial, parallel, "s");
@@ -182,7 +196,7 @@ Status LowerScatterElements(LowerContext& ctx) {
   return Status::Ok();
 }
 
-// Index tuples apply serially in order; a tuple with any component out of range is skipped.
+// Index tuples apply serially in order; a tuple with any component out of range is an error.
 Status LowerScatterND(LowerContext& ctx) {
   int rank = ctx.input_rank(0), m = ctx.input_rank(1);
   const DimExpr& last = ctx.input_shape(1)[m - 1];
@@ -198,14 +212,9 @@ Status LowerScatterND(LowerContext& ctx) {
       tuples,
       [&](const std::vector<Expr>& t) {
         std::vector<Var> target;
-        Expr valid = True();
         std::vector<Expr> at = t;
         at.push_back(Expr());
-        for (int k = 0; k < q; ++k) {
-          at.back() = IntImm(k);
-          target.emplace_back("t" + std::to_string(k));
-          valid = jit::And(valid, InRange(target.back(), ctx.InputDim(0, k)));
-        }
+        for (int k = 0; k < q; ++k) target.emplace_back("t" + std::to_string(k));
         Stmt copy = ParallelNest(slab, [&](const std::vector<Expr>& r) {
           std::vector<Expr> dst(target.begin(), target.end());
           dst.insert(dst.end(), r.begin(), r.end());
@@ -214,10 +223,11 @@ Status LowerScatterND(LowerContext& ctx) {
           Expr v = combine(jit::Load(ctx.out(0), dst), jit::Load(ctx.in(2), src));
           return jit::Store(ctx.out(0), dst, jit::Cast(ctx.output_dtype(0), v));
         });
-        Stmt s = jit::If(valid, copy);
+        Stmt s = copy;
         for (int k = q - 1; k >= 0; --k) {
           at.back() = IntImm(k);
-          s = jit::Let(target[k], Normalize(jit::Load(ctx.in(1), at), ctx.InputDim(0, k)), s);
+          s = jit::Let(target[k], CheckedIndex(ctx, jit::Load(ctx.in(1), at), ctx.InputDim(0, k)),
+                       s);
         }
         return s;
       },

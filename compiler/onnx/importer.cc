@@ -474,9 +474,10 @@ StatusOr<Graph> ImportOnnxBytes(std::string_view bytes, const ImportOptions& opt
   return ImportFromBytes(bytes, options, options.external_data_dir);
 }
 
-StatusOr<TensorDataRef> ImportOnnxTensorBytes(std::string_view bytes) {
+StatusOr<TensorDataRef> ImportOnnxTensorBytes(std::string_view bytes, std::string* name) {
   onnx::TensorProto tensor;
   RETURN_IF_ERROR(onnx_import::ParseBounded(bytes, &tensor, "the tensor"));
+  if (name != nullptr) *name = tensor.name();
   return ConvertTensor(tensor, "tensor '" + tensor.name() + "'", nullptr);
 }
 

@@ -59,8 +59,9 @@ StatusOr<Graph> ImportOnnxFile(const std::string& path, const ImportOptions& opt
 StatusOr<Graph> ImportOnnxBytes(std::string_view bytes, const ImportOptions& options = {});
 
 /// A serialized TensorProto (the .pb files of ONNX test data, `kiln run --input x=t.pb`).
-/// External data is not allowed here. Errors as for initializers.
-StatusOr<TensorDataRef> ImportOnnxTensorBytes(std::string_view bytes);
+/// External data is not allowed here. Errors as for initializers. When `name` is not null it
+/// receives the TensorProto's name ("" when it has none).
+StatusOr<TensorDataRef> ImportOnnxTensorBytes(std::string_view bytes, std::string* name = nullptr);
 
 }  // namespace kiln::compiler
 

@@ -605,8 +605,57 @@ BOOST_AUTO_TEST_CASE(a_table_clamped_to_the_sequence_broadcasts_to_the_sequence)
       BOOST_REQUIRE(!bad.ok());
       BOOST_TEST(bad.status().message().find("node 'Add_") != std::string::npos,
                  bad.status().message());
+      // Saying what is wrong: the sequence is longer than the table.
+      BOOST_TEST(bad.status().message().find("is 5, more than the 4 rows of a table sliced to "
+                                             "it") != std::string::npos,
+                 bad.status().message());
     }
   }
+}
+
+// An embedding lookup fused with the add after it: a token id outside the table is an error
+// naming the Gather node (not the fused kernel's anchor), the id and the range, as ONNX Runtime
+// words it; before, it read the last (or first) row.
+BOOST_AUTO_TEST_CASE(out_of_range_token_ids_are_an_error_naming_the_gather) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (int64[B, S] ids) => (float[B, S, 2] y) {
+      table = Constant <value = float[5, 2] {0, 1, 10, 11, 20, 21, 30, 31, 40, 41}> ()
+      bias = Constant <value = float[2] {0.5, 0.25}> ()
+      e = Gather(table, ids)
+      y = Add(e, bias)
+    })";
+  Compiled c = Compile(text);
+  auto y = Run(c, {I64({1, 3}, {4, -5, 2})});
+  BOOST_TEST(Compare(*y[0], *F32({1, 3, 2}, {40.5, 41.25, 0.5, 1.25, 20.5, 21.25}), 0, 0).empty());
+  for (int64_t id : {int64_t{5}, int64_t{-6}, int64_t{1000000}, int64_t{1} << 62}) {
+    auto bad = testing::RunExecutable(c.exe, {I64({1, 3}, {1, double(id), 2})});
+    BOOST_REQUIRE(!bad.ok());
+    const std::string& m = bad.status().message();
+    BOOST_TEST(bad.status().code() == StatusCode::kInvalidArgument, bad.status().ToString());
+    BOOST_TEST(m.find("in 'main' at pc ") != std::string::npos, m);
+    BOOST_TEST(m.find("(Gather): indices element out of data bounds, idx=" + std::to_string(id) +
+                      " must be within the inclusive range [-5,4]") != std::string::npos,
+               m);
+  }
+}
+
+// A shape computed from the inputs that no tensor can have says so, rather than that the
+// shapes "do not fit together".
+BOOST_AUTO_TEST_CASE(inputs_too_large_for_any_tensor_say_so) {
+  Compiled c = Compile(R"(
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (int64[2] shape) => (float[N, M] y) {
+      y = ConstantOfShape(shape)
+    })");
+  auto bad = testing::RunExecutable(c.exe, {I64({2}, {double(int64_t{1} << 40), 1 << 20})});
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_TEST(bad.status().code() == StatusCode::kInvalidArgument, bad.status().ToString());
+  BOOST_TEST(bad.status().message().find(") are too large: a tensor computed from their shapes") !=
+                 std::string::npos,
+             bad.status().ToString());
+  auto ok = Run(c, {I64({2}, {2, 3})});
+  BOOST_TEST(ok[0]->num_elements() == 6);
 }
 
 }  // namespace

@@ -134,10 +134,10 @@ BOOST_AUTO_TEST_CASE(rejects_bad_headers_and_versions) {
   ExpectError(b, StatusCode::kInvalidFormat, "bad magic");
   b = good;
   b[4] = 2;  // major 2
-  ExpectError(b, StatusCode::kUnsupported, "version 2.1");
+  ExpectError(b, StatusCode::kUnsupported, "version 2." + std::to_string(kKirMinorVersion));
   b = good;
-  b[6] = 2;  // minor 2 is newer than this reader
-  ExpectError(b, StatusCode::kUnsupported, "version 1.2");
+  b[6] = kKirMinorVersion + 1;  // newer than this reader
+  ExpectError(b, StatusCode::kUnsupported, "version 1." + std::to_string(kKirMinorVersion + 1));
   b = good;
   b.push_back(0);
   ExpectError(b, StatusCode::kInvalidFormat, "1 trailing bytes");

@@ -1,9 +1,11 @@
-// kiln_parallel_for: every iteration exactly once, and pieces skipped once the run's deadline passed.
+// kiln_parallel_for: every iteration exactly once, pieces skipped once the run's deadline passed,
+// and kiln_index_error reports reaching the calling thread's KernelErrorScope from the team.
 #define BOOST_TEST_MODULE runtime_test
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -83,6 +85,34 @@ BOOST_AUTO_TEST_CASE(scoped_deadlines_nest_and_restore) {
   }
   BOOST_TEST((CurrentDeadline() == Clock::time_point::max()));
   BOOST_TEST(!DeadlinePassed());
+}
+
+// Iteration 990 reports: with two threads it runs on the team thread, not the caller.
+void ReportingBody(int64_t begin, int64_t end, void*) {
+  for (int64_t i = begin; i < end; ++i) {
+    if (i == 990) kiln_index_error(i, 7, 3);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(index_errors_reach_the_callers_scope_from_team_threads) {
+  KernelErrorScope errors;
+  kiln_parallel_for(0, 1000, 10, &ReportingBody, nullptr);
+  BOOST_REQUIRE(errors.failed());
+  BOOST_TEST(errors.error().index == 990);
+  BOOST_TEST(errors.error().bound == 7);
+  BOOST_TEST(errors.error().site == 3);
+  // Every thread of the team runs its chunk in the caller's scope.
+  KernelErrorScope* seen = &errors;
+  kiln_parallel_for(0, 1000, 10, [](int64_t, int64_t, void* ctx) {
+    if (KernelErrorScope::Current() != *static_cast<KernelErrorScope**>(ctx)) std::abort();
+  }, &seen);
+}
+
+BOOST_AUTO_TEST_CASE(index_errors_without_a_scope_are_dropped) {
+  BOOST_REQUIRE(KernelErrorScope::Current() == nullptr);
+  kiln_parallel_for(0, 1000, 10, &ReportingBody, nullptr);
+  KernelErrorScope errors;
+  BOOST_TEST(!errors.failed());
 }
 
 }  // namespace

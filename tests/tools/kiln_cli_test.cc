@@ -174,10 +174,12 @@ BOOST_AUTO_TEST_CASE(run_rejects_inputs_that_do_not_match) {
 }
 
 // A TensorProto file written with the ONNX API (independent of kiln's encoder).
+// A TensorProto file `name` in the test directory; the tensor is named `tensor_name` (unnamed
+// when empty, as many exporters write them).
 std::string WritePbFile(const std::string& name, int type, const std::vector<int64_t>& dims,
-                        const void* data, size_t bytes) {
+                        const void* data, size_t bytes, const std::string& tensor_name = "") {
   onnx::TensorProto p;
-  p.set_name(name);
+  if (!tensor_name.empty()) p.set_name(tensor_name);
   p.set_data_type(type);
   for (int64_t d : dims) p.add_dims(d);
   p.set_raw_data(data, bytes);
@@ -199,8 +201,8 @@ BOOST_AUTO_TEST_CASE(run_reads_pb_inputs_named_and_positional) {
   std::string path = WriteProgram();
   float x[6] = {1, 2, 3, 4, 5, 6.5f};
   int64_t k = -9;
-  std::string xp = WritePbFile("x.pb", onnx::TensorProto::FLOAT, {2, 3}, x, sizeof(x));
-  std::string kp = WritePbFile("k.pb", onnx::TensorProto::INT64, {}, &k, sizeof(k));
+  std::string xp = WritePbFile("x.pb", onnx::TensorProto::FLOAT, {2, 3}, x, sizeof(x), "x");
+  std::string kp = WritePbFile("k.pb", onnx::TensorProto::INT64, {}, &k, sizeof(k), "k");
   Result r = Kiln("run " + path + " --input x=" + xp + " --input k=" + kp);
   BOOST_TEST(r.code == 0, r.out);
   BOOST_TEST(Contains(r.out, "k: i64[] [-9]"), r.out);
@@ -275,6 +277,40 @@ BOOST_AUTO_TEST_CASE(run_writes_pb_and_npy_outputs_that_round_trip) {
   r = Kiln("run " + path + " " + xp + " " + kp + " --output-format json");
   BOOST_TEST(r.code == 2);
   BOOST_TEST(Contains(r.out, "--output-format: wants npy|pb, got 'json'"), r.out);
+}
+
+// A TensorProto names the input it holds: given for another input (files swapped, or in the
+// wrong order), it is an error naming both, not data run in the wrong place.
+BOOST_AUTO_TEST_CASE(run_rejects_pb_inputs_named_for_another_input) {
+  std::string path = WriteProgram();
+  float x[3] = {1, 2, 3};
+  float y[3] = {4, 5, 6};
+  int64_t k = 2;
+  std::string xp = WritePbFile("named_x.pb", onnx::TensorProto::FLOAT, {1, 3}, x, sizeof(x), "x");
+  std::string kp = WritePbFile("named_k.pb", onnx::TensorProto::INT64, {}, &k, sizeof(k), "k");
+  // Another input's name on a tensor of the right type and shape: only the name tells.
+  std::string other =
+      WritePbFile("named_y.pb", onnx::TensorProto::FLOAT, {1, 3}, y, sizeof(y), "y");
+  Result r = Kiln("run " + path + " " + other + " " + kp);
+  BOOST_TEST(r.code == 1, r.out);
+  BOOST_TEST(Contains(r.out, "input 0 'x' (" + other + "): the file holds tensor 'y', not 'x'"),
+             r.out);
+  r = Kiln("run " + path + " --input x=" + kp + " --input k=" + xp);
+  BOOST_TEST(r.code == 1, r.out);
+  BOOST_TEST(Contains(r.out, "the file holds tensor 'k', not 'x': give each file for the input it "
+                             "names (--input k=" + kp + ")"),
+             r.out);
+  // bench and profile read inputs the same way.
+  r = Kiln("bench " + path + " --input x=" + other + " --input k=" + kp + " --iters 1");
+  BOOST_TEST(r.code == 1, r.out);
+  BOOST_TEST(Contains(r.out, "the file holds tensor 'y', not 'x'"), r.out);
+  // Named right, or unnamed: accepted.
+  r = Kiln("run " + path + " " + xp + " " + kp);
+  BOOST_TEST(r.code == 0, r.out);
+  std::string unnamed = WritePbFile("unnamed_y.pb", onnx::TensorProto::FLOAT, {1, 3}, y, sizeof(y));
+  r = Kiln("run " + path + " " + unnamed + " " + kp);
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "x: f32[1, 3] [4, 5, 6]"), r.out);
 }
 
 BOOST_AUTO_TEST_CASE(run_rejects_pb_inputs_that_do_not_match_naming_the_input) {

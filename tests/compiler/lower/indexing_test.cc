@@ -1,6 +1,6 @@
 // Known-answer tests of the indexing lowerings (compiler/lower/indexing.cc): gathers, scatters,
 // OneHot, NonZero, TopK, CumSum, Trilu, Compress, ReverseSequence, each against a plain C++
-// reference, including out-of-range indices (documented clamping / skipping), run-time values
+// reference, out-of-range indices (an error naming the node, index and bound), run-time values
 // that change output shapes, and symbolic dims run at two sizes.
 #define BOOST_TEST_MODULE indexing_test
 #include <algorithm>
@@ -60,11 +60,13 @@ std::string Dims(const std::vector<int64_t>& d) {
   return s;
 }
 
-// Negative indices count from the end; the kernels clamp what is still out of range.
-int64_t ClampIndex(double raw, int64_t n) {
+// Negative indices count from the end; anything else out of range is an error
+// (out_of_range_indices_are_errors), so the references only see valid ones.
+int64_t WrapIndex(double raw, int64_t n) {
   auto i = static_cast<int64_t>(raw);
   if (i < 0) i += n;
-  return std::clamp<int64_t>(i, 0, n - 1);
+  BOOST_REQUIRE(i >= 0 && i < n);
+  return i;
 }
 
 // ---- Gather, GatherElements, GatherND --------------------------------------------------------
@@ -77,7 +79,7 @@ Nd GatherRef(const Nd& x, const Nd& idx, int axis) {
   return Generate(dims, [&](const std::vector<int64_t>& o) {
     std::vector<int64_t> at(o.begin() + axis, o.begin() + axis + q);
     std::vector<int64_t> src(o.begin(), o.begin() + axis);
-    src.push_back(ClampIndex(idx.at(at), x.dims[axis]));
+    src.push_back(WrapIndex(idx.at(at), x.dims[axis]));
     src.insert(src.end(), o.begin() + axis + q, o.end());
     return x.at(src);
   });
@@ -91,8 +93,9 @@ BOOST_AUTO_TEST_CASE(gather_axes_index_types) {
     int64_t n = xr.dims[a];
     for (DType it : {DType::kI64, DType::kI32}) {
       const char* tn = it == DType::kI64 ? "int64" : "int32";
-      // Negative, in-range and (clamped) out-of-range indices.
-      TensorDataRef idx = MakeTensor(it, {2, 3}, {0, double(-n), double(n - 1), -1, 1, 100});
+      // Negative and positive indices, both ends of the range.
+      TensorDataRef idx =
+          MakeTensor(it, {2, 3}, {0, double(-n), double(n - 1), -1, 1, double(1 - n)});
       std::vector<TensorDataRef> out =
           Run(Model(13, "float[5,4,3] x, " + std::string(tn) + "[2,3] i", "y",
                     "y = Gather<axis = " + std::to_string(axis) + ">(x, i)"),
@@ -118,10 +121,11 @@ BOOST_AUTO_TEST_CASE(gather_elements) {
   Nd xr = ToNd(x);
   for (int axis : {0, 1, -1, -2}) {
     int a = axis < 0 ? axis + 2 : axis;
-    TensorDataRef idx = RandomTensor(DType::kI64, {3, 5}, -6, 6, 6 + axis);  // some out of range
+    int64_t n = xr.dims[a];
+    TensorDataRef idx = RandomTensor(DType::kI64, {3, 5}, -n, n, 6 + axis);  // some negative
     Nd ir = ToNd(idx);
     Nd want = Generate(ir.dims, [&](std::vector<int64_t> o) {
-      o[a] = ClampIndex(ir.at(o), xr.dims[a]);
+      o[a] = WrapIndex(ir.at(o), xr.dims[a]);
       return xr.at(o);
     });
     Expect(Run(Model(13, "float[4,5] x, int64[3,5] i", "y",
@@ -139,7 +143,7 @@ BOOST_AUTO_TEST_CASE(gather_nd) {
     std::vector<int64_t> idims;
   } cases[] = {{0, {2, 1}}, {0, {2, 2, 2}}, {0, {4, 3}}, {1, {3, 1}}, {1, {3, 2, 2}}};
   for (const Case& c : cases) {
-    TensorDataRef idx = RandomTensor(DType::kI64, c.idims, -4, 4, 8);
+    TensorDataRef idx = RandomTensor(DType::kI64, c.idims, -3, 3, 8);  // in range of every dim
     Nd ir = ToNd(idx);
     int m = static_cast<int>(c.idims.size());
     int q = static_cast<int>(c.idims.back());
@@ -151,7 +155,7 @@ BOOST_AUTO_TEST_CASE(gather_nd) {
       at.push_back(0);
       for (int k = 0; k < q; ++k) {
         at.back() = k;
-        src.push_back(ClampIndex(ir.at(at), xr.dims[c.batch + k]));
+        src.push_back(WrapIndex(ir.at(at), xr.dims[c.batch + k]));
       }
       src.insert(src.end(), o.begin() + (m - 1), o.end());
       return xr.at(src);
@@ -161,6 +165,52 @@ BOOST_AUTO_TEST_CASE(gather_nd) {
                {x, idx})[0],
            DType::kF32, want);
   }
+}
+
+// An index out of range even after counting negative ones from the end fails the node with
+// ONNX Runtime's message: the index as given and the inclusive range it had to be in.
+void ExpectIndexError(const std::string& text, const std::vector<TensorDataRef>& in,
+                      const std::string& op, int64_t idx, int64_t bound) {
+  StatusOr<std::vector<TensorDataRef>> r = testing::RunModel(text, in, Table());
+  BOOST_REQUIRE_MESSAGE(!r.ok(), op + " with index " + std::to_string(idx) + " succeeded");
+  BOOST_TEST(r.status().code() == StatusCode::kInvalidArgument);
+  std::string want = "(" + op + "): indices element out of data bounds, idx=" +
+                     std::to_string(idx) + " must be within the inclusive range [" +
+                     std::to_string(-bound) + "," + std::to_string(bound - 1) + "]";
+  BOOST_TEST(r.status().message().find(want) != std::string::npos,
+             r.status().message() << "\nwanted: " << want);
+}
+
+BOOST_AUTO_TEST_CASE(out_of_range_indices_are_errors) {
+  TensorDataRef x = RandomTensor(DType::kF32, {5, 4}, -1, 1, 80);
+  std::string gather = Model(13, "float[5,4] x, int64[2] i", "y", "y = Gather(x, i)");
+  ExpectIndexError(gather, {x, I64({2}, {0, 100000})}, "Gather", 100000, 5);
+  ExpectIndexError(gather, {x, I64({2}, {-6, 0})}, "Gather", -6, 5);
+  ExpectIndexError(gather, {x, I64({2}, {5, 0})}, "Gather", 5, 5);
+  ExpectIndexError(gather, {x, I64({2}, {int64_t{1} << 62, 0})}, "Gather", int64_t{1} << 62, 5);
+  ExpectIndexError(Model(13, "float[5,4] x, int32[3] i", "y", "y = Gather<axis = 1>(x, i)"),
+                   {x, MakeTensor(DType::kI32, {3}, {0, 3, -5})}, "Gather", -5, 4);
+  // Symbolic dims (the bound comes from the run-time dim) and an embedding-sized table.
+  ExpectIndexError(Model(13, "float[V, 4] x, int64[B, S] i", "y", "y = Gather(x, i)"),
+                   {RandomTensor(DType::kF32, {64, 4}, -1, 1, 81),
+                    I64({2, 3}, {1, 2, 3, 4, 64, 5})},
+                   "Gather", 64, 64);
+  ExpectIndexError(Model(13, "float[5,4] x, int64[2,4] i", "y", "y = GatherElements(x, i)"),
+                   {x, I64({2, 4}, {0, 1, 2, 3, 4, 5, 0, 1})}, "GatherElements", 5, 5);
+  ExpectIndexError(Model(13, "float[5,4] x, int64[2,2] i", "y", "y = GatherND(x, i)"),
+                   {x, I64({2, 2}, {0, 1, 2, -5})}, "GatherND", -5, 4);
+  ExpectIndexError(Model(16, "float[5,4] x, int64[1,2] i, float[1,2] u", "y",
+                         "y = ScatterElements<axis = 1>(x, i, u)"),
+                   {x, I64({1, 2}, {3, 4}), F32({1, 2}, {1, 2})}, "ScatterElements", 4, 4);
+  ExpectIndexError(Model(10, "float[5,4] x, int64[1,2] i, float[1,2] u", "y",
+                         "y = Scatter<axis = 0>(x, i, u)"),
+                   {x, I64({1, 2}, {-7, 0}), F32({1, 2}, {1, 2})}, "Scatter", -7, 5);
+  ExpectIndexError(Model(16, "float[5,4] x, int64[2,1] i, float[2,4] u", "y",
+                         "y = ScatterND(x, i, u)"),
+                   {x, I64({2, 1}, {1, 9}), RandomTensor(DType::kF32, {2, 4}, -1, 1, 82)},
+                   "ScatterND", 9, 5);
+  // In range, the same models run.
+  BOOST_TEST(testing::RunModel(gather, {x, I64({2}, {-5, 4})}, Table()).ok());
 }
 
 // ---- Scatter ---------------------------------------------------------------------------------
@@ -177,16 +227,14 @@ BOOST_AUTO_TEST_CASE(scatter_elements_reductions) {
   for (std::string r : {"none", "add", "mul"}) {
     for (int axis : {0, 1, -1}) {
       int a = axis < 0 ? axis + 2 : axis;
-      // Duplicates and out-of-range entries (skipped) included.
-      TensorDataRef idx = RandomTensor(DType::kI64, {3, 4}, -6, 6, 10 + a);
+      // Duplicates and negative entries included.
+      int64_t n = xr.dims[a];
+      TensorDataRef idx = RandomTensor(DType::kI64, {3, 4}, -n, n, 10 + a);
       TensorDataRef upd = RandomTensor(DType::kF32, {3, 4}, -2, 2, 11);
       Nd ir = ToNd(idx), ur = ToNd(upd), want = xr;
       for (int64_t f = 0; f < Count(ir.dims); ++f) {
         std::vector<int64_t> o = Unravel(f, ir.dims);
-        auto i = static_cast<int64_t>(ir.v[f]);
-        if (i < 0) i += xr.dims[a];
-        if (i < 0 || i >= xr.dims[a]) continue;
-        o[a] = i;
+        o[a] = WrapIndex(ir.v[f], xr.dims[a]);
         double& dst = want.v[Ravel(o, xr.dims)];
         dst = Combine(r, dst, ur.v[f]);
       }
@@ -217,7 +265,7 @@ BOOST_AUTO_TEST_CASE(scatter_nd_reductions) {
     std::vector<int64_t> idims;
     std::vector<double> idx;
   } cases[] = {{{3, 1}, {1, -1, 1}},                    // rows, with a duplicate
-               {{2, 2, 2}, {0, 1, 3, -3, 0, 1, 7, 0}},  // pairs; one out of range (skipped)
+               {{2, 2, 2}, {0, 1, 3, -3, 0, 1, -4, 0}},  // pairs
                {{2, 3}, {1, 2, 1, -4, 0, -2}}};         // full elements
   for (std::string r : {"none", "add", "mul"}) {
     for (const Case& c : cases) {
@@ -231,14 +279,7 @@ BOOST_AUTO_TEST_CASE(scatter_nd_reductions) {
       int64_t slab = Count(std::vector<int64_t>(xr.dims.begin() + q, xr.dims.end()));
       for (int64_t t = 0; t < Count(tuples); ++t) {
         std::vector<int64_t> at;
-        bool ok = true;
-        for (int k = 0; k < q; ++k) {
-          auto i = static_cast<int64_t>(c.idx[t * q + k]);
-          if (i < 0) i += xr.dims[k];
-          ok = ok && i >= 0 && i < xr.dims[k];
-          at.push_back(i);
-        }
-        if (!ok) continue;
+        for (int k = 0; k < q; ++k) at.push_back(WrapIndex(c.idx[t * q + k], xr.dims[k]));
         at.resize(xr.dims.size(), 0);
         int64_t base = Ravel(at, xr.dims);
         for (int64_t e = 0; e < slab; ++e)
@@ -718,11 +759,11 @@ BOOST_AUTO_TEST_CASE(unchecked_shape_mismatches_stay_in_bounds) {
                                 Table())
                   .ok());
   // GatherElements with indices wider than data on a non-axis dim: clamped there too.
-  TensorDataRef idx = I64({2, 5}, {0, 1, 2, 3, -1, 3, 2, 1, 0, 9});
+  TensorDataRef idx = I64({2, 5}, {0, 1, 2, 3, -1, 3, 2, 1, 0, -4});
   Nd xr = ToNd(x), ir = ToNd(idx);
   Expect(Run(Model(13, "float[4,3] x, int64[2,5] i", "y", "y = GatherElements(x, i)"), {x, idx})[0],
          DType::kF32, Generate({2, 5}, [&](const std::vector<int64_t>& o) {
-           return xr.at({ClampIndex(ir.at(o), 4), std::min<int64_t>(o[1], 2)});
+           return xr.at({WrapIndex(ir.at(o), 4), std::min<int64_t>(o[1], 2)});
          }));
 }
 

@@ -125,6 +125,40 @@ BOOST_AUTO_TEST_CASE(integer_division_by_zero_is_an_error) {
   }
 }
 
+// A constant index out of range has no value either: folding the Gather is the same error the
+// kernel gives at run time (ONNX Runtime's words), not the clamped last row.
+BOOST_AUTO_TEST_CASE(out_of_range_constant_indices_are_an_error) {
+  static const LoweringTable* table = [] {
+    auto* t = new LoweringTable;
+    t->MustAdd({"Add", 7, INT32_MAX, LowerAdd, nullptr});
+    AddIndexingLowerings(*t);
+    return t;
+  }();
+  for (const char* index : {"3", "-4", "100000"}) {
+    StatusOr<std::unique_ptr<Evaluator>> evaluator = Evaluator::Create(table);
+    BOOST_REQUIRE(evaluator.ok());
+    int folded = 0;
+    ShapeInferenceOptions options;
+    options.fold = MakeFoldHook(evaluator->get(), FoldOptions(), &folded);
+    auto g = testing::ImportText(std::string(R"(
+      <ir_version: 8, opset_import: ["" : 13]>
+      g (float[1] x) => (float[1] z) {
+        table = Constant <value = float[3] {1, 2, 3}> ()
+        i = Constant <value = int64[1] {)") + index + R"(}> ()
+        row = Gather(table, i)
+        z = Add(x, row)
+      }
+    )");
+    BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
+    Status st = InferShapes(*g, options);
+    BOOST_TEST(st.code() == StatusCode::kInvalidArgument, st.ToString());
+    std::string want = std::string("(Gather): indices element out of data bounds, idx=") + index +
+                       " must be within the inclusive range [-3,2]";
+    BOOST_TEST(st.message().find(want) != std::string::npos, st.message());
+    BOOST_TEST(st.message().find("constant folding") != std::string::npos, st.message());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(overridable_inputs_are_not_constants) {
   Folding f;
   auto g = testing::ImportText(R"(
