@@ -51,6 +51,10 @@ StatusOr<TargetInfo> DetectHostTarget();
 struct CodegenOptions {
   bool optimize = true;     // run the O3 pipeline (off only to inspect the raw code)
   bool use_libmvec = true;  // map vectorized math to glibc libmvec (_ZGV... symbols)
+  /// The cheap first tier (jit/engine.h, Tier::kFast): the O1 pipeline instead of O3 (when
+  /// `optimize`), and CreateTargetMachine's fast code generator. Never stored in the persistent
+  /// object cache.
+  bool first_tier = false;
 };
 
 /// One kernel generated into its own LLVM context and module (the unit ORC takes). Move-only.
@@ -70,9 +74,9 @@ struct KernelModule {
 };
 
 /// Validates `kernel` (ValidateKernel), generates a module whose entry function is `symbol`,
-/// verifies the module and, if options.optimize, runs O3 for `target`. Errors: kInvalidArgument
-/// from validation, kInternal for an LLVM failure; messages name the kernel. Thread-safe (each
-/// call owns its context).
+/// verifies the module and, if options.optimize, runs O3 (the first tier: O1) for `target`.
+/// Errors: kInvalidArgument from validation, kInternal for an LLVM failure; messages name the
+/// kernel. Thread-safe (each call owns its context).
 StatusOr<KernelModule> GenerateModule(const Kernel& kernel, const std::string& symbol,
                                       const TargetInfo& target, const CodegenOptions& options = {});
 
@@ -84,11 +88,14 @@ inline constexpr const char* kParallelForSymbol = "kiln_parallel_for";
 
 // ---- Internal to jit/ (shared by codegen.cc, llvm_target.cc and engine.cc). ----
 
-/// A TargetMachine for `target` at -O3, or kInternal.
-StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const TargetInfo& target);
-/// Runs the O3 pipeline with libmvec mappings (when `use_libmvec`) on `module`.
+/// A TargetMachine for `target` at -O3 (`first_tier`: the fast code generator the first tier
+/// uses), or kInternal.
+StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const TargetInfo& target,
+                                                                   bool first_tier = false);
+/// Runs the O3 pipeline (`first_tier`: the first tier's cheaper one) with libmvec mappings (when
+/// `use_libmvec`) on `module`.
 Status OptimizeModule(llvm::Module& module, llvm::TargetMachine& machine, const TargetInfo& target,
-                      bool use_libmvec);
+                      bool use_libmvec, bool first_tier = false);
 
 }  // namespace kiln::jit
 

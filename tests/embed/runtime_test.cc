@@ -151,6 +151,9 @@ RuntimeOptions Quiet() {
   RuntimeOptions o;
   o.plugins_from_environment = false;  // the test must not depend on the caller's environment
   o.jit_cache = RuntimeOptions::kJitCacheOff;  // nor on what earlier runs left in a JIT cache
+  // Compile counts must not depend on when background compiles of the first tier's replacement
+  // finish: optimized from the start, unless a test is about tiering.
+  o.dispatch.tiering = false;
   return o;
 }
 
