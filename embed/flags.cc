@@ -295,6 +295,15 @@ void AddRuntimeFlags(FlagParser& flags, RuntimeOptions* options) {
                   "recently used evicted beyond 1 GiB), so a later process loads them instead "
                   "of compiling; off: compile every kernel",
                   &options->jit_cache, "$XDG_CACHE_HOME/kiln, else ~/.cache/kiln");
+  flags.AddCustom("--jit-tiering", "on|off",
+                  "on: a kernel's first call compiles it quickly (cheaper, slower code) and the "
+                  "optimized code is compiled in the background once it is hot; off: optimize "
+                  "at once",
+                  "on", false, [options](const std::string& v) -> Status {
+                    if (v != "on" && v != "off") return InvalidArgument("wants on or off");
+                    options->dispatch.tiering = v == "on";
+                    return Status::Ok();
+                  });
   AddPluginFlag(flags, options);
 }
 
