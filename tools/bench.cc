@@ -155,7 +155,8 @@ void PrintSweep(const BenchArgs& a, const LoadedFunction& f, const SweepResult& 
   f.runtime->WaitForBackgroundCompiles();
   RuntimeStats stats = f.runtime->stats();
   long long compiles = stats.dispatch.compilations, alive = stats.engine.cached_kernels,
-            freed = stats.engine.freed_kernels;
+            freed = stats.engine.freed_kernels, llvm = stats.engine.compilations,
+            first_tier = stats.engine.fast_compilations;
   double rss = CurrentRssMb(), peak_mb = PeakRssMb();
   if (a.json) {
     std::printf("{\"function\": \"%s\", \"sweep\": \"%s\", \"iters\": %d, %s, \"p50_ms\": [",
@@ -165,9 +166,10 @@ void PrintSweep(const BenchArgs& a, const LoadedFunction& f, const SweepResult& 
                   r.p50s[i].second);
     }
     std::printf(
-        "], \"jit_compiles\": %lld, \"kernels_alive\": %lld, \"kernels_freed\": %lld, "
-        "\"rss_after_first_mb\": %.1f, \"rss_mb\": %.1f, \"peak_rss_mb\": %.1f}\n",
-        compiles, alive, freed, r.rss_first_mb, rss, peak_mb);
+        "], \"jit_compiles\": %lld, \"llvm_compiles\": %lld, \"first_tier_compiles\": %lld, "
+        "\"kernels_alive\": %lld, \"kernels_freed\": %lld, \"rss_after_first_mb\": %.1f, "
+        "\"rss_mb\": %.1f, \"peak_rss_mb\": %.1f}\n",
+        compiles, llvm, first_tier, alive, freed, r.rss_first_mb, rss, peak_mb);
     return;
   }
   std::printf("%s @%s%s, %s from %lld to %lld, %d threads, %d iterations each after %d warm-up\n",
@@ -178,9 +180,10 @@ void PrintSweep(const BenchArgs& a, const LoadedFunction& f, const SweepResult& 
     std::printf("  %s=%-8lld p50 %10.3f ms\n", a.sweep.c_str(), static_cast<long long>(value), p50);
   }
   std::printf(
-      "  jit          %lld compilations, %lld kernels alive, %lld freed\n"
+      "  jit          %lld compilations (%lld by LLVM, %lld of them first tier), %lld kernels "
+      "alive, %lld freed\n"
       "  RSS          %10.1f MiB after the first value, %.1f MiB at the end (peak %.1f)\n",
-      compiles, alive, freed, r.rss_first_mb, rss, peak_mb);
+      compiles, llvm, first_tier, alive, freed, r.rss_first_mb, rss, peak_mb);
 }
 
 Status Sweep(const BenchArgs& a, const LoadedFunction& f) {
