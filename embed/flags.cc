@@ -304,6 +304,16 @@ void AddRuntimeFlags(FlagParser& flags, RuntimeOptions* options) {
                     options->dispatch.tiering = v == "on";
                     return Status::Ok();
                   });
+  flags.AddCustom("--jit-bucketing", "pow2|exact",
+                  "pow2: shapes whose varying dims are not powers of two share their "
+                  "power-of-two bucket's specialized kernels (compiled once per kernel); exact: "
+                  "every hot shape gets kernels of its own",
+                  "pow2", false, [options](const std::string& v) -> Status {
+                    if (v != "pow2" && v != "exact") return InvalidArgument("wants pow2 or exact");
+                    options->dispatch.bucketing =
+                        v == "pow2" ? jit::Bucketing::kPowerOfTwo : jit::Bucketing::kExact;
+                    return Status::Ok();
+                  });
   AddPluginFlag(flags, options);
 }
 

@@ -110,8 +110,8 @@ class FlagParser {
   std::vector<Positional> positionals_;
 };
 
-/// Adds --threads (RuntimeOptions::num_threads), --jit-cache, --jit-tiering
-/// (RuntimeOptions::dispatch.tiering) and --plugin (repeatable), writing into *options.
+/// Adds --threads (RuntimeOptions::num_threads), --jit-cache, --jit-tiering and --jit-bucketing
+/// (RuntimeOptions::dispatch) and --plugin (repeatable), writing into *options.
 void AddRuntimeFlags(FlagParser& flags, RuntimeOptions* options);
 /// Adds --plugin alone (programs that load vendors but run nothing).
 void AddPluginFlag(FlagParser& flags, RuntimeOptions* options);
