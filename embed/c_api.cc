@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -256,6 +257,7 @@ kiln_status* kiln_runtime_create(const kiln_runtime_options* options, kiln_runti
     o.num_threads = options->num_threads;
     if (options->jit_cache != nullptr) o.jit_cache = options->jit_cache;
     if (options->jit_cache_bytes > 0) o.jit_cache_bytes = options->jit_cache_bytes;
+    o.dispatch.tiering = options->jit_tiering_off == 0;
     if (options->allocator_cache_bytes > 0) {
       o.allocator_cache_bytes = options->allocator_cache_bytes;
     }
@@ -297,6 +299,30 @@ kiln_status* kiln_runtime_load_bytes(const kiln_runtime* r, const void* data, si
   if (!exe.ok()) return MakeStatus(exe.status());
   *out = new kiln_executable{std::move(*exe)};
   return nullptr;
+}
+
+kiln_status* kiln_runtime_warmup(const kiln_runtime* r, const kiln_executable* e,
+                                 const char* function, const char* const* dim_names,
+                                 const int64_t* dim_values, size_t num_dims) {
+  if (r == nullptr) return NullArgument("kiln_runtime_warmup", "runtime");
+  if (e == nullptr) return NullArgument("kiln_runtime_warmup", "executable");
+  if (num_dims > 0 && (dim_names == nullptr || dim_values == nullptr)) {
+    return NullArgument("kiln_runtime_warmup", dim_names == nullptr ? "dim_names" : "dim_values");
+  }
+  std::map<std::string, int64_t> dims;
+  for (size_t i = 0; i < num_dims; ++i) {
+    if (dim_names[i] == nullptr) {
+      std::string which = "dim_names[" + std::to_string(i) + "]";
+      return NullArgument("kiln_runtime_warmup", which.c_str());
+    }
+    if (!dims.emplace(dim_names[i], dim_values[i]).second || dim_values[i] < 0) {
+      return Error(KILN_INVALID_ARGUMENT, std::string("kiln_runtime_warmup: dim '") + dim_names[i] +
+                                              "' given twice or negative");
+    }
+  }
+  kiln::WarmupOptions options;
+  if (function != nullptr) options.function = function;
+  return MakeStatus(r->runtime->Warmup(e->exe, dims, options));
 }
 
 kiln_status* kiln_runtime_context_create(const kiln_runtime* r, const kiln_executable* e,

@@ -135,6 +135,8 @@ typedef struct kiln_runtime_options {
   const char* const* plugins;    /* vendor plugin .so paths (plus $KILN_PLUGINS) */
   size_t num_plugins;
   uint64_t jit_cache_bytes;      /* bound on the JIT cache directory (LRU); 0: 1 GiB */
+  int32_t jit_tiering_off;       /* nonzero: kernels are optimized at their first compile (no
+                                    cheap first tier; RuntimeOptions::dispatch.tiering) */
 } kiln_runtime_options;
 
 /* Counters since the runtime was created. */
@@ -160,6 +162,15 @@ kiln_status* kiln_runtime_load_bytes(const kiln_runtime* runtime, const void* da
 /* A context allocating from the runtime's allocator. */
 kiln_status* kiln_runtime_context_create(const kiln_runtime* runtime,
                                          const kiln_executable* executable, kiln_context** out);
+/* Compiles every kernel `function` (NULL or "": the entry) of `executable` needs at the shapes
+ * given by `num_dims` symbolic dims (dim_names[i] = dim_values[i]), before the first request, by
+ * one call on zero-filled inputs; returns once the optimized code of every kernel it reached is
+ * compiled, so an invoke at those shapes compiles nothing (kiln::Runtime::Warmup has the
+ * details). KILN_INVALID_ARGUMENT for a null argument, a missing, unnamed or unknown dim;
+ * KILN_NOT_FOUND for an unknown function; the call's error otherwise. */
+kiln_status* kiln_runtime_warmup(const kiln_runtime* runtime, const kiln_executable* executable,
+                                 const char* function, const char* const* dim_names,
+                                 const int64_t* dim_values, size_t num_dims);
 /* Zeros *out for a NULL runtime. */
 void kiln_runtime_get_stats(const kiln_runtime* runtime, kiln_runtime_stats* out);
 

@@ -133,6 +133,19 @@ void FlagParser::AddChoice(const std::string& names, const std::string& help,
   });
 }
 
+void FlagParser::AddSwitch(const std::string& names, const std::string& on,
+                           const std::string& off, const std::string& help,
+                           const std::string& default_text, std::function<void(bool)> set) {
+  AddCustom(names, on + "|" + off, help, default_text, false,
+            [on, off, set = std::move(set)](const std::string& v) {
+              if (v != on && v != off) {
+                return InvalidArgument("wants " + on + " or " + off + ", got '" + v + "'");
+              }
+              set(v == on);
+              return Status::Ok();
+            });
+}
+
 void FlagParser::AddList(const std::string& names, const std::string& metavar,
                          const std::string& help, std::vector<std::string>* out) {
   AddCustom(names, metavar, help, "", true, [out](const std::string& v) {
@@ -299,6 +312,19 @@ void AddRuntimeFlags(FlagParser& flags, RuntimeOptions* options) {
                 "fail to load when a vendor declines an external region or is not registered, "
                 "instead of running the region's fallback (kiln's JIT) with a notice",
                 &options->require_vendor);
+  flags.AddSwitch("--jit-tiering", "on", "off",
+                  "on: a kernel's first call compiles it quickly (cheaper, slower code) and the "
+                  "optimized code is compiled in the background once it is hot; off: optimize "
+                  "at once",
+                  "on", [options](bool on) { options->dispatch.tiering = on; });
+  flags.AddSwitch("--jit-bucketing", "pow2", "exact",
+                  "pow2: shapes whose varying dims are not powers of two share their "
+                  "power-of-two bucket's specialized kernels (compiled once per kernel); exact: "
+                  "every hot shape gets kernels of its own",
+                  "pow2", [options](bool pow2) {
+                    options->dispatch.bucketing =
+                        pow2 ? jit::Bucketing::kPowerOfTwo : jit::Bucketing::kExact;
+                  });
   AddPluginFlag(flags, options);
 }
 

@@ -57,6 +57,10 @@ class FlagParser {
   /// One of `choices` (the help lists them).
   void AddChoice(const std::string& names, const std::string& help,
                  const std::vector<std::string>& choices, std::string* out);
+  /// One of two words: calls set(value == on) (the help shows `on|off`, default `default_text`).
+  void AddSwitch(const std::string& names, const std::string& on, const std::string& off,
+                 const std::string& help, const std::string& default_text,
+                 std::function<void(bool)> set);
   /// Repeatable: each occurrence appends its value.
   void AddList(const std::string& names, const std::string& metavar, const std::string& help,
                std::vector<std::string>* out);
@@ -110,8 +114,8 @@ class FlagParser {
   std::vector<Positional> positionals_;
 };
 
-/// Adds --threads (RuntimeOptions::num_threads), --jit-cache, --require-vendor and --plugin
-/// (repeatable), writing into *options.
+/// Adds --threads (RuntimeOptions::num_threads), --jit-cache, --jit-tiering and --jit-bucketing
+/// (RuntimeOptions::dispatch), --require-vendor and --plugin (repeatable), writing into *options.
 void AddRuntimeFlags(FlagParser& flags, RuntimeOptions* options);
 /// Adds --plugin alone (programs that load vendors but run nothing).
 void AddPluginFlag(FlagParser& flags, RuntimeOptions* options);

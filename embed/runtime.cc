@@ -3,8 +3,11 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -192,6 +195,37 @@ std::shared_ptr<const Executable> KeepAlive(std::shared_ptr<const Executable> ex
   return std::shared_ptr<const Executable>(std::move(holder), raw);
 }
 
+// Zero-filled inputs for `sig` with its symbolic dims from `dims` (each name must be used).
+StatusOr<std::vector<Tensor>> ZeroInputs(const FunctionSignature& sig,
+                                         const std::map<std::string, int64_t>& dims,
+                                         Allocator& allocator) {
+  for (const auto& [name, value] : dims) {
+    if (std::find(sig.symbols.begin(), sig.symbols.end(), name) == sig.symbols.end()) {
+      return InvalidArgument("'" + sig.name + "' has no symbolic dim '" + name + "'");
+    }
+  }
+  std::vector<Tensor> inputs;
+  for (const ValueSpec& p : sig.params) {
+    if (p.is_tuple) return InvalidArgument("parameter " + p.ToString() + " is a tuple");
+    int64_t shape[kMaxRank];
+    for (size_t d = 0; d < p.shape.size(); ++d) {
+      const DimSpec& ds = p.shape[d];
+      auto it = ds.fixed() ? dims.end() : dims.find(ds.symbol);
+      if (!ds.fixed() && (ds.symbol.empty() || it == dims.end())) {
+        return InvalidArgument("parameter " + p.ToString() + ": dim " + std::to_string(d) +
+                               (ds.symbol.empty() ? " is symbolic and unnamed"
+                                                  : ": no value for '" + ds.symbol + "'"));
+      }
+      shape[d] = ds.fixed() ? ds.value : it->second;
+    }
+    ASSIGN_OR_RETURN(Shape s, Shape::Make(shape, static_cast<int>(p.shape.size())));
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Allocate(allocator, p.dtype, s));
+    std::memset(t.data(), 0, t.NumBytes());
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
 }  // namespace
 
 StatusOr<std::shared_ptr<Runtime>> Runtime::Create(const RuntimeOptions& options) {
@@ -267,6 +301,31 @@ RuntimeStats Runtime::stats() const {
   s.dispatch = state_->jit->stats();
   s.allocator = state_->allocator->stats();
   return s;
+}
+
+Status Runtime::Warmup(const std::shared_ptr<const Executable>& exe,
+                       const std::map<std::string, int64_t>& dims,
+                       const WarmupOptions& options) const {
+  if (exe == nullptr) return InvalidArgument("warm-up: null executable");
+  std::string name =
+      options.function.empty() ? std::string(exe->entry_function()) : options.function;
+  int index = exe->FindFunction(name);
+  if (index < 0) return NotFound("warm-up: no function '" + name + "'");
+  StatusOr<std::vector<Tensor>> inputs =
+      ZeroInputs(exe->signature(index), dims, *state_->allocator);
+  if (!inputs.ok()) return inputs.status().WithContext("warm-up");
+  StatusOr<std::unique_ptr<Context>> ctx = NewContext(exe);
+  if (!ctx.ok()) return ctx.status().WithContext("warm-up");
+  std::vector<Tensor> outputs;
+  {
+    // Kernels are selected (and compiled) on this thread: optimized at once, not twice.
+    std::optional<jit::OptimizedTierScope> optimized;
+    if (options.optimized) optimized.emplace();
+    Status s = (*ctx)->Invoke(index, *inputs, &outputs);
+    if (!s.ok()) return s.WithContext("warm-up");
+  }
+  if (options.optimized) WaitForBackgroundCompiles();
+  return Status::Ok();
 }
 
 void Runtime::WaitForBackgroundCompiles() const { state_->jit->WaitForBackgroundCompiles(); }

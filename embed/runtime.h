@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,8 +63,11 @@ struct RuntimeOptions {
   /// stderr per vendor. True: that fails the load instead, naming vendor and region
   /// (LoadOptions::require_vendor; `--require-vendor`).
   bool require_vendor = false;
-  /// Shape-keyed kernel dispatch: when a shape is hot enough to get a specialized variant, how
-  /// many shapes each kernel tracks (jit/dispatch.h).
+  /// Shape-keyed kernel dispatch (jit/dispatch.h): the first tier (dispatch.tiering: kernels a
+  /// request waits for compile quickly, optimized code follows in the background once they are
+  /// hot, or at once when the JIT cache is on, so the cache is filled with it), when a shape is
+  /// hot enough to get a specialized variant, how varying dims are bucketed and how many shapes
+  /// each kernel tracks.
   jit::DispatchOptions dispatch;
   /// madvise(WILLNEED) constant pages at load so the first run does not fault them one by one.
   bool prefetch_constants = true;
@@ -74,6 +78,16 @@ struct RuntimeOptions {
 
   static constexpr int kMaxThreads = 1024;
   static constexpr char kJitCacheOff[] = "off";
+};
+
+/// How Runtime::Warmup compiles.
+struct WarmupOptions {
+  /// The function to warm up; "" is the executable's entry function.
+  std::string function;
+  /// true: compile optimized code at once (no first tier) and wait for every background compile,
+  /// so that requests run at steady-state speed from the first. false: the first tier only
+  /// (cheaper; the optimized code then follows in the background once kernels are hot).
+  bool optimized = true;
 };
 
 /// The directory RuntimeOptions::jit_cache names (see there): empty for "off", or for the
@@ -130,9 +144,29 @@ class Runtime {
   StatusOr<std::unique_ptr<Context>> NewContext(std::shared_ptr<const Executable> exe,
                                                 const ContextOptions& options = {}) const;
 
+  /// Compiles every kernel and shape function that a call of `exe`'s function at the shapes
+  /// `dims` (a value for each symbolic dim of its parameters, by name) needs, before the first
+  /// request: so that an Invoke with inputs of those shapes compiles nothing. It does so by one
+  /// call on inputs of zeros, in a context of its own: running the function is the only way to
+  /// reach every kernel a request reaches, since shapes may depend on values kernels compute
+  /// (data-dependent shape functions, If/Loop) and kernels are bound to the shapes that result;
+  /// replaying shape functions and dispatch alone would need those values. Zeros are valid for
+  /// every dtype; a function whose data-dependent path differs for other values (NonZero, TopK
+  /// counts, loops on input values) may still compile kernels on the path zeros did not take.
+  /// External regions run too (vendors build their per-shape state). Returns when every compile
+  /// it started, in the background too, is done (with options.optimized). Call it any number of
+  /// times, e.g. once per shape a server declares; thread-safe like the rest.
+  /// Errors: InvalidArgument for a null or unbound `exe`, NotFound for an unknown function,
+  /// InvalidArgument naming a parameter whose symbolic dim is unnamed or has no value in `dims`
+  /// (or a name in `dims` no parameter uses); the call's own error otherwise, all prefixed with
+  /// "warm-up".
+  Status Warmup(const std::shared_ptr<const Executable>& exe,
+                const std::map<std::string, int64_t>& dims,
+                const WarmupOptions& options = {}) const;
+
   RuntimeStats stats() const;
-  /// Blocks until no background (specialization) compile is queued or running; for warm-up
-  /// and tests.
+  /// Blocks until no background (first-tier replacement or specialization) compile is queued or
+  /// running; for warm-up and tests.
   void WaitForBackgroundCompiles() const;
 
   /// The runtime's allocator (for input tensors); lives as long as the runtime's state.

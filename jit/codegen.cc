@@ -288,7 +288,8 @@ KernelModule::~KernelModule() {
 StatusOr<KernelModule> GenerateModule(const Kernel& kernel, const std::string& symbol,
                                       const TargetInfo& target, const CodegenOptions& options) {
   RETURN_IF_ERROR(ValidateKernel(kernel));
-  ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> machine, CreateTargetMachine(target));
+  ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> machine,
+                   CreateTargetMachine(target, options.first_tier));
   KernelModule out;
   out.context = std::make_unique<llvm::LLVMContext>();
   out.llvm_errors = std::make_shared<std::string>();
@@ -308,7 +309,7 @@ StatusOr<KernelModule> GenerateModule(const Kernel& kernel, const std::string& s
                          "(LLVM verifier: " + os.str() + ")");
   }
   if (options.optimize) {
-    status = OptimizeModule(*out.module, *machine, target, options.use_libmvec);
+    status = OptimizeModule(*out.module, *machine, target, options.use_libmvec, options.first_tier);
     if (!status.ok()) return status.WithContext("kernel '" + kernel.name + "'");
   }
   if (!out.llvm_errors->empty()) {

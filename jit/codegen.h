@@ -53,6 +53,10 @@ StatusOr<TargetInfo> DetectHostTarget();
 struct CodegenOptions {
   bool optimize = true;     // run the O3 pipeline (off only to inspect the raw code)
   bool use_libmvec = true;  // map vectorized math to glibc libmvec (_ZGV... symbols)
+  /// The cheap first tier (jit/engine.h, Tier::kFast): the O1 pipeline instead of O3 (when
+  /// `optimize`), and CreateTargetMachine's fast code generator. Never stored in the persistent
+  /// object cache.
+  bool first_tier = false;
 };
 
 /// One kernel generated into its own LLVM context and module (the unit ORC takes). Move-only.
@@ -73,10 +77,10 @@ struct KernelModule {
 
 /// Validates `kernel` (ValidateKernel), generates a module whose entry function is `symbol`,
 /// verifies the module (llvm::verifyModule, for every kernel: about 40 us, under 0.1% of the
-/// O3 pipeline alone) and, if options.optimize, runs O3 for `target`. Errors: kInvalidArgument
-/// from validation, kInvalidFormat when the verifier rejects the generated module, kInternal
-/// for another LLVM failure; messages name the kernel. Thread-safe (each call owns its
-/// context).
+/// O3 pipeline alone) and, if options.optimize, runs O3 (the first tier: O1) for `target`.
+/// Errors: kInvalidArgument from validation, kInvalidFormat when the verifier rejects the
+/// generated module, kInternal for another LLVM failure; messages name the kernel. Thread-safe
+/// (each call owns its context).
 StatusOr<KernelModule> GenerateModule(const Kernel& kernel, const std::string& symbol,
                                       const TargetInfo& target, const CodegenOptions& options = {});
 
@@ -90,11 +94,14 @@ inline constexpr const char* kIndexErrorSymbol = "kiln_index_error";
 
 // ---- Internal to jit/ (shared by codegen.cc, llvm_target.cc and engine.cc). ----
 
-/// A TargetMachine for `target` at -O3, or kInternal.
-StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const TargetInfo& target);
-/// Runs the O3 pipeline with libmvec mappings (when `use_libmvec`) on `module`.
+/// A TargetMachine for `target` at -O3 (`first_tier`: the fast code generator the first tier
+/// uses), or kInternal.
+StatusOr<std::unique_ptr<llvm::TargetMachine>> CreateTargetMachine(const TargetInfo& target,
+                                                                   bool first_tier = false);
+/// Runs the O3 pipeline (`first_tier`: the first tier's cheaper one) with libmvec mappings (when
+/// `use_libmvec`) on `module`.
 Status OptimizeModule(llvm::Module& module, llvm::TargetMachine& machine, const TargetInfo& target,
-                      bool use_libmvec);
+                      bool use_libmvec, bool first_tier = false);
 
 }  // namespace kiln::jit
 

@@ -90,9 +90,10 @@ class Folder {
   std::unordered_map<const ExprNode*, Expr> memo_;
 };
 
-StatusOr<KernelRef> CompileTimed(Engine& engine, DispatchCounters& counters, const Kernel& k) {
+StatusOr<KernelRef> CompileTimed(Engine& engine, DispatchCounters& counters, const Kernel& k,
+                                 Tier tier = Tier::kOptimized) {
   auto start = std::chrono::steady_clock::now();
-  StatusOr<KernelRef> fn = engine.Acquire(k);
+  StatusOr<KernelRef> fn = engine.Acquire(k, tier);
   auto nanos =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
@@ -101,7 +102,22 @@ StatusOr<KernelRef> CompileTimed(Engine& engine, DispatchCounters& counters, con
   return fn;
 }
 
+bool IsPowerOfTwo(int64_t v) { return v <= 0 || (v & (v - 1)) == 0; }
+
+// The smallest power of two >= v (v itself when v <= 1).
+int64_t RoundUpToPowerOfTwo(int64_t v) {
+  int64_t p = 1;
+  while (p < v && p < (int64_t{1} << 62)) p <<= 1;
+  return v <= 1 ? v : p;
+}
+
+thread_local int optimized_tier_scopes = 0;
+
 }  // namespace
+
+OptimizedTierScope::OptimizedTierScope() { ++optimized_tier_scopes; }
+OptimizedTierScope::~OptimizedTierScope() { --optimized_tier_scopes; }
+bool OptimizedTierScope::Active() { return optimized_tier_scopes > 0; }
 
 DispatchStats DispatchCounters::Snapshot() const {
   DispatchStats s;
@@ -111,6 +127,8 @@ DispatchStats DispatchCounters::Snapshot() const {
   s.specializations = specializations.load();
   s.evictions = evictions.load();
   s.aot_kernels = aot_kernels.load();
+  s.fast_generics = fast_generics.load();
+  s.tier_ups = tier_ups.load();
   s.compile_seconds = static_cast<double>(compile_nanos.load()) * 1e-9;
   return s;
 }
@@ -198,10 +216,6 @@ std::shared_ptr<KernelDispatcher> KernelDispatcher::Create(
     const DispatchOptions& options,
     const std::vector<std::pair<std::string, std::vector<int64_t>>>& hints, KernelRef generic) {
   std::shared_ptr<KernelDispatcher> d(new KernelDispatcher());
-  if (generic) {
-    d->generic_.store(generic.fn(), std::memory_order_release);
-    d->generic_code_ = std::move(generic);
-  }
   d->engine_ = std::move(engine);
   d->compiler_ = std::move(compiler);
   d->counters_ = std::move(counters);
@@ -209,6 +223,12 @@ std::shared_ptr<KernelDispatcher> KernelDispatcher::Create(
   d->options_ = options;
   d->table_ = std::make_shared<Table>();
   d->table_->counters = d->counters_;
+  if (generic) {
+    // Code compiled ahead of time is the optimized tier: nothing to tier up.
+    d->table_->generic_code = std::move(generic);
+    d->table_->generic_final.store(true, std::memory_order_relaxed);
+    d->table_->generic.store(d->table_->generic_code.fn(), std::memory_order_release);
+  }
   for (const Buffer& b : d->payload_.kernel.buffers) {
     d->key_offset_.push_back(d->key_size_);
     d->key_size_ += b->rank;
@@ -260,20 +280,63 @@ std::shared_ptr<KernelDispatcher> KernelDispatcher::Create(
 }
 
 StatusOr<KernelFn> KernelDispatcher::Generic() {
-  KernelFn fn = generic_.load(std::memory_order_acquire);
+  Table& t = *table_;
+  KernelFn fn = t.generic.load(std::memory_order_acquire);
   if (fn) return fn;
-  std::lock_guard<std::mutex> lock(generic_mu_);
-  fn = generic_.load(std::memory_order_acquire);
+  std::lock_guard<std::mutex> lock(t.generic_mu);
+  fn = t.generic.load(std::memory_order_acquire);
   if (fn) return fn;
-  if (!generic_error_.ok()) return generic_error_;
-  StatusOr<KernelRef> compiled = CompileTimed(*engine_, *counters_, payload_.kernel);
+  if (!t.generic_error.ok()) return t.generic_error;
+  Tier tier = options_.tiering && !OptimizedTierScope::Active() ? Tier::kFast : Tier::kOptimized;
+  StatusOr<KernelRef> compiled = CompileTimed(*engine_, *counters_, payload_.kernel, tier);
   if (!compiled.ok()) {
-    generic_error_ = compiled.status();
-    return generic_error_;
+    t.generic_error = compiled.status();
+    return t.generic_error;
   }
-  generic_code_ = *compiled;
-  generic_.store(compiled->fn(), std::memory_order_release);
+  t.generic_code = *compiled;
+  if (compiled->tier() == Tier::kFast) {
+    counters_->fast_generics.fetch_add(1);
+  } else {
+    t.generic_final.store(true);  // optimized already (e.g. from the persistent cache)
+  }
+  t.generic.store(compiled->fn(), std::memory_order_release);
   return compiled->fn();
+}
+
+void KernelDispatcher::CountFirstTierCall() {
+  Table& t = *table_;
+  int64_t calls = t.generic_calls.fetch_add(1, std::memory_order_relaxed) + 1;
+  // With a persistent cache the optimized code is compiled once for every later process, so it
+  // is worth compiling (and storing) at once.
+  int64_t threshold = engine_->object_cache_dir().empty() ? options_.tier_up_after : 1;
+  if (calls < threshold && !OptimizedTierScope::Active()) return;
+  if (t.tier_up_started.exchange(true)) return;
+  compiler_->Submit([weak = std::weak_ptr<Table>(table_), job = Job()] {
+    if (weak.expired()) return;
+    StatusOr<KernelRef> fn = CompileTimed(*job.engine, *job.counters, job.kernel, Tier::kOptimized);
+    std::shared_ptr<Table> table = weak.lock();
+    if (!table) return;
+    // Released after the lock; a call that loaded the first tier's address keeps running it
+    // safely: the engine frees that code only once no EpochGuard alive now remains.
+    KernelRef replaced;
+    {
+      std::lock_guard<std::mutex> lock(table->generic_mu);
+      // A failed optimized compile keeps the working first tier for good (not retried).
+      if (fn.ok()) {
+        replaced = std::move(table->generic_code);
+        table->generic_code = *fn;
+        table->generic.store(fn->fn(), std::memory_order_release);
+        table->counters->tier_ups.fetch_add(1);
+      }
+      table->generic_final.store(true);
+    }
+  });
+}
+
+Tier KernelDispatcher::generic_tier() const {
+  std::lock_guard<std::mutex> lock(table_->generic_mu);
+  if (!table_->generic_code) return options_.tiering ? Tier::kFast : Tier::kOptimized;
+  return table_->generic_code.tier();
 }
 
 KernelFn KernelDispatcher::FindHintVariant(const int64_t* key) const {
@@ -285,66 +348,113 @@ KernelFn KernelDispatcher::FindHintVariant(const int64_t* key) const {
   return nullptr;
 }
 
+KernelFn KernelDispatcher::Lookup(const int64_t* key, bool* submit, uint64_t* hash, Entry** hot,
+                                  KernelRef* evicted) {
+  Table& t = *table_;
+  const int n = key_size_;
+  if (t.first_key.empty()) {
+    t.first_key.assign(key, key + n);
+    t.varying.assign(n, false);
+  } else {
+    for (int p = 0; p < n; ++p) {
+      if (key[p] != t.first_key[p]) t.varying[p] = true;
+    }
+  }
+  // Shapes whose varying dims are all bucket bounds keep exact entries; others share a bucket.
+  bool exact = true;
+  if (options_.bucketing == Bucketing::kPowerOfTwo) {
+    for (int p = 0; p < n && exact; ++p) exact = !t.varying[p] || IsPowerOfTwo(key[p]);
+  }
+  int64_t table_key[kMaxShapeKey];
+  uint64_t h = 0x9e3779b97f4a7c15ull;
+  for (int p = 0; p < n; ++p) {
+    bool bucketed = !exact && t.varying[p];
+    table_key[p] = bucketed ? RoundUpToPowerOfTwo(key[p]) : key[p];
+    if (bucketed) h = (h ^ static_cast<uint64_t>(p + 1)) * 0x100000001b3ull;
+  }
+  h = HashKey(table_key, n) ^ (exact ? 0 : h);
+  auto it = t.entries.find(h);
+  if (it == t.entries.end()) {
+    if (static_cast<int>(t.entries.size()) >= options_.max_shapes) {
+      auto victim = t.entries.find(t.lru.back());
+      *evicted = std::move(victim->second.code);
+      t.entries.erase(victim);
+      t.lru.pop_back();
+      counters_->evictions.fetch_add(1);
+    }
+    t.lru.push_front(h);
+    it = t.entries.emplace(h, Entry()).first;
+    Entry& e = it->second;
+    e.key.assign(table_key, table_key + n);
+    e.exact = exact;
+    if (!exact) e.varying = t.varying;
+    e.lru = t.lru.begin();
+  } else {
+    t.lru.splice(t.lru.begin(), t.lru, it->second.lru);
+  }
+  Entry& e = it->second;
+  // A hash collision (another entry) just runs generic for the newcomer.
+  if (e.exact != exact || !std::equal(e.key.begin(), e.key.end(), table_key) ||
+      (!exact && e.varying != t.varying)) {
+    return nullptr;
+  }
+  if (KernelFn fn = e.code.fn()) return fn;
+  if (!e.pending && ++e.count >= options_.specialize_after) {
+    e.pending = true;
+    *submit = true;
+    *hash = h;
+    *hot = &e;
+  }
+  return nullptr;
+}
+
+void KernelDispatcher::SubmitSpecialization(uint64_t h, const Entry& entry, const int64_t* key) {
+  // Which key positions the variant folds: all for an exact entry, else those that never varied
+  // (their values are the same for every shape of the bucket).
+  std::vector<bool> fold_shape, fold_dim;
+  if (!entry.exact) {
+    for (bool v : entry.varying) fold_shape.push_back(!v);
+    for (const DimBinding& b : payload_.dim_bindings) {
+      fold_dim.push_back(fold_shape[key_offset_[b.buffer] + b.axis]);
+    }
+  }
+  std::weak_ptr<Table> weak = table_;
+  std::vector<int64_t> k(key, key + key_size_);
+  compiler_->Submit([weak, h, k = std::move(k), table_key = entry.key, job = Job(),
+                     fold_shape = std::move(fold_shape), fold_dim = std::move(fold_dim)] {
+    if (weak.expired()) return;
+    std::vector<const int64_t*> shapes;
+    for (int off : job.key_offset) shapes.push_back(k.data() + off);
+    std::vector<int64_t> dims;
+    for (const DimBinding& b : job.bindings) dims.push_back(k[job.key_offset[b.buffer] + b.axis]);
+    StatusOr<KernelRef> fn =
+        CompileTimed(*job.engine, *job.counters,
+                     SpecializeKernel(job.kernel, shapes, dims.data(), fold_dim, fold_shape));
+    std::shared_ptr<Table> table = weak.lock();
+    if (!table) return;
+    std::lock_guard<std::mutex> lock(table->mu);
+    auto it = table->entries.find(h);
+    // Evicted meanwhile: the variant is not installed (and freed with `fn`). A failed
+    // compile leaves the entry pending for good, so it is not retried on every call.
+    if (it == table->entries.end() || it->second.key != table_key || !fn.ok()) return;
+    it->second.code = *fn;
+    it->second.pending = false;
+    table->counters->specializations.fetch_add(1);
+  });
+}
+
 StatusOr<KernelFn> KernelDispatcher::Select(const int64_t* key) {
   ASSIGN_OR_RETURN(KernelFn generic, Generic());
   KernelFn fn = nullptr;
   Table& t = *table_;
   if (options_.specialize_after > 0 && options_.max_shapes > 0) {
-    uint64_t h = HashKey(key, key_size_);
     bool submit = false;
+    uint64_t h = 0;
+    Entry* hot = nullptr;
     KernelRef evicted;  // released after the lock: the last reference retires the code
-    {
-      std::lock_guard<std::mutex> lock(t.mu);
-      auto it = t.entries.find(h);
-      if (it == t.entries.end()) {
-        if (static_cast<int>(t.entries.size()) >= options_.max_shapes) {
-          auto victim = t.entries.find(t.lru.back());
-          evicted = std::move(victim->second.code);
-          t.entries.erase(victim);
-          t.lru.pop_back();
-          counters_->evictions.fetch_add(1);
-        }
-        t.lru.push_front(h);
-        it = t.entries.emplace(h, Entry()).first;
-        it->second.key.assign(key, key + key_size_);
-        it->second.lru = t.lru.begin();
-      } else {
-        t.lru.splice(t.lru.begin(), t.lru, it->second.lru);
-      }
-      Entry& e = it->second;
-      // A hash collision (different key) just runs generic for the newcomer.
-      if (std::equal(e.key.begin(), e.key.end(), key)) {
-        fn = e.code.fn();
-        if (!fn && !e.pending && ++e.count >= options_.specialize_after) {
-          e.pending = true;
-          submit = true;
-        }
-      }
-    }
-    if (submit) {
-      std::weak_ptr<Table> weak = table_;
-      std::vector<int64_t> k(key, key + key_size_);
-      compiler_->Submit([weak, h, k = std::move(k), job = Job()] {
-        if (weak.expired()) return;
-        std::vector<const int64_t*> shapes;
-        for (int off : job.key_offset) shapes.push_back(k.data() + off);
-        std::vector<int64_t> dims;
-        for (const DimBinding& b : job.bindings)
-          dims.push_back(k[job.key_offset[b.buffer] + b.axis]);
-        StatusOr<KernelRef> fn = CompileTimed(*job.engine, *job.counters,
-                                              SpecializeKernel(job.kernel, shapes, dims.data()));
-        std::shared_ptr<Table> table = weak.lock();
-        if (!table) return;
-        std::lock_guard<std::mutex> lock(table->mu);
-        auto it = table->entries.find(h);
-        // Evicted meanwhile: the variant is not installed (and freed with `fn`). A failed
-        // compile leaves the entry pending for good, so it is not retried on every call.
-        if (it == table->entries.end() || it->second.key != k || !fn.ok()) return;
-        it->second.code = *fn;
-        it->second.pending = false;
-        table->counters->specializations.fetch_add(1);
-      });
-    }
+    std::lock_guard<std::mutex> lock(t.mu);
+    fn = Lookup(key, &submit, &h, &hot, &evicted);
+    if (submit) SubmitSpecialization(h, *hot, key);
   }
   if (!fn && !t.hint_variants.empty()) fn = FindHintVariant(key);
   if (fn) {
@@ -352,6 +462,10 @@ StatusOr<KernelFn> KernelDispatcher::Select(const int64_t* key) {
     return fn;
   }
   counters_->misses.fetch_add(1, std::memory_order_relaxed);
+  if (!t.generic_final.load(std::memory_order_relaxed) &&
+      !t.tier_up_started.load(std::memory_order_relaxed)) {
+    CountFirstTierCall();
+  }
   return generic;
 }
 

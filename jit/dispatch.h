@@ -30,9 +30,34 @@ inline constexpr int kMaxDispatchDims = 64;
 /// Largest shape key (sum of the buffers' ranks).
 inline constexpr int kMaxShapeKey = 256;
 
+/// How the shape table groups the dims that vary from call to call (key positions seen with
+/// more than one value, learned per kernel). Dims that have never varied are always matched
+/// exactly and folded into specialized variants.
+enum class Bucketing {
+  /// Every shape is its own entry with a variant that folds every dim (one compile per value of
+  /// a varying dim).
+  kExact,
+  /// A varying dim's value is rounded up to a power of two: shapes whose varying dims all are
+  /// powers of two get exact variants as with kExact; every other shape shares its bucket's
+  /// entry, whose variant folds only the dims that never varied (the varying ones stay run-time
+  /// values, so it serves every shape in the bucket). Variants that fold the same dims are one
+  /// kernel to the engine, so those compile once per kernel, not once per bucket.
+  kPowerOfTwo,
+};
+
 struct DispatchOptions {
-  /// A shape seen this many times gets a specialized variant (0 or less: never specialize).
+  /// A shape (or bucket) seen this many times gets a specialized variant (0 or less: never
+  /// specialize).
   int specialize_after = 8;
+  Bucketing bucketing = Bucketing::kPowerOfTwo;
+  /// A kernel's generic variant is compiled at the first tier (Tier::kFast) on its first call,
+  /// and once it has served `tier_up_after` calls (one when the engine has a persistent cache,
+  /// which then stores the optimized code for later processes) the optimized generic variant is
+  /// compiled in the background and swapped in. A kernel found in the persistent cache is
+  /// optimized from its first call. false: the generic variant is optimized from the start
+  /// (pins O3, for tests and benchmarks).
+  bool tiering = true;
+  int tier_up_after = 2;
   /// Shapes tracked per kernel (counted or specialized); the least recently used is evicted.
   int max_shapes = 32;
   /// Largest number of hint buckets pre-specialized per kernel (the rest are ignored).
@@ -45,6 +70,8 @@ struct DispatchStats {
   int64_t hits = 0;             // calls served by a specialized variant
   int64_t misses = 0;           // calls served by the generic variant
   int64_t specializations = 0;  // specialized variants installed (hot shapes and hint buckets)
+  int64_t fast_generics = 0;    // generic variants compiled at the first tier
+  int64_t tier_ups = 0;         // optimized generic variants swapped in for first-tier ones
   int64_t evictions = 0;        // shape-table entries evicted
   double compile_seconds = 0;   // wall time in compilations (including engine cache hits)
   int64_t aot_kernels = 0;      // generic variants linked from code compiled ahead of time
@@ -53,7 +80,7 @@ struct DispatchStats {
 /// The shared, lock-free counters behind DispatchStats.
 struct DispatchCounters {
   std::atomic<int64_t> compilations{0}, hits{0}, misses{0}, specializations{0}, evictions{0},
-      aot_kernels{0};
+      aot_kernels{0}, fast_generics{0}, tier_ups{0};
   std::atomic<int64_t> compile_nanos{0};
   DispatchStats Snapshot() const;
 };
@@ -77,6 +104,20 @@ class BackgroundCompiler {
   std::thread thread_;
 };
 
+/// While an object of this class is alive on a thread, dispatchers called on that thread compile
+/// generic variants optimized at once, as if DispatchOptions::tiering were false: warm-up pays for
+/// the optimized code before the first request instead of compiling each kernel twice. Scopes
+/// nest; each thread has its own.
+class OptimizedTierScope {
+ public:
+  OptimizedTierScope();
+  ~OptimizedTierScope();
+  OptimizedTierScope(const OptimizedTierScope&) = delete;
+  OptimizedTierScope& operator=(const OptimizedTierScope&) = delete;
+  /// Whether a scope is alive on the calling thread.
+  static bool Active();
+};
+
 /// `kernel` with every runtime size folded to a constant: Dim(param b, axis a) becomes
 /// shapes[b][a] and kernel dim i becomes dims[i] (the dims stay in Kernel::dims, unused, so the
 /// ABI is unchanged). `fold_dim` limits folding to the kernel dims it marks and the buffer dims
@@ -87,11 +128,13 @@ Kernel SpecializeKernel(const Kernel& kernel, const std::vector<const int64_t*>&
 
 /// Chooses the compiled variant of one kernel for each call. The engine keeps only the variants
 /// some dispatcher holds: an evicted shape's variant is freed (DispatchOptions::max_shapes bounds
-/// the code per kernel). Thread-safe: Select takes one
-/// short lock around the table; compiles of specialized variants run on the BackgroundCompiler
-/// and are swapped in when done, so callers never wait for them (only the very first call waits
-/// for the generic variant). Destroying the last owner of the BackgroundCompiler (the provider
-/// or a dispatcher) waits for a compile in progress, so destroy them before the process exits.
+/// the code per kernel). Thread-safe: Select takes one short lock around the table; compiles of
+/// optimized generic and specialized variants run on the BackgroundCompiler and are swapped in
+/// when done, so callers never wait for them (only the first call waits, for the generic
+/// variant: first tier unless DispatchOptions::tiering is off). A variant swapped out stays valid
+/// for calls already running it: its code is freed only once no EpochGuard that could be running
+/// it is alive. Destroying the last owner of the BackgroundCompiler (the provider or a
+/// dispatcher) waits for a compile in progress, so destroy them before the process exits.
 class KernelDispatcher {
  public:
   /// `hints` name kernel dims (by Var name) bound to a buffer dim; each bucket value gets a
@@ -110,7 +153,8 @@ class KernelDispatcher {
   /// generic variant's compile error (kInvalidArgument / kInternal, naming the kernel).
   /// Call Select and the function it returns inside one EpochGuard (base/epoch.h): the variants
   /// the dispatcher holds are counted references (Engine::Acquire), so the code of an evicted
-  /// shape, or of a destroyed dispatcher, is freed once no guard can be running it.
+  /// shape, of a first tier replaced, or of a destroyed dispatcher, is freed once no guard can
+  /// be running it.
   StatusOr<KernelFn> Select(const int64_t* key);
 
   const Kernel& kernel() const { return payload_.kernel; }
@@ -119,10 +163,15 @@ class KernelDispatcher {
   int key_size() const { return key_size_; }
   /// Shapes currently tracked (tests of the cap).
   int tracked_shapes() const;
+  /// The tier of the generic variant now: kFast until the optimized one is swapped in (before
+  /// the first call, the tier the first call will compile).
+  Tier generic_tier() const;
 
  private:
   struct Entry {
-    std::vector<int64_t> key;
+    std::vector<int64_t> key;   // the table key (varying dims bucketed unless `exact`)
+    std::vector<bool> varying;  // the kernel's varying positions when the entry was made
+    bool exact = true;          // the variant folds every dim (else only the non-varying)
     int64_t count = 0;
     bool pending = false;
     KernelRef code;  // the specialized variant once compiled
@@ -137,11 +186,23 @@ class KernelDispatcher {
   // What background compiles write into. Tasks hold it weakly, so a task never owns (and so
   // never destroys) the dispatcher or the compiler thread it runs on.
   struct Table {
-    std::mutex mu;  // guards entries and lru
+    std::mutex mu;  // guards entries, lru, first_key and varying
     std::unordered_map<uint64_t, Entry> entries;
     std::list<uint64_t> lru;                                  // most recent first
+    std::vector<int64_t> first_key;                           // the first key seen
+    std::vector<bool> varying;  // key positions seen with a value other than first_key's
     std::vector<std::unique_ptr<HintVariant>> hint_variants;  // fixed after Create
     std::shared_ptr<DispatchCounters> counters;
+
+    // The generic variant. `generic` is published (release) after generic_code is written and
+    // replaced only under generic_mu, by the tier-up.
+    std::atomic<KernelFn> generic{nullptr};
+    std::atomic<bool> generic_final{false};  // optimized (or tier-up attempted): stop counting
+    std::atomic<bool> tier_up_started{false};
+    std::atomic<int64_t> generic_calls{0};  // calls served by the first tier
+    std::mutex generic_mu;
+    KernelRef generic_code;
+    Status generic_error;
   };
   // Everything a compile task needs, copied so that it does not touch the dispatcher.
   struct CompileJob {
@@ -154,7 +215,15 @@ class KernelDispatcher {
 
   KernelDispatcher() = default;
   StatusOr<KernelFn> Generic();
+  // Counts a call served by a first-tier generic variant and starts the tier-up at the
+  // threshold.
+  void CountFirstTierCall();
   KernelFn FindHintVariant(const int64_t* key) const;
+  // Under table_->mu: the specialized variant for `key` if compiled, counting the call and
+  // returning *submit = the entry's hash when it just became hot.
+  KernelFn Lookup(const int64_t* key, bool* submit, uint64_t* hash, Entry** hot,
+                  KernelRef* evicted);
+  void SubmitSpecialization(uint64_t hash, const Entry& entry, const int64_t* key);
   CompileJob Job() const;
 
   std::shared_ptr<Engine> engine_;
@@ -164,11 +233,6 @@ class KernelDispatcher {
   DispatchOptions options_;
   int key_size_ = 0;
   std::vector<int> key_offset_;  // per buffer: first key position of its dims
-
-  std::atomic<KernelFn> generic_{nullptr};
-  std::mutex generic_mu_;
-  KernelRef generic_code_;  // written once under generic_mu_, before generic_ is published
-  Status generic_error_;
 
   std::shared_ptr<Table> table_;
 };

@@ -9,6 +9,7 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/Error.h>
+#include <llvm/Target/TargetMachine.h>
 
 #include <algorithm>
 #include <atomic>
@@ -99,6 +100,8 @@ struct Engine::Impl : std::enable_shared_from_this<Engine::Impl> {
   struct Entry {
     uint64_t hash = 0;
     std::vector<uint64_t> form;  // CanonicalForm, compared on every hash hit
+    Tier tier = Tier::kOptimized;      // requested; part of the entry's identity
+    Tier produced = Tier::kOptimized;  // what the code is; written before the promise is set
     std::promise<StatusOr<KernelFn>> promise;
     std::shared_future<StatusOr<KernelFn>> result;
     // Guarded by Impl::mu:
@@ -120,12 +123,21 @@ struct Engine::Impl : std::enable_shared_from_this<Engine::Impl> {
   std::unordered_map<uint64_t, std::vector<std::shared_ptr<Entry>>> cache;
   EngineStats stats;
 
-  // The cache entry for `kernel`, inserted if new (then *compile is set: the caller compiles).
-  // `pin` pins it; otherwise it gains a holder.
-  std::shared_ptr<Entry> Find(const Kernel& kernel, bool pin, bool* compile);
+  // The cache entry for `kernel` at `tier`, inserted if new (then *compile is set: the caller
+  // compiles); for kFast, the finished optimized entry if there is one. `pin` pins it; otherwise
+  // it gains a holder.
+  std::shared_ptr<Entry> Find(const Kernel& kernel, Tier tier, bool pin, bool* compile);
+  // Whether `entry` holds working code now (without waiting).
+  static bool Finished(const std::shared_ptr<Entry>& entry);
   // Compiles into `entry` and fulfils its promise.
   void CompileInto(const Kernel& kernel, Entry& entry);
-  StatusOr<KernelFn> Compile(const Kernel& kernel, llvm::orc::ResourceTrackerSP* tracker);
+  // Compiles `kernel` at *tier, which a kFast request served from the persistent cache turns
+  // into kOptimized.
+  StatusOr<KernelFn> Compile(const Kernel& kernel, Tier* tier,
+                             llvm::orc::ResourceTrackerSP* tracker);
+  // The first tier: O1 and the fast code generator, compiled here and added as an object (so
+  // neither the LLJIT's O3 compiler nor the persistent cache sees it).
+  StatusOr<KernelFn> CompileFirstTier(const Kernel& kernel, llvm::orc::ResourceTrackerSP rt);
   // Links `object` into `entry` and fulfils its promise; false (nothing fulfilled, nothing
   // left behind) if it does not link.
   bool LinkInto(std::unique_ptr<llvm::MemoryBuffer> object, const std::string& symbol,
@@ -165,15 +177,26 @@ StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
-std::shared_ptr<Engine::Impl::Entry> Engine::Impl::Find(const Kernel& kernel, bool pin,
+bool Engine::Impl::Finished(const std::shared_ptr<Entry>& entry) {
+  return entry->result.wait_for(std::chrono::seconds(0)) == std::future_status::ready &&
+         entry->result.get().ok();
+}
+
+std::shared_ptr<Engine::Impl::Entry> Engine::Impl::Find(const Kernel& kernel, Tier tier, bool pin,
                                                         bool* compile) {
   std::vector<uint64_t> form_of = CanonicalForm(kernel);
   uint64_t hash = HashCanonicalForm(form_of);
   std::lock_guard<std::mutex> lock(mu);
-  std::shared_ptr<Entry> entry;
+  std::shared_ptr<Entry> entry, optimized;
   for (const auto& candidate : cache[hash]) {
-    if (candidate->form == form_of) entry = candidate;
+    if (candidate->form != form_of) continue;
+    if (candidate->tier == tier) entry = candidate;
+    // Better code at no cost; an optimized compile still running is not waited for.
+    if (tier == Tier::kFast && candidate->tier == Tier::kOptimized && Finished(candidate)) {
+      optimized = candidate;
+    }
   }
+  if (optimized) entry = optimized;
   *compile = !entry;
   if (entry) {
     ++stats.cache_hits;
@@ -181,6 +204,7 @@ std::shared_ptr<Engine::Impl::Entry> Engine::Impl::Find(const Kernel& kernel, bo
     entry = std::make_shared<Entry>();
     entry->hash = hash;
     entry->form = std::move(form_of);
+    entry->tier = tier;
     entry->result = entry->promise.get_future().share();
     cache[hash].push_back(entry);
     ++stats.cached_kernels;
@@ -196,12 +220,15 @@ std::shared_ptr<Engine::Impl::Entry> Engine::Impl::Find(const Kernel& kernel, bo
 void Engine::Impl::CompileInto(const Kernel& kernel, Entry& entry) {
   auto start = std::chrono::steady_clock::now();
   llvm::orc::ResourceTrackerSP tracker;
-  StatusOr<KernelFn> result = Compile(kernel, &tracker);
+  Tier tier = entry.tier;
+  StatusOr<KernelFn> result = Compile(kernel, &tier, &tracker);
   std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   {
     std::lock_guard<std::mutex> lock(mu);
     entry.tracker = std::move(tracker);
+    entry.produced = tier;
     ++stats.compilations;
+    if (tier == Tier::kFast) ++stats.fast_compilations;
     if (!result.ok()) ++stats.failures;
     stats.compile_seconds += took.count();
   }
@@ -241,14 +268,15 @@ void Engine::Impl::Free(const std::shared_ptr<Entry>& entry, uint64_t generation
 
 StatusOr<KernelFn> Engine::GetOrCompile(const Kernel& kernel) {
   bool compile = false;
-  std::shared_ptr<Impl::Entry> entry = impl_->Find(kernel, /*pin=*/true, &compile);
+  std::shared_ptr<Impl::Entry> entry =
+      impl_->Find(kernel, Tier::kOptimized, /*pin=*/true, &compile);
   if (compile) impl_->CompileInto(kernel, *entry);
   return entry->result.get();
 }
 
-StatusOr<KernelRef> Engine::Acquire(const Kernel& kernel) {
+StatusOr<KernelRef> Engine::Acquire(const Kernel& kernel, Tier tier) {
   bool compile = false;
-  std::shared_ptr<Impl::Entry> entry = impl_->Find(kernel, /*pin=*/false, &compile);
+  std::shared_ptr<Impl::Entry> entry = impl_->Find(kernel, tier, /*pin=*/false, &compile);
   KernelRef ref;
   // Holds from here, so that an error path releases the holder too.
   ref.hold_ = std::shared_ptr<void>(
@@ -257,6 +285,7 @@ StatusOr<KernelRef> Engine::Acquire(const Kernel& kernel) {
   StatusOr<KernelFn> fn = entry->result.get();
   if (!fn.ok()) return fn.status();
   ref.fn_ = *fn;
+  ref.tier_ = entry->produced;  // written before the promise was set
   return ref;
 }
 
@@ -264,7 +293,9 @@ StatusOr<KernelRef> Engine::AcquireObject(const Kernel& kernel,
                                           std::unique_ptr<llvm::MemoryBuffer> object,
                                           const std::string& symbol, bool* compiled) {
   bool compile = false;
-  std::shared_ptr<Impl::Entry> entry = impl_->Find(kernel, /*pin=*/false, &compile);
+  // Code compiled ahead of time is the optimized tier.
+  std::shared_ptr<Impl::Entry> entry =
+      impl_->Find(kernel, Tier::kOptimized, /*pin=*/false, &compile);
   KernelRef ref;
   ref.hold_ = std::shared_ptr<void>(
       entry.get(), [impl = impl_, entry](void*) { impl->Release(entry); });
@@ -274,6 +305,7 @@ StatusOr<KernelRef> Engine::AcquireObject(const Kernel& kernel,
   StatusOr<KernelFn> fn = entry->result.get();
   if (!fn.ok()) return fn.status();
   ref.fn_ = *fn;
+  ref.tier_ = entry->produced;  // written before the promise was set
   return ref;
 }
 
@@ -287,6 +319,7 @@ bool Engine::Impl::LinkInto(std::unique_ptr<llvm::MemoryBuffer> object, const st
       {
         std::lock_guard<std::mutex> lock(mu);
         entry.tracker = rt;
+        entry.produced = Tier::kOptimized;
         ++stats.aot_linked;
       }
       entry.promise.set_value(address->toPtr<KernelFn>());
@@ -329,7 +362,42 @@ KernelFn Engine::Impl::LoadCached(const std::string& key, const std::string& sym
   return nullptr;
 }
 
-StatusOr<KernelFn> Engine::Impl::Compile(const Kernel& kernel,
+StatusOr<KernelFn> Engine::Impl::CompileFirstTier(const Kernel& kernel,
+                                                  llvm::orc::ResourceTrackerSP rt) {
+  auto fail = [&](Status status) -> StatusOr<KernelFn> {
+    llvm::consumeError(rt->remove());
+    return status;
+  };
+  // Its own symbol space: never the persistent cache's "kiln_k..." names.
+  std::string symbol =
+      "kiln_t1_" + SanitizedName(kernel.name) + "_" + std::to_string(next_symbol.fetch_add(1));
+  CodegenOptions codegen = options.codegen;
+  codegen.first_tier = true;
+  ASSIGN_OR_RETURN(KernelModule generated, GenerateModule(kernel, symbol, target, codegen));
+  ASSIGN_OR_RETURN(std::unique_ptr<llvm::TargetMachine> machine,
+                   CreateTargetMachine(target, /*first_tier=*/true));
+  auto object = llvm::orc::SimpleCompiler(*machine)(*generated.module);
+  if (!object) {
+    return fail(Internal("kernel '" + kernel.name +
+                         "': first-tier code generation: " + ErrorText(object.takeError())));
+  }
+  if (!generated.llvm_errors->empty()) {
+    return fail(
+        Internal("kernel '" + kernel.name + "': LLVM code generation: " + *generated.llvm_errors));
+  }
+  if (llvm::Error error = jit->addObjectFile(rt, std::move(*object))) {
+    return fail(Internal("kernel '" + kernel.name +
+                         "': cannot add to the JIT: " + ErrorText(std::move(error))));
+  }
+  auto address = jit->lookup(symbol);
+  if (!address) {
+    return fail(
+        Internal("kernel '" + kernel.name + "': cannot link: " + ErrorText(address.takeError())));
+  }
+  return address->toPtr<KernelFn>();
+}
+
+StatusOr<KernelFn> Engine::Impl::Compile(const Kernel& kernel, Tier* tier,
                                          llvm::orc::ResourceTrackerSP* tracker) {
   DiskObjectCache* cache = object_cache.get();
   // Each kernel is a resource of its own, so that it can be freed alone. A failed kernel's
@@ -347,9 +415,16 @@ StatusOr<KernelFn> Engine::Impl::Compile(const Kernel& kernel,
     symbol = "kiln_" + key;
     if (KernelFn fn = LoadCached(key, symbol, rt)) {
       *tracker = rt;
+      *tier = Tier::kOptimized;
       return fn;
     }
-  } else {
+  }
+  if (*tier == Tier::kFast) {
+    StatusOr<KernelFn> fn = CompileFirstTier(kernel, rt);
+    if (fn.ok()) *tracker = rt;
+    return fn;
+  }
+  if (cache == nullptr) {
     symbol = "kiln_" + SanitizedName(kernel.name) + "_" +
              std::to_string(next_symbol.fetch_add(1));
   }

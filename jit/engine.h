@@ -24,9 +24,16 @@ struct EngineOptions {
   uint64_t object_cache_bytes = kDefaultObjectCacheBytes;
 };
 
+/// How much a compile optimizes. kFast is the first tier: kernels a request waits for are
+/// compiled quickly (O1 IR passes, LLVM's fast code generator; several times cheaper than O3, code
+/// slower) and replaced by their kOptimized variant, compiled in the background, once hot
+/// (jit/dispatch.h). kOptimized is the O3 pipeline, the only tier the persistent cache stores.
+enum class Tier { kFast, kOptimized };
+
 /// Counters since the engine was created (a consistent snapshot).
 struct EngineStats {
   int64_t compilations = 0;    // kernels generated and compiled, including failed attempts
+  int64_t fast_compilations = 0;  // of those, first-tier (Tier::kFast) compilations
   int64_t failures = 0;        // compilations that returned an error
   int64_t cache_hits = 0;      // requests served without compiling (including waits on a
                                // compilation another thread had started)
@@ -51,23 +58,27 @@ class KernelRef {
   KernelRef() = default;
   KernelFn fn() const { return fn_; }
   explicit operator bool() const { return fn_ != nullptr; }
+  /// The tier of the code: kOptimized also for a kFast request served by optimized code (from
+  /// the persistent cache, or already compiled in this engine).
+  Tier tier() const { return tier_; }
 
  private:
   friend class Engine;
   KernelFn fn_ = nullptr;
+  Tier tier_ = Tier::kOptimized;
   std::shared_ptr<void> hold_;
 };
 
 /// Compiles kernels to host machine code through ORC LLJIT.
 ///
 /// Thread-safe: any number of threads may call GetOrCompile at once. A kernel is compiled at most
-/// once per engine: concurrent requests for the same new kernel wait for the one compilation and
-/// receive the same function pointer (or the same error; failures are cached too, so a bad kernel
-/// is not recompiled on every request). Kernels are identified by structure (HashKernel +
-/// StructurallyEqual), not by name. Each kernel's code is its own ORC resource: kernels handed out
-/// by Acquire are freed when their last KernelRef is gone (so the cache holds what is in use);
-/// kernels handed out by GetOrCompile are pinned and live until the engine is destroyed. The
-/// engine's state lives on while KernelRefs or retired kernels refer to it.
+/// once per engine and tier: concurrent requests for the same new kernel wait for the one
+/// compilation and receive the same function pointer (or the same error; failures are cached too,
+/// so a bad kernel is not recompiled on every request). Kernels are identified by structure
+/// (HashKernel + StructurallyEqual), not by name. Each kernel's code is its own ORC resource:
+/// kernels handed out by Acquire are freed when their last KernelRef is gone (so the cache holds
+/// what is in use); kernels handed out by GetOrCompile are pinned and live until the engine is
+/// destroyed. The engine's state lives on while KernelRefs or retired kernels refer to it.
 class Engine {
  public:
   /// Creates the LLJIT for the host CPU and makes host symbols visible to it: the process (libm,
@@ -82,8 +93,11 @@ class Engine {
   /// for an invalid kernel, kInternal for an LLVM failure; messages name the kernel.
   StatusOr<KernelFn> GetOrCompile(const Kernel& kernel);
   /// As GetOrCompile, but counted instead of pinned (see KernelRef). A failed compile is cached
-  /// only while some request for it is still waiting.
-  StatusOr<KernelRef> Acquire(const Kernel& kernel);
+  /// only while some request for it is still waiting. Tier::kFast compiles the first tier
+  /// (cached in memory apart from the optimized code of the same kernel, never on disk) unless
+  /// optimized code is at hand without compiling: a finished optimized compile in this engine, or
+  /// an entry of the persistent cache. KernelRef::tier() says which was returned.
+  StatusOr<KernelRef> Acquire(const Kernel& kernel, Tier tier = Tier::kOptimized);
   /// As Acquire, but a kernel the engine does not hold yet is linked from `object` (code
   /// compiled ahead of time for it: a relocatable object, already checked by LoadCodeObject,
   /// that defines `symbol` with the KernelFn ABI) instead of compiled: no IR is generated. An

@@ -123,7 +123,7 @@ std::string ObjectCacheKey(const Kernel& kernel, const std::string& environment,
                            const CodegenOptions& options) {
   std::vector<uint64_t> form = CanonicalForm(kernel);
   std::string context = environment + "|" + (options.optimize ? "O3" : "O0") +
-                        (options.use_libmvec ? "|mvec" : "");
+                        (options.use_libmvec ? "|mvec" : "") + (options.first_tier ? "|tier1" : "");
   uint64_t a = Fnv1a(context.data(), context.size());
   a = Fnv1a(form.data(), form.size() * sizeof(uint64_t), a);
   uint64_t b =

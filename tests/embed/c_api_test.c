@@ -164,6 +164,16 @@ static void TestRuntime(void) {
   CHECK(kiln_runtime_create(NULL, &rt) == NULL);
   CHECK(kiln_runtime_load_file(rt, FixturePath(), &exe) == NULL);
   CHECK(kiln_runtime_context_create(rt, exe, &ctx) == NULL);
+  /* Warm-up at n = 2 (one call on zeros); the dims are checked against the signature. */
+  const char* names[2] = {"n", "m"};
+  int64_t values[2] = {2, 5};
+  CHECK(kiln_runtime_warmup(rt, exe, NULL, names, values, 1) == NULL);
+  ExpectError(kiln_runtime_warmup(rt, exe, "", names, values, 0), KILN_INVALID_ARGUMENT,
+              "no value for 'n'");
+  ExpectError(kiln_runtime_warmup(rt, exe, NULL, names, values, 2), KILN_INVALID_ARGUMENT, "'m'");
+  ExpectError(kiln_runtime_warmup(rt, exe, "nope", names, values, 1), KILN_NOT_FOUND, "nope");
+  ExpectError(kiln_runtime_warmup(rt, NULL, NULL, names, values, 1), KILN_INVALID_ARGUMENT,
+              "executable");
   kiln_runtime_get_stats(rt, &stats);
   CHECK(stats.jit_compilations == 0); /* the fixture has no kernels */
   kiln_executable_free(exe);

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -151,6 +152,9 @@ RuntimeOptions Quiet() {
   RuntimeOptions o;
   o.plugins_from_environment = false;  // the test must not depend on the caller's environment
   o.jit_cache = RuntimeOptions::kJitCacheOff;  // nor on what earlier runs left in a JIT cache
+  // Compile counts must not depend on when background compiles of the first tier's replacement
+  // finish: optimized from the start, unless a test is about tiering.
+  o.dispatch.tiering = false;
   return o;
 }
 
@@ -357,6 +361,78 @@ BOOST_AUTO_TEST_CASE(jit_cache_is_filled_and_reused_by_a_second_runtime) {
   st = RunAffineOnce(o, 6, 2.0f);
   BOOST_CHECK_EQUAL(st.engine.object_cache_hits, 4);
   BOOST_CHECK_EQUAL(st.engine.object_cache_misses, 0);
+}
+
+BOOST_AUTO_TEST_CASE(warmup_compiles_everything_so_the_first_invoke_compiles_nothing) {
+  RuntimeOptions o = Quiet();
+  o.dispatch.tiering = true;  // warm-up compiles optimized code all the same
+  auto rt = Runtime::Create(o);
+  BOOST_REQUIRE(rt.ok());
+  std::vector<uint8_t> bytes = BuildAffine();
+  auto exe = (*rt)->LoadBytes(bytes.data(), bytes.size());
+  BOOST_REQUIRE(exe.ok());
+  Status s = (*rt)->Warmup(*exe, {{"batch", 5}});
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  RuntimeStats warm = (*rt)->stats();
+  BOOST_CHECK_EQUAL(warm.engine.compilations, 4);  // two kernels, two shape functions
+  BOOST_CHECK_EQUAL(warm.engine.fast_compilations, 0);
+  auto ctx = (*rt)->NewContext(*exe);
+  BOOST_REQUIRE(ctx.ok());
+  RunAndCheck(**rt, **ctx, 5);
+  (*rt)->WaitForBackgroundCompiles();  // nothing was queued either
+  RuntimeStats after = (*rt)->stats();
+  BOOST_CHECK_EQUAL(after.engine.compilations, warm.engine.compilations);
+  BOOST_CHECK_EQUAL(after.dispatch.compilations, warm.dispatch.compilations);
+  BOOST_CHECK_EQUAL(after.dispatch.tier_ups, 0);
+
+  auto fails = [&](std::shared_ptr<const Executable> e, std::map<std::string, int64_t> dims,
+                   WarmupOptions options, StatusCode code, const std::string& text) {
+    Status st = (*rt)->Warmup(e, dims, options);
+    BOOST_CHECK_MESSAGE(st.code() == code && st.message().find(text) != std::string::npos &&
+                            st.message().find("warm-up") != std::string::npos,
+                        st.ToString());
+  };
+  fails(*exe, {}, {}, StatusCode::kInvalidArgument, "no value for 'batch'");
+  fails(*exe, {{"batch", 1}, {"seq", 2}}, {}, StatusCode::kInvalidArgument, "'seq'");
+  fails(*exe, {{"batch", 1}}, {"nope", true}, StatusCode::kNotFound, "'nope'");
+  fails(nullptr, {{"batch", 1}}, {}, StatusCode::kInvalidArgument, "null executable");
+}
+
+BOOST_AUTO_TEST_CASE(with_a_jit_cache_the_optimized_tier_is_stored_and_used_from_the_first_call) {
+  std::string dir = TempDir() + "/tier_cache";
+  std::filesystem::remove_all(dir);
+  RuntimeOptions o = Quiet();
+  o.jit_cache = dir;
+  o.dispatch.tiering = true;
+  std::vector<uint8_t> bytes = BuildAffine();
+  for (int process = 0; process < 2; ++process) {
+    auto rt = Runtime::Create(o);
+    BOOST_REQUIRE(rt.ok());
+    auto exe = (*rt)->LoadBytes(bytes.data(), bytes.size());
+    BOOST_REQUIRE(exe.ok());
+    auto ctx = (*rt)->NewContext(*exe);
+    BOOST_REQUIRE(ctx.ok());
+    RunAndCheck(**rt, **ctx, 3);
+    (*rt)->WaitForBackgroundCompiles();
+    RunAndCheck(**rt, **ctx, 3);
+    RuntimeStats st = (*rt)->stats();
+    if (process == 0) {
+      // The first tier answered; its replacement was compiled at once (a cache makes it worth
+      // it) and stored.
+      BOOST_CHECK_EQUAL(st.engine.fast_compilations, 4);
+      BOOST_CHECK_EQUAL(st.dispatch.tier_ups, 4);
+      BOOST_CHECK_EQUAL(st.engine.object_cache_hits, 0);
+      int files = 0;
+      for (const auto& e : std::filesystem::directory_iterator(dir))
+        files += e.path().extension() == ".o";
+      BOOST_CHECK_EQUAL(files, 4);  // optimized objects only: the first tier is never stored
+    } else {
+      // Found in the cache: optimized from the first call, nothing compiled.
+      BOOST_CHECK_EQUAL(st.engine.fast_compilations, 0);
+      BOOST_CHECK_EQUAL(st.dispatch.tier_ups, 0);
+      BOOST_CHECK_EQUAL(st.engine.object_cache_hits, 4);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bad_options_are_clear_errors) {

@@ -1,11 +1,14 @@
-// Tests for jit/dispatch: hot-shape specialization, the bounded table, bucket hints, concurrency.
+// Tests for jit/dispatch: hot-shape specialization, the bounded table, bucket hints, concurrency,
+// the first tier and its replacement, bucketing of varying dims.
 #define BOOST_TEST_MODULE dispatch_test
 #include "jit/dispatch.h"
 
 #include <atomic>
 #include <boost/test/unit_test.hpp>
+#include <cmath>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -25,6 +28,15 @@ std::shared_ptr<Engine> TestEngine() {
     return new std::shared_ptr<Engine>(std::move(*e));
   }();
   return *engine;
+}
+
+// The configuration the exact-shape tests below pin: generic variants optimized from the start
+// (no first tier) and one entry per shape (no bucketing of varying dims).
+JitProviderOptions ExactOptions() {
+  JitProviderOptions options;
+  options.dispatch.tiering = false;
+  options.dispatch.bucketing = Bucketing::kExact;
+  return options;
 }
 
 Kernel AddKernel() {
@@ -88,7 +100,7 @@ std::vector<float> RunAdd(TensorFunction& fn, int64_t n, int64_t m) {
 }
 
 BOOST_AUTO_TEST_CASE(hot_shape_gets_a_specialized_variant_with_identical_results) {
-  JitProviderOptions options;
+  JitProviderOptions options = ExactOptions();
   options.dispatch.specialize_after = 3;
   JitKernelProvider provider(TestEngine(), options);
   PreparedKernel add = Prepare(provider, AddKernel());
@@ -119,7 +131,7 @@ BOOST_AUTO_TEST_CASE(specialization_folds_every_runtime_size) {
 }
 
 BOOST_AUTO_TEST_CASE(table_is_bounded_with_lru_eviction) {
-  JitProviderOptions options;
+  JitProviderOptions options = ExactOptions();
   options.dispatch.specialize_after = 2;
   options.dispatch.max_shapes = 4;
   JitKernelProvider provider(TestEngine(), options);
@@ -145,7 +157,7 @@ BOOST_AUTO_TEST_CASE(dispatch_hints_are_pre_specialized) {
   Var n("n"), i("i");
   Kernel k{
       "double", {x, y}, {n}, For(i, n, ForKind::kVectorized, Store(y, {i}, Load(x, {i}) * 2.0f))};
-  JitProviderOptions options;
+  JitProviderOptions options = ExactOptions();
   options.dispatch.specialize_after = 0;  // hints only
   JitKernelProvider provider(TestEngine(), options);
   PreparedKernel dbl = Prepare(provider, k, {{0, 0}}, {{"n", {4, 16}}});
@@ -163,7 +175,7 @@ BOOST_AUTO_TEST_CASE(dispatch_hints_are_pre_specialized) {
 }
 
 BOOST_AUTO_TEST_CASE(eight_threads_at_mixed_shapes) {
-  JitProviderOptions options;
+  JitProviderOptions options = ExactOptions();
   options.dispatch.specialize_after = 4;
   JitKernelProvider provider(TestEngine(), options);
   PreparedKernel add = Prepare(provider, AddKernel());
@@ -209,7 +221,7 @@ BOOST_AUTO_TEST_CASE(functions_outlive_the_provider) {
   std::unique_ptr<TensorFunction> fn;
   std::vector<uint8_t> payload;
   {
-    JitProviderOptions options;
+    JitProviderOptions options = ExactOptions();
     options.dispatch.specialize_after = 1;
     JitKernelProvider provider(TestEngine(), options);
     PreparedKernel add = Prepare(provider, AddKernel());
@@ -226,7 +238,7 @@ BOOST_AUTO_TEST_CASE(evicted_and_unloaded_variants_are_freed) {
   StatusOr<std::unique_ptr<Engine>> created = Engine::Create();
   BOOST_REQUIRE(created.ok());
   std::shared_ptr<Engine> engine = std::move(*created);
-  JitProviderOptions options;
+  JitProviderOptions options = ExactOptions();
   options.dispatch.specialize_after = 1;
   options.dispatch.max_shapes = 2;
   {
@@ -252,6 +264,154 @@ BOOST_AUTO_TEST_CASE(evicted_and_unloaded_variants_are_freed) {
   // Function and provider gone: the generic variant and the m = 20 and m = 1 ones are freed.
   BOOST_TEST(engine->stats().cached_kernels == 0);
   BOOST_TEST(engine->stats().freed_kernels == 22);
+}
+
+// ---- The first tier and bucketing. ----
+
+// A fresh engine, so that its compile counters belong to one test.
+std::shared_ptr<Engine> FreshEngine() {
+  auto e = Engine::Create();
+  BOOST_REQUIRE_MESSAGE(e.ok(), e.status().ToString());
+  return std::shared_ptr<Engine>(std::move(*e));
+}
+
+constexpr int64_t kM = 9, kK = 67, kN = 21;  // odd sizes: vector tails at every level
+
+// Runs the matmul on fixed data and checks it against a double-precision reference; returns ""
+// or what is wrong (no Boost.Test macros: threads call it). Both tiers sum K products in float,
+// in different orders (the optimized one vectorizes the reduction and may contract into FMA,
+// which the kernel allows), so each is within gamma_K = K u / (1 - K u) times sum |a b| of the
+// exact value (u = 2^-24): that bound is the tolerance (so the two tiers agree within twice it).
+std::string MatmulError(TensorFunction& fn) {
+  std::vector<float> a = Random(kM * kK, 5), b = Random(kK * kN, 6), c(kM * kN, -1.0f);
+  Tensor ta = Wrap(a, {kM, kK}), tb = Wrap(b, {kK, kN}), tc = Wrap(c, {kM, kN});
+  const Tensor* args[] = {&ta, &tb, &tc};
+  Status s = fn.Run(args, 2, 1);
+  if (!s.ok()) return s.ToString();
+  const double u = std::ldexp(1.0, -24), gamma = kK * u / (1 - kK * u);
+  for (int64_t i = 0; i < kM; ++i) {
+    for (int64_t j = 0; j < kN; ++j) {
+      double exact = 0, magnitude = 0;
+      for (int64_t k = 0; k < kK; ++k) {
+        exact += double(a[i * kK + k]) * b[k * kN + j];
+        magnitude += std::fabs(double(a[i * kK + k]) * b[k * kN + j]);
+      }
+      double got = c[i * kN + j];
+      if (std::fabs(got - exact) > gamma * magnitude) {
+        return "c[" + std::to_string(i) + ", " + std::to_string(j) + "] = " + std::to_string(got) +
+               ", exact " + std::to_string(exact) + ", bound " + std::to_string(gamma * magnitude);
+      }
+    }
+  }
+  return "";
+}
+
+void RunMatmul(TensorFunction& fn) {
+  std::string error = MatmulError(fn);
+  BOOST_REQUIRE_MESSAGE(error.empty(), error);
+}
+
+BOOST_AUTO_TEST_CASE(first_tier_runs_first_then_the_optimized_variant_is_swapped_in) {
+  std::shared_ptr<Engine> engine = FreshEngine();
+  JitProviderOptions options;
+  options.dispatch.tiering = true;
+  options.dispatch.tier_up_after = 2;
+  options.dispatch.specialize_after = 0;  // the generic variant alone
+  JitKernelProvider provider(engine, options);
+  PreparedKernel mm = Prepare(provider, MatmulKernel("mm"));
+
+  RunMatmul(*mm.fn);  // compiles the first tier and runs it (checked as the optimized one is)
+  provider.WaitForBackgroundCompiles();  // nothing queued: one call is not hot yet
+  BOOST_TEST(engine->stats().compilations == 1);
+  BOOST_TEST(engine->stats().fast_compilations == 1);
+  BOOST_TEST(provider.stats().fast_generics == 1);
+  BOOST_TEST(provider.stats().tier_ups == 0);
+
+  RunMatmul(*mm.fn);  // the second call makes it hot: the optimized compile is queued
+  // Calls racing the swap run whichever variant they selected; the replaced code stays valid.
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 3; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) failures += !MatmulError(*mm.fn).empty();
+    });
+  }
+  for (auto& th : threads) th.join();
+  BOOST_TEST(failures.load() == 0);
+  provider.WaitForBackgroundCompiles();
+  BOOST_TEST(provider.stats().tier_ups == 1);
+  BOOST_TEST(engine->stats().compilations == 2);  // first tier + optimized, nothing else
+  BOOST_TEST(engine->stats().fast_compilations == 1);
+
+  RunMatmul(*mm.fn);  // the optimized variant
+  BOOST_TEST(engine->stats().compilations == 2);
+  BOOST_TEST(provider.stats().misses == 1 + 1 + 60 + 1);  // every call ran a generic variant
+}
+
+BOOST_AUTO_TEST_CASE(tiering_off_compiles_the_optimized_variant_once) {
+  std::shared_ptr<Engine> engine = FreshEngine();
+  JitProviderOptions options;
+  options.dispatch.tiering = false;
+  options.dispatch.specialize_after = 0;
+  JitKernelProvider provider(engine, options);
+  PreparedKernel mm = Prepare(provider, MatmulKernel("mm"));
+  for (int i = 0; i < 5; ++i) RunMatmul(*mm.fn);
+  provider.WaitForBackgroundCompiles();
+  BOOST_TEST(engine->stats().compilations == 1);
+  BOOST_TEST(engine->stats().fast_compilations == 0);
+  BOOST_TEST(provider.stats().fast_generics == 0);
+  BOOST_TEST(provider.stats().tier_ups == 0);
+}
+
+BOOST_AUTO_TEST_CASE(warm_up_scope_compiles_optimized_at_once) {
+  std::shared_ptr<Engine> engine = FreshEngine();
+  JitProviderOptions options;  // tiering on
+  options.dispatch.specialize_after = 0;
+  JitKernelProvider provider(engine, options);
+  PreparedKernel mm = Prepare(provider, MatmulKernel("mm"));
+  {
+    OptimizedTierScope scope;
+    BOOST_TEST(OptimizedTierScope::Active());
+    RunMatmul(*mm.fn);
+  }
+  BOOST_TEST(!OptimizedTierScope::Active());
+  for (int i = 0; i < 3; ++i) RunMatmul(*mm.fn);
+  provider.WaitForBackgroundCompiles();
+  BOOST_TEST(engine->stats().compilations == 1);
+  BOOST_TEST(engine->stats().fast_compilations == 0);
+}
+
+// Compiles over a sweep of add at [3, m], m = 1..64, every shape made hot at once.
+int64_t SweepCompiles(Bucketing bucketing, DispatchStats* stats) {
+  std::shared_ptr<Engine> engine = FreshEngine();
+  JitProviderOptions options;
+  options.dispatch.tiering = false;
+  options.dispatch.bucketing = bucketing;
+  options.dispatch.specialize_after = 1;
+  options.dispatch.max_shapes = 64;
+  JitKernelProvider provider(engine, options);
+  PreparedKernel add = Prepare(provider, AddKernel());
+  for (int64_t m = 1; m <= 64; ++m) {
+    RunAdd(*add.fn, 3, m);  // generic (or an earlier bucket's variant), checked exactly
+    provider.WaitForBackgroundCompiles();
+    RunAdd(*add.fn, 3, m);  // the variant for m's entry, checked exactly
+  }
+  *stats = provider.stats();
+  return engine->stats().compilations;
+}
+
+BOOST_AUTO_TEST_CASE(bucketing_bounds_the_variants_compiled_over_a_sweep) {
+  DispatchStats exact, pow2;
+  // One variant per value of m, plus the generic one.
+  BOOST_TEST(SweepCompiles(Bucketing::kExact, &exact) == 1 + 64);
+  BOOST_TEST(exact.specializations == 64);
+  BOOST_TEST(exact.hits == 64);
+  // m = 1, 2, 4, ..., 64 get exact variants (7); every other m shares its bucket's entry, whose
+  // variant folds only n (m varies): one kernel for the engine whichever the bucket.
+  BOOST_TEST(SweepCompiles(Bucketing::kPowerOfTwo, &pow2) == 1 + 7 + 1);
+  // Installed: 7 exact entries and the buckets 4 (m = 3), 8, 16, 32, 64 (m = 5..63 but not 2^k).
+  BOOST_TEST(pow2.specializations == 7 + 5);
+  BOOST_TEST(pow2.hits == 64 + 64 - 7 - 5);  // second calls, and first calls of a hot bucket
 }
 
 }  // namespace

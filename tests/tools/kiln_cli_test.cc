@@ -733,10 +733,11 @@ std::string CompileAddReluOnJit(const std::string& name) {
 }
 
 // Shapes that come and go: every value gets its own p50, and the JIT keeps only the variants of
-// the shapes it still tracks (32 per kernel by default), freeing the rest.
+// the shapes it still tracks (32 per kernel by default), freeing the rest (with one variant per
+// shape: --jit-bucketing exact).
 BOOST_AUTO_TEST_CASE(bench_sweep_measures_each_shape_and_frees_evicted_variants) {
   std::string exe = CompileAddReluOnJit("sweep");
-  Result r = Kiln("bench " + exe + " --sweep N=1:40 --iters 1 --json");
+  Result r = Kiln("bench " + exe + " --sweep N=1:40 --iters 1 --json --jit-bucketing exact");
   BOOST_TEST(r.code == 0, r.out);
   BOOST_TEST(Contains(r.out, "\"p50_ms\": [[1, "), r.out);
   BOOST_TEST(Contains(r.out, "[40, "), r.out);
@@ -747,6 +748,13 @@ BOOST_AUTO_TEST_CASE(bench_sweep_measures_each_shape_and_frees_evicted_variants)
   BOOST_TEST(std::fmod(freed, 8.0) == 0.0, r.out);
   BOOST_TEST(alive <= freed / 8.0 * 33.0 + 2.0, r.out);  // + unspecialized kernels
   BOOST_TEST(JsonNumber(r.out, "rss_mb") > 1.0, r.out);
+  double exact_compiles = JsonNumber(r.out, "llvm_compiles");
+  // Power-of-two buckets (the default): exact variants for N = 1, 2, 4, ..., 32 only; every
+  // other N shares its bucket's variant, one kernel to LLVM. Nothing needs evicting.
+  r = Kiln("bench " + exe + " --sweep N=1:40 --iters 1 --json");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(JsonNumber(r.out, "llvm_compiles") < exact_compiles / 2, r.out);
+  BOOST_TEST(JsonNumber(r.out, "kernels_freed") <= 2.0, r.out);  // the first tiers replaced
   r = Kiln("bench " + exe + " --sweep N=3:4 --iters 2");
   BOOST_TEST(r.code == 0, r.out);
   BOOST_TEST(Contains(r.out, "N=3 "), r.out);
