@@ -7,6 +7,7 @@
 #include <set>
 #include <vector>
 
+#include "compiler/onnx/function_expand.h"
 #include "compiler/onnx/tensor_import.h"
 #include "compiler/ops/registry.h"
 
@@ -57,6 +58,11 @@ class Importer {
       return InvalidFormat("the model's graph '" + model.graph().name() +
                            "' has no outputs: there is nothing to compute");
     }
+    const OpRegistry& registry = OpRegistry::Global();
+    RETURN_IF_ERROR(onnx_import::ExpandFunctions(
+        model, [&registry](std::string_view domain, std::string_view op_type, int64_t opset) {
+          return registry.Find(domain, op_type, opset) != nullptr;
+        }));
     ForEachGraph(model.graph(), [this](const onnx::GraphProto& g) { ReserveDimParams(g); });
     RETURN_IF_ERROR(CheckOpsSupported(model.graph()));
     ASSIGN_OR_RETURN(Graph graph, ImportGraph(*model.mutable_graph(), nullptr, true));
