@@ -219,8 +219,10 @@ StatusOr<UnaryFn> UnaryFunction(const LowerContext& ctx) {
     });
   }
   if (op == "Selu") {
-    ASSIGN_OR_RETURN(float alpha, attr("alpha", 1.67326319217681884765625f));
-    ASSIGN_OR_RETURN(float gamma, attr("gamma", 1.05070102214813232421875f));
+    // Selu-1 had rounder defaults; Selu-6 states them to float precision.
+    bool v1 = ctx.opset() < 6;
+    ASSIGN_OR_RETURN(float alpha, attr("alpha", v1 ? 1.6732f : 1.67326319217681884765625f));
+    ASSIGN_OR_RETURN(float gamma, attr("gamma", v1 ? 1.0507f : 1.05070102214813232421875f));
     return UnaryFn([alpha, gamma](Lets&, Expr x) {
       Expr neg = (jit::Exp(x) * C(x, alpha) - C(x, alpha)) * C(x, gamma);
       return Select(jit::Le(x, C(x, 0)), neg, x * C(x, gamma));

@@ -80,9 +80,14 @@ class Importer {
     // A model may import only other domains; its nodes then fail the op check by domain.
     auto it = opsets_.find("");
     if (it != opsets_.end() && (it->second < kMinOnnxOpset || it->second > kMaxOnnxOpset)) {
-      return Unsupported("the model imports ai.onnx opset " + std::to_string(it->second) +
-                         "; kiln supports " + std::to_string(kMinOnnxOpset) + " to " +
-                         std::to_string(kMaxOnnxOpset));
+      std::string msg = "the model imports ai.onnx opset " + std::to_string(it->second) +
+                        "; kiln supports " + std::to_string(kMinOnnxOpset) + " to " +
+                        std::to_string(kMaxOnnxOpset);
+      if (it->second > kMaxOnnxOpset) {
+        msg += " (convert the model with onnx.version_converter.convert_version(model, " +
+               std::to_string(kMaxOnnxOpset) + "))";
+      }
+      return Unsupported(msg);
     }
     return Status::Ok();
   }
