@@ -262,7 +262,7 @@ StatusOr<UnaryFn> UnaryFunction(const LowerContext& ctx) {
                     Select(jit::Gt(f, C(f, lambd)), f - C(f, bias), C(f, 0)));
     });
   }
-  if (op == "Not") return UnaryFn([](Lets&, Expr x) { return jit::Not(x); });
+  if (op == "Not" || op == "BitwiseNot") return UnaryFn([](Lets&, Expr x) { return jit::Not(x); });
   if (op == "IsNaN") return UnaryFn([](Lets&, Expr x) { return jit::IsNan(x); });
   if (op == "IsInf") {
     ASSIGN_OR_RETURN(int64_t neg, ctx.GetInt("detect_negative", 1));
@@ -327,6 +327,12 @@ Status LowerBinary(LowerContext& ctx) {
     f = [](Expr a, Expr b) { return jit::Or(a, b); };
   } else if (op == "Xor") {
     f = [](Expr a, Expr b) { return jit::Ne(a, b); };
+  } else if (op == "BitwiseAnd") {
+    f = [](Expr a, Expr b) { return jit::And(a, b); };
+  } else if (op == "BitwiseOr") {
+    f = [](Expr a, Expr b) { return jit::Or(a, b); };
+  } else if (op == "BitwiseXor") {
+    f = [](Expr a, Expr b) { return jit::And(jit::Or(a, b), jit::Not(jit::And(a, b))); };
   } else if (op == "Equal") {
     f = [](Expr a, Expr b) { return jit::Eq(a, b); };
   } else if (op == "Less") {
@@ -692,6 +698,7 @@ void AddElementwiseLowerings(LoweringTable& table) {
       {"HardSwish", 14}, {"ThresholdedRelu", 10},
       {"Shrink", 9},     {"Not", 1},
       {"IsNaN", 9},      {"IsInf", 10},
+      {"BitwiseNot", 18},
   };
   for (const Entry& e : kUnary) table.MustAdd({e.op, e.since, kMax, LowerUnary, SameShape});
   const Entry kBinary[] = {{"Add", 7},          {"Sub", 7},
@@ -700,7 +707,9 @@ void AddElementwiseLowerings(LoweringTable& table) {
                            {"And", 7},          {"Or", 7},
                            {"Xor", 7},          {"Equal", 7},
                            {"Less", 7},         {"Greater", 7},
-                           {"LessOrEqual", 12}, {"GreaterOrEqual", 12}};
+                           {"LessOrEqual", 12}, {"GreaterOrEqual", 12},
+                           {"BitwiseAnd", 18},  {"BitwiseOr", 18},
+                           {"BitwiseXor", 18}};
   for (const Entry& e : kBinary) table.MustAdd({e.op, e.since, kMax, LowerBinary, BroadcastShape});
   table.MustAdd({"PRelu", 7, kMax, LowerBinary, SameShape});
   for (const char* op : {"Min", "Max", "Sum", "Mean"}) {

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/onnx/kiln_functions.h"
+
 namespace kiln::compiler::onnx_import {
 namespace {
 
@@ -55,8 +57,8 @@ class BuildContext : public onnx::FunctionBodyBuildContext {
 
 class Expander {
  public:
-  Expander(onnx::ModelProto& model, const IsSupportedFn& supported)
-      : model_(model), supported_(supported) {
+  Expander(onnx::ModelProto& model, const OpDefinitionFn& definition)
+      : model_(model), definition_(definition) {
     for (const onnx::OperatorSetIdProto& o : model.opset_import())
       if (IsDefaultDomain(o.domain())) opset_ = o.version();
   }
@@ -74,24 +76,36 @@ class Expander {
       if (round > 0 && !progress_) break;
       RETURN_IF_ERROR(InferTypes());
     }
-    return Unsupported("node '" + pending_.front() +
-                       "': its ONNX function body depends on input types that shape inference "
-                       "cannot determine");
+    // What still waits for input types (of a value no tensor type can be found for) stays
+    // unexpanded, and the importer lists it with the other unsupported ops.
+    return Status::Ok();
   }
 
  private:
-  // The schema whose function body replaces `n`, or nullptr when `n` stays.
-  const onnx::OpSchema* FunctionSchema(const onnx::NodeProto& n) const {
-    if (!IsDefaultDomain(n.domain()) || supported_("", n.op_type(), opset_)) return nullptr;
+  // Where the body that replaces a node comes from: an ONNX schema or kiln's own.
+  struct Source {
+    const onnx::OpSchema* schema = nullptr;
+    const KilnFunction* own = nullptr;
+    explicit operator bool() const { return schema != nullptr || own != nullptr; }
+  };
+
+  // The body source for `n`; empty when `n` stays. libonnx 1.12 knows opsets up to 17; past
+  // that its newest schema is used (no op with a schema body there changed through 21), and
+  // a body op that kiln defines differently at the model's opset is refused (BuildBody).
+  Source FindSource(const onnx::NodeProto& n) const {
+    Source src;
+    if (!IsDefaultDomain(n.domain()) || definition_("", n.op_type(), opset_)) return src;
+    if ((src.own = FindKilnFunction(n.op_type(), opset_))) return src;
     const onnx::OpSchema* s =
         onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), "");
-    if (s == nullptr || s->deprecated()) return nullptr;
-    return s->HasFunction() || s->HasContextDependentFunction() ? s : nullptr;
+    if (s && !s->deprecated() && (s->HasFunction() || s->HasContextDependentFunction()))
+      src.schema = s;
+    return src;
   }
 
   bool AnyExpandable(const onnx::GraphProto& g) const {
     for (const onnx::NodeProto& n : g.node()) {
-      if (FunctionSchema(n)) return true;
+      if (FindSource(n)) return true;
       for (const onnx::AttributeProto& a : n.attribute())
         if (a.has_g() && AnyExpandable(a.g())) return true;
     }
@@ -154,7 +168,7 @@ class Expander {
     // Unnamed nodes get the names the importer would give them ("<OpType>_<index>"), so that
     // what expansion inserts does not shift the names in later errors, and bodies have a prefix.
     bool expands = false;
-    for (const onnx::NodeProto& n : g.node()) expands = expands || FunctionSchema(n) != nullptr;
+    for (const onnx::NodeProto& n : g.node()) expands = expands || static_cast<bool>(FindSource(n));
     for (int i = 0; expands && i < g.node_size(); ++i) {
       onnx::NodeProto* n = g.mutable_node(i);
       if (n->name().empty()) n->set_name(UniqueName(n->op_type() + "_" + std::to_string(i)));
@@ -165,8 +179,8 @@ class Expander {
     while (!work.empty()) {
       auto [node, depth] = std::move(work.front());
       work.pop_front();
-      const onnx::OpSchema* schema = FunctionSchema(node);
-      if (schema == nullptr) {
+      Source source = FindSource(node);
+      if (!source) {
         out.push_back(std::move(node));
         continue;
       }
@@ -175,14 +189,14 @@ class Expander {
                              "): function expansion does not end (a body that uses itself?)");
       }
       onnx::FunctionProto body;
-      ASSIGN_OR_RETURN(bool built, BuildBody(node, *schema, &body));
+      ASSIGN_OR_RETURN(bool built, BuildBody(node, source, &body));
       if (!built) {
         pending_.push_back(node.name());
         out.push_back(std::move(node));
         continue;
       }
       std::vector<onnx::NodeProto> nodes;
-      RETURN_IF_ERROR(Inline(node, *schema, body, &nodes));
+      RETURN_IF_ERROR(Inline(node, source.schema, body, &nodes));
       progress_ = true;
       for (auto it = nodes.rbegin(); it != nodes.rend(); ++it)
         work.emplace_front(std::move(*it), depth + 1);
@@ -197,21 +211,28 @@ class Expander {
   }
 
   // The body for `node`: false when it needs input types not known yet.
-  StatusOr<bool> BuildBody(const onnx::NodeProto& node, const onnx::OpSchema& schema,
+  StatusOr<bool> BuildBody(const onnx::NodeProto& node, const Source& source,
                            onnx::FunctionProto* body) {
     std::string desc = "node '" + node.name() + "' (" + node.op_type() + ")";
-    if (schema.HasFunction()) {
-      *body = *schema.GetFunction();
+    std::vector<const onnx::TypeProto*> types;
+    for (const std::string& in : node.input()) {
+      auto it = types_.find(in);
+      types.push_back(it == types_.end() ? nullptr : &it->second);
+    }
+    BuildContext ctx(node, std::move(types));
+    if (source.own != nullptr) {
+      ASSIGN_OR_RETURN(std::string text, source.own->build(ctx, desc));
+      if (text.empty()) return false;  // needs input types
+      ASSIGN_OR_RETURN(*body, ParseKilnFunction(text, desc));
+    } else if (source.schema->HasFunction()) {
+      *body = *source.schema->GetFunction();
     } else {
-      std::vector<const onnx::TypeProto*> types;
-      for (const std::string& in : node.input()) {
-        auto it = types_.find(in);
-        types.push_back(it == types_.end() ? nullptr : &it->second);
-      }
-      BuildContext ctx(node, std::move(types));
+      // Some builders (SequenceMap's) read input types without checking for null.
+      for (int i = 0; i < node.input_size(); ++i)
+        if (ctx.hasInput(i) && ctx.getInputType(i) == nullptr) return false;
       bool ok = false;
       try {
-        ok = schema.BuildContextDependentFunction(ctx, *body);
+        ok = source.schema->BuildContextDependentFunction(ctx, *body);
       } catch (const std::exception& e) {
         return Unsupported(desc + ": building its ONNX function body failed: " + e.what());
       }
@@ -242,16 +263,21 @@ class Expander {
     if (body_opset == opset_) return "";
     for (const onnx::NodeProto& n : body.node()) {
       if (!IsDefaultDomain(n.domain())) continue;
-      const onnx::OpSchema* a = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(opset_), "");
-      const onnx::OpSchema* b =
-          onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(body_opset), "");
-      if (a != b) return n.op_type() + " (body opset " + std::to_string(body_opset) + ")";
+      // Kiln's registry splits an op's opsets where its meaning changes (not where ONNX only
+      // adds types); ops kiln does not define are compared by their ONNX schema.
+      const int m = static_cast<int>(opset_), b = static_cast<int>(body_opset);
+      const void* def = definition_("", n.op_type(), m);
+      bool same = def == definition_("", n.op_type(), b) &&
+                  (def != nullptr || onnx::OpSchemaRegistry::Schema(n.op_type(), m, "") ==
+                                         onnx::OpSchemaRegistry::Schema(n.op_type(), b, "")) &&
+                  FindKilnFunction(n.op_type(), m) == FindKilnFunction(n.op_type(), b);
+      if (!same) return n.op_type() + " (body opset " + std::to_string(body_opset) + ")";
     }
     return "";
   }
 
   // The body's nodes with names bound to `node`'s values and attributes.
-  Status Inline(const onnx::NodeProto& node, const onnx::OpSchema& schema,
+  Status Inline(const onnx::NodeProto& node, const onnx::OpSchema* schema,
                 const onnx::FunctionProto& body, std::vector<onnx::NodeProto>* nodes) {
     std::map<std::string, std::string> names;  // body name -> graph name
     for (int i = 0; i < body.input_size(); ++i)
@@ -260,9 +286,11 @@ class Expander {
       if (!node.output(i).empty()) names[body.output(i)] = node.output(i);
     std::map<std::string, const onnx::AttributeProto*> attrs;
     for (const onnx::AttributeProto& a : node.attribute()) attrs[a.name()] = &a;
-    for (const auto& [name, attr] : schema.attributes())
-      if (attr.default_value.type() != onnx::AttributeProto::UNDEFINED)
-        attrs.emplace(name, &attr.default_value);
+    if (schema != nullptr) {
+      for (const auto& [name, attr] : schema->attributes())
+        if (attr.default_value.type() != onnx::AttributeProto::UNDEFINED)
+          attrs.emplace(name, &attr.default_value);
+    }
     for (int i = 0; i < body.node_size(); ++i) {
       onnx::NodeProto n = body.node(i);
       std::string label = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
@@ -317,7 +345,7 @@ class Expander {
   }
 
   onnx::ModelProto& model_;
-  const IsSupportedFn& supported_;
+  const OpDefinitionFn& definition_;
   int64_t opset_ = 0;
   std::set<std::string> taken_;
   std::map<std::string, onnx::TypeProto> types_;
@@ -328,9 +356,9 @@ class Expander {
 
 }  // namespace
 
-Status ExpandFunctions(onnx::ModelProto& model, const IsSupportedFn& supported) {
+Status ExpandFunctions(onnx::ModelProto& model, const OpDefinitionFn& definition) {
   if (!model.has_graph()) return Status::Ok();
-  return Expander(model, supported).Run();
+  return Expander(model, definition).Run();
 }
 
 }  // namespace kiln::compiler::onnx_import

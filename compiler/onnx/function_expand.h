@@ -15,13 +15,16 @@
 
 namespace kiln::compiler::onnx_import {
 
-/// Whether kiln implements (domain, op_type) at `opset` itself (then it is never expanded).
-using IsSupportedFn =
-    std::function<bool(std::string_view domain, std::string_view op_type, int64_t opset)>;
+/// Kiln's own definition of (domain, op_type) at `opset` (the registry's OpDef), or nullptr when
+/// kiln has none. An op kiln defines is never expanded; two opsets with the same definition
+/// mean the same thing to kiln.
+using OpDefinitionFn = std::function<const void*(std::string_view domain,
+                                                 std::string_view op_type, int64_t opset)>;
 
-/// Replaces, in `model`'s graph and every subgraph, each ai.onnx node that `supported` rejects
-/// but whose schema at the model's opset has a function body (a fixed one, or one built from the
-/// node's attributes and input types) by the nodes of that body. Bodies are expanded again where
+/// Replaces, in `model`'s graph and every subgraph, each ai.onnx node that kiln does not define
+/// but whose ONNX schema at the model's opset has a function body (a fixed one, or one built
+/// from the node's attributes and input types), or that has a body kiln keeps for opsets 18-21
+/// (kiln_functions.h), by the nodes of that body. Bodies are expanded again where
 /// they use such ops themselves (SoftmaxCrossEntropyLoss -> NegativeLogLikelihoodLoss).
 ///
 /// The body's formal inputs and outputs become the node's actual names (a missing optional input
@@ -32,14 +35,15 @@ using IsSupportedFn =
 /// else are dropped. Subgraph attributes of body nodes are renamed the same way.
 ///
 /// Input types for context-dependent bodies come from the graph's declared types, or else from
-/// ONNX shape inference run on a copy of the model.
+/// ONNX shape inference run on a copy of the model; a node with an input whose tensor type
+/// cannot be found stays as it is.
 ///
 /// Nodes nothing can expand are left as they are (the importer then reports them). Errors:
-/// Unsupported when a body needs input types that cannot be found, when its builder fails, or
-/// when a body node's op means something else at the model's opset than at the body's (names
-/// the node and the op); InvalidFormat when the node has more inputs or outputs than the body,
-/// or expansion does not end (a body that expands into itself).
-Status ExpandFunctions(onnx::ModelProto& model, const IsSupportedFn& supported);
+/// Unsupported when a body's builder fails, or when a body node's op means something else at
+/// the model's opset than at the body's (names the node and the op); InvalidFormat when the
+/// node has more inputs or outputs than the body, or expansion does not end (a body that
+/// expands into itself).
+Status ExpandFunctions(onnx::ModelProto& model, const OpDefinitionFn& definition);
 
 }  // namespace kiln::compiler::onnx_import
 

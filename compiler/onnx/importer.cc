@@ -60,8 +60,9 @@ class Importer {
     }
     const OpRegistry& registry = OpRegistry::Global();
     RETURN_IF_ERROR(onnx_import::ExpandFunctions(
-        model, [&registry](std::string_view domain, std::string_view op_type, int64_t opset) {
-          return registry.Find(domain, op_type, opset) != nullptr;
+        model, [&registry](std::string_view domain, std::string_view op_type,
+                           int64_t opset) -> const void* {
+          return registry.Find(domain, op_type, opset);
         }));
     ForEachGraph(model.graph(), [this](const onnx::GraphProto& g) { ReserveDimParams(g); });
     RETURN_IF_ERROR(CheckOpsSupported(model.graph()));

@@ -16,7 +16,7 @@ namespace kiln::compiler {
 /// Opsets 1-6 are read with each op's definition at that opset: ops whose old definition kiln
 /// does not implement (Add-6's legacy `broadcast`, say) are reported as needing a newer opset.
 inline constexpr int64_t kMinOnnxOpset = 1;
-inline constexpr int64_t kMaxOnnxOpset = 17;
+inline constexpr int64_t kMaxOnnxOpset = 21;
 /// Newest ONNX IR version (ModelProto.ir_version) the importer reads; newer is Unsupported.
 inline constexpr int64_t kMaxIrVersion = 10;
 

@@ -214,6 +214,7 @@ void RegisterElementwiseOps(OpRegistry& r) {
       {"Celu", 12, kFloatTypes},      {"HardSigmoid", 1, kFloatTypes},
       {"HardSwish", 14, kFloatTypes}, {"ThresholdedRelu", 10, kFloatTypes},
       {"Shrink", 9, kNumericTypes},   {"Not", 1, kBoolTypes},
+      {"BitwiseNot", 18, kIntTypes},
   };
   for (const UnaryOp& u : kUnary) {
     OpDef d =
@@ -242,6 +243,11 @@ void RegisterElementwiseOps(OpRegistry& r) {
   for (const char* name : {"And", "Or", "Xor"}) {
     OpDef d = MakeDef(name, 7, kLatestOpset, BinaryRule, 2, 2);
     d.input0_types = kBoolTypes;
+    MustRegister(r, d);
+  }
+  for (const char* name : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"}) {
+    OpDef d = MakeDef(name, 18, kLatestOpset, BinaryRule, 2, 2);
+    d.input0_types = kIntTypes;
     MustRegister(r, d);
   }
   MustRegister(r, MakeDef("Equal", 7, kLatestOpset, ComparisonRule, 2, 2));
