@@ -295,6 +295,18 @@ Expr PowValue(const Expr& base, const Expr& exponent) {
   return jit::Pow(jit::Cast(t, base), jit::Cast(t, exponent));
 }
 
+// BitShift on unsigned x by y, as a product or quotient by 2^y in i64 (exact for y < 63):
+// narrowing the product back to x's width drops the bits shifted out, as << does. Shifts by the
+// width or more (undefined in C, so in ONNX Runtime) give 0 here.
+Expr ShiftValue(const Expr& x, const Expr& y, bool left) {
+  Expr wide = jit::Cast(DType::kI64, x), n = jit::Cast(DType::kI64, y);
+  Expr p = jit::Cast(DType::kI64, jit::Pow(jit::FloatImm(2.0, DType::kF64),
+                                           jit::Cast(DType::kF64, n)));
+  Expr in_range = jit::Lt(n, jit::IntImm(8 * static_cast<int64_t>(DTypeSize(x.dtype()))));
+  Expr shifted = left ? wide * p : jit::FloorDiv(wide, p);
+  return jit::Select(in_range, jit::Cast(x.dtype(), shifted), jit::Const(x.dtype(), 0));
+}
+
 Status LowerBinary(LowerContext& ctx) {
   const std::string& op = ctx.node().op_type;
   std::function<Expr(Expr, Expr)> f;
@@ -327,6 +339,11 @@ Status LowerBinary(LowerContext& ctx) {
     f = [](Expr a, Expr b) { return jit::Or(a, b); };
   } else if (op == "Xor") {
     f = [](Expr a, Expr b) { return jit::Ne(a, b); };
+  } else if (op == "BitShift") {
+    ASSIGN_OR_RETURN(std::string direction, ctx.GetString("direction", ""));
+    if (direction != "LEFT" && direction != "RIGHT")
+      return ctx.Error("direction is '" + direction + "'; ONNX allows 'LEFT' and 'RIGHT'");
+    f = [left = direction == "LEFT"](Expr a, Expr b) { return ShiftValue(a, b, left); };
   } else if (op == "BitwiseAnd") {
     f = [](Expr a, Expr b) { return jit::And(a, b); };
   } else if (op == "BitwiseOr") {
@@ -709,7 +726,7 @@ void AddElementwiseLowerings(LoweringTable& table) {
                            {"Less", 7},         {"Greater", 7},
                            {"LessOrEqual", 12}, {"GreaterOrEqual", 12},
                            {"BitwiseAnd", 18},  {"BitwiseOr", 18},
-                           {"BitwiseXor", 18}};
+                           {"BitwiseXor", 18},  {"BitShift", 11}};
   for (const Entry& e : kBinary) table.MustAdd({e.op, e.since, kMax, LowerBinary, BroadcastShape});
   table.MustAdd({"PRelu", 7, kMax, LowerBinary, SameShape});
   for (const char* op : {"Min", "Max", "Sum", "Mean"}) {

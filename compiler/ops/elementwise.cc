@@ -245,6 +245,10 @@ void RegisterElementwiseOps(OpRegistry& r) {
     d.input0_types = kBoolTypes;
     MustRegister(r, d);
   }
+  // BitShift is defined on unsigned integers only.
+  OpDef shift = MakeDef("BitShift", 11, kLatestOpset, BinaryRule, 2, 2);
+  shift.input0_types = kUnsignedTypes;
+  MustRegister(r, shift);
   for (const char* name : {"BitwiseAnd", "BitwiseOr", "BitwiseXor"}) {
     OpDef d = MakeDef(name, 18, kLatestOpset, BinaryRule, 2, 2);
     d.input0_types = kIntTypes;
