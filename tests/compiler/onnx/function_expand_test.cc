@@ -25,6 +25,12 @@ std::multiset<std::string> OpTypes(const Graph& g) {
   return ops;
 }
 
+// The import failed with `code` and exactly `message`.
+void ExpectError(const StatusOr<Graph>& g, StatusCode code, const std::string& message) {
+  BOOST_TEST(g.status().code() == code, g.status().ToString());
+  BOOST_TEST(g.status().message() == message, g.status().message());
+}
+
 bool AllNamesStartWith(const Graph& g, const std::string& prefix) {
   for (NodeId n = 0; n < g.num_nodes(); ++n)
     if (g.node(n).name.rfind(prefix, 0) != 0) return false;
@@ -137,10 +143,8 @@ BOOST_AUTO_TEST_CASE(kiln_keeps_bodies_for_ops_past_libonnx) {
   StatusOr<Graph> bad = ImportText(R"(
     <ir_version: 8, opset_import: ["" : 20]>
     g (float[2] x) => (y) { y = Gelu <approximate = "fast"> (x) })");
-  BOOST_TEST(bad.status().code() == StatusCode::kInvalidArgument);
-  BOOST_TEST(bad.status().message() ==
-                 "node 'Gelu_0' (Gelu): approximate is 'fast'; ONNX allows 'none' and 'tanh'",
-             bad.status().message());
+  ExpectError(bad, StatusCode::kInvalidArgument,
+              "node 'Gelu_0' (Gelu): approximate is 'fast'; ONNX allows 'none' and 'tanh'");
 }
 
 BOOST_AUTO_TEST_CASE(a_body_op_that_changed_meaning_is_refused) {
@@ -150,12 +154,10 @@ BOOST_AUTO_TEST_CASE(a_body_op_that_changed_meaning_is_refused) {
   StatusOr<Graph> g = ImportText(R"(
     <ir_version: 8, opset_import: ["" : 18]>
     g (float[4] x) => (y, s, z) { y, s, z = DynamicQuantizeLinear (x) })");
-  BOOST_TEST(g.status().code() == StatusCode::kUnsupported);
-  BOOST_TEST(g.status().message() ==
-                 "node 'DynamicQuantizeLinear_0' (DynamicQuantizeLinear): its ONNX function body "
-                 "uses ReduceMin (body opset 11), which means something else at the model's "
-                 "opset 18",
-             g.status().message());
+  ExpectError(g, StatusCode::kUnsupported,
+              "node 'DynamicQuantizeLinear_0' (DynamicQuantizeLinear): its ONNX function body "
+              "uses ReduceMin (body opset 11), which means something else at the model's "
+              "opset 18");
   // The window functions' bodies use only ops that kept their meaning: they import at 21.
   StatusOr<Graph> w = ImportText(R"(
     <ir_version: 10, opset_import: ["" : 21]>
@@ -183,10 +185,8 @@ BOOST_AUTO_TEST_CASE(ops_without_a_body_are_still_reported_together) {
       loss = NegativeLogLikelihoodLoss (x, t)
       d = Det (m)
     })");
-  BOOST_TEST(g.status().code() == StatusCode::kUnsupported);
-  BOOST_TEST(g.status().message() ==
-             "the model uses 1 unsupported op type: Det is not supported (node 'Det_1')",
-             g.status().message());
+  ExpectError(g, StatusCode::kUnsupported,
+              "the model uses 1 unsupported op type: Det is not supported (node 'Det_1')");
 }
 
 BOOST_AUTO_TEST_CASE(a_node_whose_input_types_are_unknown_stays_and_is_reported) {
@@ -197,12 +197,10 @@ BOOST_AUTO_TEST_CASE(a_node_whose_input_types_are_unknown_stays_and_is_reported)
       p = com.acme.Frob (x)
       loss = NegativeLogLikelihoodLoss (p, t)
     })");
-  BOOST_TEST(g.status().code() == StatusCode::kUnsupported);
-  BOOST_TEST(g.status().message() ==
-                 "the model uses 2 unsupported op types: NegativeLogLikelihoodLoss is not "
-                 "supported (node 'NegativeLogLikelihoodLoss_1'); com.acme.Frob is not supported "
-                 "(node 'Frob_0')",
-             g.status().message());
+  ExpectError(g, StatusCode::kUnsupported,
+              "the model uses 2 unsupported op types: NegativeLogLikelihoodLoss is not "
+              "supported (node 'NegativeLogLikelihoodLoss_1'); com.acme.Frob is not supported "
+              "(node 'Frob_0')");
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 
 libonnx-testdata 1.12 stops at opset 17, so these tests are written here: each is a folder
 like the ONNX backend node tests (model.onnx, test_data_set_0/input_N.pb, output_N.pb) under
-data/, and //tests/conformance:new_opset_tests runs them all through kiln. The models are made
+data/, and //tests/conformance:onnx_node_tests runs them all through kiln. The models are made
 by hand with onnx.helper (onnx 1.12 cannot check opsets past 17, so the checker is not run);
 the expected outputs are what ONNX Runtime (for Node, 1.30, which implements opset 21)
 computes for the same model and inputs.
