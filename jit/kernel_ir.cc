@@ -36,8 +36,8 @@ DType InferBinary(const ExprNode& n, std::string* why) {
     return DType::kInvalid;
   }
   if (n.op == ExprOp::kAnd || n.op == ExprOp::kOr) {
-    if (a == DType::kBool) return DType::kBool;
-    *why = "needs bool operands, got " + Describe(a);
+    if (a == DType::kBool || IsInteger(a)) return a;  // logical on bool, bitwise on integers
+    *why = "needs bool or integer operands, got " + Describe(a);
     return DType::kInvalid;
   }
   if (IsCompare(n.op)) {
@@ -55,7 +55,7 @@ DType InferBinary(const ExprNode& n, std::string* why) {
 DType InferUnary(const ExprNode& n, std::string* why) {
   DType a = n.args[0].dtype();
   if (n.op == ExprOp::kNot) {
-    if (a == DType::kBool) return a;
+    if (a == DType::kBool || IsInteger(a)) return a;
   } else if (n.op == ExprOp::kIsNan || n.op == ExprOp::kIsInf) {
     if (IsNumeric(a)) return DType::kBool;
   } else if (IsFloatOnlyUnary(n.op)) {

@@ -114,7 +114,7 @@ enum class ExprOp : uint8_t {
   kPow,       // float only
   // Comparisons: args {a, b} of one dtype; result bool. Eq/Ne also accept bool.
   kEq, kNe, kLt, kLe, kGt, kGe,
-  // Logic on bool.
+  // Logic on bool; bitwise on integers (args of one dtype, result that dtype).
   kAnd, kOr, kNot,
   // Unary: args {x}. Neg/Abs: numeric; IsNan/IsInf: numeric -> bool; the rest float only.
   kNeg, kAbs, kExp, kLog, kSqrt, kRsqrt, kTanh, kSigmoid, kErf, kSin, kCos, kFloor, kCeil,

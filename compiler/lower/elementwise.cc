@@ -219,8 +219,10 @@ StatusOr<UnaryFn> UnaryFunction(const LowerContext& ctx) {
     });
   }
   if (op == "Selu") {
-    ASSIGN_OR_RETURN(float alpha, attr("alpha", 1.67326319217681884765625f));
-    ASSIGN_OR_RETURN(float gamma, attr("gamma", 1.05070102214813232421875f));
+    // Selu-1 had rounder defaults; Selu-6 states them to float precision.
+    bool v1 = ctx.opset() < 6;
+    ASSIGN_OR_RETURN(float alpha, attr("alpha", v1 ? 1.6732f : 1.67326319217681884765625f));
+    ASSIGN_OR_RETURN(float gamma, attr("gamma", v1 ? 1.0507f : 1.05070102214813232421875f));
     return UnaryFn([alpha, gamma](Lets&, Expr x) {
       Expr neg = (jit::Exp(x) * C(x, alpha) - C(x, alpha)) * C(x, gamma);
       return Select(jit::Le(x, C(x, 0)), neg, x * C(x, gamma));
@@ -260,7 +262,7 @@ StatusOr<UnaryFn> UnaryFunction(const LowerContext& ctx) {
                     Select(jit::Gt(f, C(f, lambd)), f - C(f, bias), C(f, 0)));
     });
   }
-  if (op == "Not") return UnaryFn([](Lets&, Expr x) { return jit::Not(x); });
+  if (op == "Not" || op == "BitwiseNot") return UnaryFn([](Lets&, Expr x) { return jit::Not(x); });
   if (op == "IsNaN") return UnaryFn([](Lets&, Expr x) { return jit::IsNan(x); });
   if (op == "IsInf") {
     ASSIGN_OR_RETURN(int64_t neg, ctx.GetInt("detect_negative", 1));
@@ -291,6 +293,18 @@ Expr PowValue(const Expr& base, const Expr& exponent) {
                 ? DType::kF64
                 : DType::kF32;
   return jit::Pow(jit::Cast(t, base), jit::Cast(t, exponent));
+}
+
+// BitShift on unsigned x by y, as a product or quotient by 2^y in i64 (exact for y < 63):
+// narrowing the product back to x's width drops the bits shifted out, as << does. Shifts by the
+// width or more (undefined in C, so in ONNX Runtime) give 0 here.
+Expr ShiftValue(const Expr& x, const Expr& y, bool left) {
+  Expr wide = jit::Cast(DType::kI64, x), n = jit::Cast(DType::kI64, y);
+  Expr p = jit::Cast(DType::kI64, jit::Pow(jit::FloatImm(2.0, DType::kF64),
+                                           jit::Cast(DType::kF64, n)));
+  Expr in_range = jit::Lt(n, jit::IntImm(8 * static_cast<int64_t>(DTypeSize(x.dtype()))));
+  Expr shifted = left ? wide * p : jit::FloorDiv(wide, p);
+  return jit::Select(in_range, jit::Cast(x.dtype(), shifted), jit::Const(x.dtype(), 0));
 }
 
 Status LowerBinary(LowerContext& ctx) {
@@ -325,6 +339,17 @@ Status LowerBinary(LowerContext& ctx) {
     f = [](Expr a, Expr b) { return jit::Or(a, b); };
   } else if (op == "Xor") {
     f = [](Expr a, Expr b) { return jit::Ne(a, b); };
+  } else if (op == "BitShift") {
+    ASSIGN_OR_RETURN(std::string direction, ctx.GetString("direction", ""));
+    if (direction != "LEFT" && direction != "RIGHT")
+      return ctx.Error("direction is '" + direction + "'; ONNX allows 'LEFT' and 'RIGHT'");
+    f = [left = direction == "LEFT"](Expr a, Expr b) { return ShiftValue(a, b, left); };
+  } else if (op == "BitwiseAnd") {
+    f = [](Expr a, Expr b) { return jit::And(a, b); };
+  } else if (op == "BitwiseOr") {
+    f = [](Expr a, Expr b) { return jit::Or(a, b); };
+  } else if (op == "BitwiseXor") {
+    f = [](Expr a, Expr b) { return jit::And(jit::Or(a, b), jit::Not(jit::And(a, b))); };
   } else if (op == "Equal") {
     f = [](Expr a, Expr b) { return jit::Eq(a, b); };
   } else if (op == "Less") {
@@ -690,6 +715,7 @@ void AddElementwiseLowerings(LoweringTable& table) {
       {"HardSwish", 14}, {"ThresholdedRelu", 10},
       {"Shrink", 9},     {"Not", 1},
       {"IsNaN", 9},      {"IsInf", 10},
+      {"BitwiseNot", 18},
   };
   for (const Entry& e : kUnary) table.MustAdd({e.op, e.since, kMax, LowerUnary, SameShape});
   const Entry kBinary[] = {{"Add", 7},          {"Sub", 7},
@@ -698,7 +724,9 @@ void AddElementwiseLowerings(LoweringTable& table) {
                            {"And", 7},          {"Or", 7},
                            {"Xor", 7},          {"Equal", 7},
                            {"Less", 7},         {"Greater", 7},
-                           {"LessOrEqual", 12}, {"GreaterOrEqual", 12}};
+                           {"LessOrEqual", 12}, {"GreaterOrEqual", 12},
+                           {"BitwiseAnd", 18},  {"BitwiseOr", 18},
+                           {"BitwiseXor", 18},  {"BitShift", 11}};
   for (const Entry& e : kBinary) table.MustAdd({e.op, e.since, kMax, LowerBinary, BroadcastShape});
   table.MustAdd({"PRelu", 7, kMax, LowerBinary, SameShape});
   for (const char* op : {"Min", "Max", "Sum", "Mean"}) {

@@ -65,10 +65,10 @@ void AddNnLowerings(LoweringTable& table) {
   add("ConvTranspose", 1, INT32_MAX, nn::LowerConvTranspose);
   add("MaxPool", 1, INT32_MAX, nn::LowerMaxPool);
   add("AveragePool", 1, INT32_MAX, nn::LowerAveragePool);
-  add("LpPool", 1, INT32_MAX, nn::LowerLpPool);
+  add("LpPool", 2, INT32_MAX, nn::LowerLpPool);
   add("GlobalAveragePool", 1, INT32_MAX, nn::LowerGlobalPool);
   add("GlobalMaxPool", 1, INT32_MAX, nn::LowerGlobalPool);
-  add("GlobalLpPool", 1, INT32_MAX, nn::LowerGlobalPool);
+  add("GlobalLpPool", 2, INT32_MAX, nn::LowerGlobalPool);
   add("BatchNormalization", 7, INT32_MAX, nn::LowerBatchNorm);
   add("InstanceNormalization", 1, INT32_MAX, nn::LowerInstanceNorm);
   add("LayerNormalization", 17, INT32_MAX, nn::LowerLayerNorm);

@@ -359,10 +359,10 @@ Stmt RuntimeAxesReduceDropDims(const LowerContext& ctx, Kind kind, bool noop) {
   });
 }
 
-// Where the axes come from: input 1 for ReduceSum from opset 13, the attribute otherwise
-// (mirrors compiler/ops/reduce.cc).
+// Where the axes come from: input 1 for ReduceSum from opset 13 and every reduction from 18,
+// the attribute otherwise (mirrors compiler/ops/reduce.cc).
 bool AxesFromInput(const NodeContext& ctx) {
-  return ctx.node().op_type == "ReduceSum" && ctx.opset() >= 13;
+  return ctx.opset() >= 18 || (ctx.node().op_type == "ReduceSum" && ctx.opset() >= 13);
 }
 
 // The compile-time axes: nullopt when input 1 is present but only known at run time.
@@ -546,7 +546,7 @@ Status ArgShape(ShapeFuncContext& ctx) {
 void AddReduceLowerings(LoweringTable& table) {
   for (const char* op : {"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
                          "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare"}) {
-    table.MustAdd({op, 1, 17, LowerReduce, ReduceShape});
+    table.MustAdd({op, 1, INT32_MAX, LowerReduce, ReduceShape});  // axes as input from 18
   }
   table.MustAdd({"ReduceSum", 1, INT32_MAX, LowerReduce, ReduceShape});
   table.MustAdd({"ArgMax", 1, INT32_MAX, LowerArg, ArgShape});

@@ -389,6 +389,11 @@ Status SplitShape(ShapeFuncContext& ctx) {
     for (int k = 0; k < n; ++k) parts.push_back(IntParam(ctx, 1, k));
   } else if (attr) {
     for (int64_t v : *attr) parts.push_back(IntImm(v));
+  } else if (ctx.opset() >= 18 && ctx.HasAttr("num_outputs")) {
+    // Split-18 num_outputs: ceil(d / n) each, the rest (maybe less) last; the rule checked n.
+    Expr chunk = jit::FloorDiv(dim + IntImm(n - 1), IntImm(n));
+    parts.assign(n - 1, chunk);
+    parts.push_back(dim - chunk * IntImm(n - 1));
   } else {
     Expr each = jit::Select(jit::Eq(jit::FloorMod(dim, IntImm(n)), IntImm(0)),
                             jit::FloorDiv(dim, IntImm(n)), IntImm(-1));
@@ -609,6 +614,19 @@ StatusOr<std::vector<Expr>> Pads(const NodeContext& ctx) {
     if (!p || static_cast<int>(p->size()) != 2 * rank)
       return ctx.Error("pads must have 2 * rank values");
     for (int64_t v : *p) pads.push_back(IntImm(v));
+  } else if (ctx.has_input(3)) {
+    // Pad-18 axes (compile-time, checked by the rule): pads for those dims, zero elsewhere.
+    std::optional<std::vector<int64_t>> axes = ctx.InputConstInts(3);
+    if (!axes) return ctx.UnsupportedError("Pad axes known only at run time");
+    int k = static_cast<int>(axes->size());
+    ASSIGN_OR_RETURN(int n, ConstLength(ctx, 1, "pads"));
+    if (n != 2 * k) return ctx.Error("pads must have 2 values per axis");
+    pads.assign(2 * rank, IntImm(0));
+    for (int j = 0; j < k; ++j) {
+      ASSIGN_OR_RETURN(int d, ctx.NormalizeAxis((*axes)[j], rank, "axes entry"));
+      pads[d] = IntParam(ctx, 1, j);
+      pads[d + rank] = IntParam(ctx, 1, j + k);
+    }
   } else {
     ASSIGN_OR_RETURN(int n, ConstLength(ctx, 1, "pads"));
     if (n != 2 * rank) return ctx.Error("pads must have 2 * rank values");
@@ -621,7 +639,8 @@ Status LowerPad(LowerContext& ctx) {
   int rank = ctx.input_rank(0);
   DType dtype = ctx.input_dtype(0);
   ASSIGN_OR_RETURN(std::string mode, ctx.GetString("mode", "constant"));
-  if (mode != "constant" && mode != "edge" && mode != "reflect")
+  if (mode != "constant" && mode != "edge" && mode != "reflect" &&
+      !(mode == "wrap" && ctx.opset() >= 19))
     return ctx.UnsupportedError("mode '" + mode + "'");
   ASSIGN_OR_RETURN(std::vector<Expr> pads, Pads(ctx));
   Lets h("p");  // per-call parameters, bound outside the nest
@@ -647,6 +666,7 @@ Status LowerPad(LowerContext& ctx) {
         i = jit::Select(jit::Lt(i, IntImm(0)), -i, i);
         i = jit::Select(jit::Ge(i, n), (n - 1) * 2 - i, i);
       }
+      if (mode == "wrap") i = jit::FloorMod(i, n);  // Pad-19; n > 0 here (empty: `fill`)
       src.push_back(Clamp(i, IntImm(0), n - 1));  // loads stay in bounds where `inside` is false
     }
     Expr x = jit::Load(ctx.in(0), src);

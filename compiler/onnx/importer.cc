@@ -9,6 +9,7 @@
 
 #include "compiler/onnx/expand_quant.h"
 #include "compiler/onnx/expand_rnn.h"
+#include "compiler/onnx/function_expand.h"
 #include "compiler/onnx/tensor_import.h"
 #include "compiler/ops/registry.h"
 
@@ -59,6 +60,12 @@ class Importer {
       return InvalidFormat("the model's graph '" + model.graph().name() +
                            "' has no outputs: there is nothing to compute");
     }
+    const OpRegistry& registry = OpRegistry::Global();
+    RETURN_IF_ERROR(onnx_import::ExpandFunctions(
+        model, [&registry](std::string_view domain, std::string_view op_type,
+                           int64_t opset) -> const void* {
+          return registry.Find(domain, op_type, opset);
+        }));
     ForEachGraph(model.graph(), [this](const onnx::GraphProto& g) { ReserveDimParams(g); });
     if (auto it = opsets_.find(""); it != opsets_.end()) {
       RETURN_IF_ERROR(ExpandRecurrentOps(model.mutable_graph(), it->second));
@@ -80,9 +87,14 @@ class Importer {
     // A model may import only other domains; its nodes then fail the op check by domain.
     auto it = opsets_.find("");
     if (it != opsets_.end() && (it->second < kMinOnnxOpset || it->second > kMaxOnnxOpset)) {
-      return Unsupported("the model imports ai.onnx opset " + std::to_string(it->second) +
-                         "; kiln supports " + std::to_string(kMinOnnxOpset) + " to " +
-                         std::to_string(kMaxOnnxOpset));
+      std::string msg = "the model imports ai.onnx opset " + std::to_string(it->second) +
+                        "; kiln supports " + std::to_string(kMinOnnxOpset) + " to " +
+                        std::to_string(kMaxOnnxOpset);
+      if (it->second > kMaxOnnxOpset) {
+        msg += " (convert the model with onnx.version_converter.convert_version(model, " +
+               std::to_string(kMaxOnnxOpset) + "))";
+      }
+      return Unsupported(msg);
     }
     return Status::Ok();
   }

@@ -13,8 +13,10 @@
 namespace kiln::compiler {
 
 /// Default-domain opsets kiln imports.
-inline constexpr int64_t kMinOnnxOpset = 7;
-inline constexpr int64_t kMaxOnnxOpset = 17;
+/// Opsets 1-6 are read with each op's definition at that opset: ops whose old definition kiln
+/// does not implement (Add-6's legacy `broadcast`, say) are reported as needing a newer opset.
+inline constexpr int64_t kMinOnnxOpset = 1;
+inline constexpr int64_t kMaxOnnxOpset = 21;
 /// Newest ONNX IR version (ModelProto.ir_version) the importer reads; newer is Unsupported.
 inline constexpr int64_t kMaxIrVersion = 10;
 
@@ -39,6 +41,8 @@ Status ParseDimPin(std::string_view text, ImportOptions* options);
 /// made unique; empty ones become "<OpType>_<index>"), subgraphs for If/Loop bodies with outer
 /// values captured, declared output types, and the opset imports. Symbolic dims: dim_param ->
 /// a named symbol (or its pin), an unnamed dynamic dim -> a fresh "?N" symbol.
+/// An ai.onnx op kiln has no rule for, but whose ONNX schema defines a function body, is first
+/// replaced by that body (compiler/onnx/function_expand.h).
 ///
 /// Errors (never a crash, for any bytes):
 ///   - NotFound: the model file, or an external data file, cannot be opened (names the file and
@@ -48,7 +52,8 @@ Status ParseDimPin(std::string_view text, ImportOptions* options);
 ///     and input), a value produced twice, a cycle (names the nodes), tensor data of the wrong
 ///     size (names the tensor), an initializer whose dtype or dims contradict its declared input
 ///     type (names the input), external data escaping the model directory or too short.
-///   - Unsupported: an opset outside [7, 17]; ONE error listing every op type the registry has
+///   - Unsupported: an opset outside [kMinOnnxOpset, kMaxOnnxOpset] (for a newer one the
+///     message names onnx.version_converter); ONE error listing every op type the registry has
 ///     no rule for, each with its node names ("uses 2 unsupported op types: LSTM (node 'lstm1'),
 ///     com.microsoft.Attention (nodes 'a0', 'a1')"); string, complex, uint16/32/64 tensors;
 ///     sequence/optional/map types; sparse tensors.

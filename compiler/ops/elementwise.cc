@@ -230,7 +230,9 @@ Status SoftmaxRule(InferenceContext& ctx) {
   return SameAsInput0(ctx);
 }
 
-struct UnaryOp {
+// An op, the opset it appears in, and the dtypes of its input 0 (unary ops, and the binary
+// logic and bit ops).
+struct TypedOp {
   const char* name;
   int since;
   DTypeSet types;
@@ -239,7 +241,7 @@ struct UnaryOp {
 }  // namespace
 
 void RegisterElementwiseOps(OpRegistry& r) {
-  const UnaryOp kUnary[] = {
+  const TypedOp kUnary[] = {
       {"Abs", 1, kNumericTypes},      {"Neg", 1, kNumericTypes},
       {"Relu", 1, kNumericTypes},     {"Sign", 9, kNumericTypes},
       {"Sigmoid", 1, kFloatTypes},    {"Tanh", 1, kFloatTypes},
@@ -258,8 +260,9 @@ void RegisterElementwiseOps(OpRegistry& r) {
       {"Celu", 12, kFloatTypes},      {"HardSigmoid", 1, kFloatTypes},
       {"HardSwish", 14, kFloatTypes}, {"ThresholdedRelu", 10, kFloatTypes},
       {"Shrink", 9, kNumericTypes},   {"Not", 1, kBoolTypes},
+      {"BitwiseNot", 18, kIntTypes},
   };
-  for (const UnaryOp& u : kUnary) {
+  for (const TypedOp& u : kUnary) {
     OpDef d =
         MakeDef(u.name, u.since, kLatestOpset, std::string(u.name) == "Neg" ? NegRule : UnaryRule);
     d.input0_types = u.types;
@@ -283,9 +286,14 @@ void RegisterElementwiseOps(OpRegistry& r) {
   OpDef pow = MakeDef("Pow", 7, kLatestOpset, PowRule, 2, 2);
   pow.input0_types = kNumericTypes;
   MustRegister(r, pow);
-  for (const char* name : {"And", "Or", "Xor"}) {
-    OpDef d = MakeDef(name, 7, kLatestOpset, BinaryRule, 2, 2);
-    d.input0_types = kBoolTypes;
+  // Logic on bool, bits of integers (BitShift: unsigned only).
+  const TypedOp kBits[] = {{"And", 7, kBoolTypes},         {"Or", 7, kBoolTypes},
+                           {"Xor", 7, kBoolTypes},         {"BitShift", 11, kUnsignedTypes},
+                           {"BitwiseAnd", 18, kIntTypes},  {"BitwiseOr", 18, kIntTypes},
+                           {"BitwiseXor", 18, kIntTypes}};
+  for (const TypedOp& b : kBits) {
+    OpDef d = MakeDef(b.name, b.since, kLatestOpset, BinaryRule, 2, 2);
+    d.input0_types = b.types;
     MustRegister(r, d);
   }
   MustRegister(r, MakeDef("Equal", 7, kLatestOpset, ComparisonRule, 2, 2));

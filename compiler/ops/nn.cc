@@ -410,9 +410,10 @@ void RegisterNnOps(OpRegistry& r) {
   add(MakeDef("MaxPool", 1, kLatestOpset, PoolRule, 1, 1, 1, 2),
       kFloatTypes | DTypeBit(DType::kI8) | DTypeBit(DType::kU8));
   add(MakeDef("AveragePool", 1, kLatestOpset, PoolRule), kFloatTypes);
-  add(MakeDef("LpPool", 1, kLatestOpset, PoolRule), kFloatTypes);
+  // LpPool-1 and GlobalLpPool-1 take `p` as a float; kiln implements the integer `p` of 2+.
+  add(MakeDef("LpPool", 2, kLatestOpset, PoolRule), kFloatTypes);
   for (const char* name : {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool"})
-    add(MakeDef(name, 1, kLatestOpset, GlobalPoolRule), kFloatTypes);
+    add(MakeDef(name, name[6] == 'L' ? 2 : 1, kLatestOpset, GlobalPoolRule), kFloatTypes);
   add(MakeDef("BatchNormalization", 7, 13, BatchNormRule, 5, 5, 1, 5), kFloatTypes);
   add(MakeDef("BatchNormalization", 14, kLatestOpset, BatchNormRule, 5, 5, 1, 3), kFloatTypes);
   add(MakeDef("InstanceNormalization", 1, kLatestOpset, InstanceNormRule, 3, 3), kFloatTypes);

@@ -7,8 +7,8 @@ namespace kiln::compiler::ops {
 namespace {
 
 // Axes come from the `axes` attribute (all reductions before opset 13, and every reduction but
-// ReduceSum through opset 17) or from input 1 (ReduceSum from opset 13, which also has
-// noop_with_empty_axes). No axes: reduce everything.
+// ReduceSum through opset 17) or from input 1 (ReduceSum from opset 13, every reduction from
+// 18; with noop_with_empty_axes). No axes: reduce everything.
 Status ReduceRule(InferenceContext& ctx) {
   const SymbolicShape& x = ctx.input_shape(0);
   int rank = static_cast<int>(x.size());
@@ -84,6 +84,9 @@ void RegisterReduceOps(OpRegistry& r) {
     OpDef d = MakeDef(name, 1, 17, ReduceRule);
     d.input0_types = kNumericTypes;
     MustRegister(r, d);
+    OpDef axes_input = MakeDef(name, 18, kLatestOpset, ReduceRule, 1, 2);
+    axes_input.input0_types = kNumericTypes;
+    MustRegister(r, axes_input);
   }
   OpDef sum_attr = MakeDef("ReduceSum", 1, 12, ReduceRule);
   sum_attr.input0_types = kNumericTypes;

@@ -35,6 +35,7 @@ inline constexpr DTypeSet kFloatTypes =
 inline constexpr DTypeSet kIntTypes = DTypeBit(DType::kI8) | DTypeBit(DType::kU8) |
                                       DTypeBit(DType::kI16) | DTypeBit(DType::kI32) |
                                       DTypeBit(DType::kI64);
+inline constexpr DTypeSet kUnsignedTypes = DTypeBit(DType::kU8);
 inline constexpr DTypeSet kNumericTypes = kFloatTypes | kIntTypes;
 inline constexpr DTypeSet kBoolTypes = DTypeBit(DType::kBool);
 inline constexpr DTypeSet kAllTypes = kNumericTypes | kBoolTypes;

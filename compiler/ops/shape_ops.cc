@@ -251,6 +251,19 @@ Status SplitRule(InferenceContext& ctx) {
                              "split sizes add up to " + sum.ToString() + ", dim " +
                                  std::to_string(axis) + " is " + x[axis].ToString())
                         .status());
+  } else if (ctx.opset() >= 18 && ctx.HasAttr("num_outputs")) {
+    // Split-18: ceil(d / n) per output, the last one smaller when d does not divide.
+    ASSIGN_OR_RETURN(int64_t num, ctx.GetInt("num_outputs", n));
+    if (num != n)
+      return ctx.Error("num_outputs is " + std::to_string(num) + " but the node has " +
+                       std::to_string(n) + " outputs");
+    DimExpr chunk = FloorDiv(x[axis] + DimExpr(n - 1), DimExpr(n));
+    DimExpr last = x[axis] - chunk * DimExpr(n - 1);
+    if (last.is_const() && last.const_value() < 0)
+      return ctx.Error("dim " + std::to_string(axis) + " of " + ShapeToString(x) +
+                       " is too small for " + std::to_string(n) + " outputs");
+    parts.assign(n - 1, chunk);
+    parts.push_back(last);
   } else {
     if (x[axis].is_const() && x[axis].const_value() % n != 0)
       return ctx.Error("dim " + std::to_string(axis) + " of " + ShapeToString(x) +
@@ -432,6 +445,27 @@ Status PadRule(InferenceContext& ctx) {
     ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> p, ctx.GetInts("pads"));
     if (!p) return ctx.Error("pads is required");
     pads = std::vector<DimExpr>(p->begin(), p->end());
+  } else if (ctx.has_input(3)) {
+    // Pad-18 axes: pads for those dims only (compile-time axes), zero for the others.
+    if (ctx.opset() < 18) return ctx.Error("the axes input needs opset >= 18");
+    std::optional<std::vector<int64_t>> axes = ctx.InputConstInts(3);
+    if (!axes) return ctx.UnsupportedError("axes known only at run time");
+    RETURN_IF_ERROR(NormalizeAxes(ctx, *axes, rank).status());  // in range, none repeated
+    int k = static_cast<int>(axes->size());
+    std::vector<int> norm;
+    for (int64_t a : *axes) norm.push_back(static_cast<int>(a < 0 ? a + rank : a));
+    ASSIGN_OR_RETURN(int n, ConstLength(ctx, 1, "pads"));
+    if (n != 2 * k)
+      return ctx.Error("pads has " + std::to_string(n) + " values for " + std::to_string(k) +
+                       " axes");
+    if (ctx.has_input(2)) RETURN_IF_ERROR(CheckSameDType(ctx, 0, 2));
+    if (std::optional<std::vector<DimExpr>> given = ctx.InputValues(1)) {
+      pads = std::vector<DimExpr>(2 * rank, DimExpr(0));
+      for (int j = 0; j < k; ++j) {
+        (*pads)[norm[j]] = (*given)[j];
+        (*pads)[norm[j] + rank] = (*given)[j + k];
+      }
+    }
   } else {
     ASSIGN_OR_RETURN(int n, ConstLength(ctx, 1, "pads"));
     if (n != 2 * rank)
@@ -624,7 +658,7 @@ void RegisterShapeOps(OpRegistry& r) {
   MustRegister(r, MakeDef("Expand", 8, kLatestOpset, ExpandRule, 2, 2));
   MustRegister(r, MakeDef("Tile", 6, kLatestOpset, TileRule, 2, 2));
   MustRegister(r, MakeDef("Pad", 2, 10, PadRule));
-  MustRegister(r, MakeDef("Pad", 11, kLatestOpset, PadRule, 2, 3));
+  MustRegister(r, MakeDef("Pad", 11, kLatestOpset, PadRule, 2, 4));  // axes (input 3) from 18
   MustRegister(r, MakeDef("Shape", 1, kLatestOpset, ShapeRule));
   MustRegister(r, MakeDef("Size", 1, kLatestOpset, SizeRule));
   MustRegister(r, MakeDef("ConstantOfShape", 9, kLatestOpset, ConstantOfShapeRule));

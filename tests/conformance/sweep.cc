@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -27,21 +28,23 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: sweep [--data DIR] [--jobs N] [--timeout SECONDS] [--filter TEXT]\n"
-    "             [--external onednn|none] [--write-list PATH] [--quiet] [TEST...]\n"
+    "             [--external onednn|none] [--write-list PATH] [--out-of-scope PATH]\n"
+    "             [--quiet] [TEST...]\n"
     "Runs the ONNX node tests in DIR (default $KILN_ONNX_TESTDATA, else\n"
     "/usr/share/libonnx-testdata/data/node): all of them, those named, or those whose name\n"
     "contains TEXT. Prints one line per test, the failure reasons by frequency and\n"
     "'N passed, M failed of T'. --jobs runs N worker processes (default 1); --timeout bounds\n"
     "each test, compile included (default 120 s). --write-list writes the sorted names of the\n"
     "passing tests (relative paths are taken from the workspace under `bazel run`). --external\n"
-    "picks the compiler's external compiler (default: its default). --quiet prints only\n"
-    "failures.\n";
+    "picks the compiler's external compiler (default: its default). --out-of-scope also\n"
+    "counts the tests not named in PATH (tests/conformance/out_of_scope.txt: issue 18's\n"
+    "scope). --quiet prints only failures.\n";
 
 using Clock = std::chrono::steady_clock;
 
 struct Args {
   std::string data = TestDataDir();
-  std::string write_list, filter, external;
+  std::string write_list, filter, external, out_of_scope;
   std::vector<std::string> tests;
   int jobs = 1;
   double timeout_s = 120;
@@ -346,6 +349,21 @@ std::string ReasonKey(const std::string& reason) {
   return key.substr(0, 110);
 }
 
+// "in scope: P passed of T" over the tests not named in the out-of-scope list.
+Status PrintInScope(const Sweep& sweep, const std::string& list) {
+  ASSIGN_OR_RETURN(std::vector<std::string> excluded, ReadTestList(list));
+  std::set<std::string> out(excluded.begin(), excluded.end());
+  int passed = 0, total = 0;
+  for (size_t i = 0; i < sweep.tests().size(); ++i) {
+    if (out.count(sweep.tests()[i])) continue;
+    ++total;
+    passed += sweep.results()[i].outcome == Outcome::kPass ? 1 : 0;
+  }
+  std::printf("in scope (all but the tests %s names): %d passed, %d failed of %d\n",
+              list.c_str(), passed, total - passed, total);
+  return Status::Ok();
+}
+
 void PrintSummary(const Sweep& sweep) {
   const std::vector<Result>& results = sweep.results();
   int passed = 0, failed = 0, crashed = 0, timed_out = 0;
@@ -412,7 +430,7 @@ int ParseArgs(int argc, char** argv, Args* a) {
       return -1;
     }
     bool takes_value = s == "--data" || s == "--jobs" || s == "--timeout" || s == "--external" ||
-                       s == "--write-list" || s == "--filter";
+                       s == "--write-list" || s == "--filter" || s == "--out-of-scope";
     if (takes_value && i + 1 >= argc) {
       std::fprintf(stderr, "sweep: %s needs a value\n", s.c_str());
       return 2;
@@ -427,6 +445,8 @@ int ParseArgs(int argc, char** argv, Args* a) {
       a->write_list = argv[++i];
     } else if (s == "--external") {
       a->external = argv[++i];
+    } else if (s == "--out-of-scope") {
+      a->out_of_scope = argv[++i];
     } else if (s == "--filter") {
       a->filter = argv[++i];
     } else if (s == "--quiet") {
@@ -445,8 +465,8 @@ int ParseArgs(int argc, char** argv, Args* a) {
   // Under `bazel run` the working directory is the runfiles tree; a relative list path means
   // the workspace.
   const char* ws = std::getenv("BUILD_WORKSPACE_DIRECTORY");
-  if (!a->write_list.empty() && a->write_list[0] != '/' && ws != nullptr) {
-    a->write_list = std::string(ws) + "/" + a->write_list;
+  for (std::string* path : {&a->write_list, &a->out_of_scope}) {
+    if (!path->empty() && (*path)[0] != '/' && ws != nullptr) *path = std::string(ws) + "/" + *path;
   }
   return 0;
 }
@@ -479,6 +499,13 @@ int Main(int argc, char** argv) {
     return 1;
   }
   PrintSummary(sweep);
+  if (!args.out_of_scope.empty()) {
+    Status in_scope = PrintInScope(sweep, args.out_of_scope);
+    if (!in_scope.ok()) {
+      std::fprintf(stderr, "sweep: %s\n", in_scope.ToString().c_str());
+      return 1;
+    }
+  }
   if (!args.write_list.empty()) {
     Status w = WriteList(args.write_list, sweep);
     if (!w.ok()) {

@@ -508,6 +508,43 @@ BOOST_AUTO_TEST_CASE(logic_ops_and_bool_equality) {
   BOOST_TEST(y.IntAt(1) == 0);
 }
 
+// On integers And / Or / Not are bitwise (ONNX BitwiseAnd/Or/Not), in every integer width.
+BOOST_AUTO_TEST_CASE(and_or_not_are_bitwise_on_integers) {
+  const int64_t xs[] = {0x5a, -1, 0x0f, -128}, ys[] = {0x3c, 0x71, -16, 0x7f};
+  for (DType dt : {DType::kI8, DType::kU8, DType::kI16, DType::kI32, DType::kI64}) {
+    for (ExprOp op : {ExprOp::kAnd, ExprOp::kOr}) {
+      KernelFn fn = CompileOrFail(BinaryKernel(op, dt, dt));
+      BOOST_REQUIRE(fn);
+      TestBuffer a(dt, {4}), b(dt, {4}), out(dt, {4});
+      for (int64_t k = 0; k < 4; ++k) {
+        a.SetI(k, xs[k]);
+        b.SetI(k, ys[k]);
+      }
+      Call(fn, {&a, &b, &out});
+      for (int64_t k = 0; k < 4; ++k) {
+        // Both sides read back through the buffer's dtype (u8 wraps -1 to 255).
+        int64_t x = a.IntAt(k), y = b.IntAt(k);
+        TestBuffer want(dt, {1});
+        want.SetI(0, op == ExprOp::kAnd ? (x & y) : (x | y));
+        BOOST_TEST(out.IntAt(k) == want.IntAt(0), ExprOpName(op) << "(" << x << ", " << y << ")");
+      }
+    }
+    Buffer a = Buffer::Param("a", dt, 1), out = Buffer::Param("out", dt, 1);
+    Var i("i");
+    KernelFn fn = CompileOrFail(
+        {"not", {a, out}, {}, For(i, DimOf(out, 0), ForKind::kSerial, Store(out, {i}, Not(Load(a, {i}))))});
+    BOOST_REQUIRE(fn);
+    TestBuffer x(dt, {4}), y(dt, {4});
+    for (int64_t k = 0; k < 4; ++k) x.SetI(k, xs[k]);
+    Call(fn, {&x, &y});
+    for (int64_t k = 0; k < 4; ++k) {
+      TestBuffer want(dt, {1});
+      want.SetI(0, ~x.IntAt(k));
+      BOOST_TEST(y.IntAt(k) == want.IntAt(0), DTypeName(dt) << " not " << x.IntAt(k));
+    }
+  }
+}
+
 // select copies values bit for bit, including the f16/bf16 storage types.
 BOOST_DATA_TEST_CASE(select_every_dtype,
                      data::make({DType::kBool, DType::kI8, DType::kU8, DType::kI16, DType::kI32,

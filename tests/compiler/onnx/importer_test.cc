@@ -401,13 +401,35 @@ BOOST_AUTO_TEST_CASE(lists_every_unsupported_op_with_its_nodes) {
 }
 
 BOOST_AUTO_TEST_CASE(rejects_opsets_outside_the_supported_range) {
-  for (int opset : {6, 18}) {
+  const std::string range = "; kiln supports 1 to " + std::to_string(kMaxOnnxOpset);
+  for (int64_t opset : {int64_t{0}, kMaxOnnxOpset + 1}) {
     std::string text = R"(<ir_version: 8, opset_import: ["" : )" + std::to_string(opset) +
                        R"(]> g (float[2] x) => (y) { y = Relu(x) })";
-    EXPECT_ERROR(
-        ImportText(text), StatusCode::kUnsupported,
-        "the model imports ai.onnx opset " + std::to_string(opset) + "; kiln supports 7 to 17");
+    EXPECT_ERROR(ImportText(text), StatusCode::kUnsupported,
+                 "the model imports ai.onnx opset " + std::to_string(opset) + range);
   }
+  // A newer opset: the message says how to convert the model.
+  std::string text = R"(<ir_version: 8, opset_import: ["" : 99]> g (float[2] x) => (y) { y = Relu(x) })";
+  EXPECT_ERROR(ImportText(text), StatusCode::kUnsupported,
+               range + " (convert the model with onnx.version_converter.convert_version(model, " +
+                   std::to_string(kMaxOnnxOpset) + "))");
+}
+
+BOOST_AUTO_TEST_CASE(old_opsets_import_ops_whose_definition_kiln_implements) {
+  // Relu-1 (consumed_inputs is a memory hint only) and Selu-1 import at opset 1.
+  StatusOr<Graph> g = ImportText(R"(<ir_version: 3, opset_import: ["" : 1]>
+    g (float[2] x) => (y, z) { y = Relu <consumed_inputs = [0]> (x)  z = Selu (x) })");
+  BOOST_TEST_REQUIRE(g.ok(), g.status().ToString());
+  BOOST_TEST(g->OpsetFor("") == 1);
+  // Ops whose old definitions differ are reported as needing a newer opset: Add-1's legacy
+  // broadcast, LpPool-1's float p, Sin (new in 7).
+  EXPECT_ERROR(ImportText(R"(<ir_version: 3, opset_import: ["" : 1]>
+    g (float[1, 1, 4] x, float[1] b) => (y, z, s) {
+      y = Add <broadcast = 1> (x, b)  z = LpPool <kernel_shape = [2]> (x)  s = Sin (x) })"),
+               StatusCode::kUnsupported,
+               "the model uses 3 unsupported op types: Add needs opset >= 7 (the model imports 1) "
+               "(node 'Add_0'); LpPool needs opset >= 2 (the model imports 1) (node 'LpPool_1'); "
+               "Sin needs opset >= 7 (the model imports 1) (node 'Sin_2')");
 }
 
 // ---- Malformed input never crashes ------------------------------------------------------------
