@@ -47,6 +47,21 @@ void Emitter::BindFromResults(const std::vector<ValueId>& outs) {
   for (ValueId out : outs) BindSymbols(g_.value(out), vals_[out].reg);
 }
 
+// A register per output of `node` (omitted ones too: the callee returns them), bound to the
+// present outputs, which are appended to *present.
+std::vector<int> Emitter::ResultRegs(const Node& node, std::vector<ValueId>* present) {
+  std::vector<int> outs;
+  for (ValueId v : node.outputs) {
+    int r = NewReg();
+    outs.push_back(r);
+    if (v != kNoValue) {
+      vals_[v].reg = r;
+      present->push_back(v);
+    }
+  }
+  return outs;
+}
+
 Status Emitter::EmitIf(NodeId n) {
   const Node& node = g_.node(n);
   const Attribute* then_a = node.FindAttribute("then_branch");
@@ -64,16 +79,8 @@ Status Emitter::EmitIf(NodeId n) {
   ASSIGN_OR_RETURN(int cond, RegFor(node.inputs[0]));
   ASSIGN_OR_RETURN(std::vector<int> then_caps, CaptureRegs(*then_fn));
   ASSIGN_OR_RETURN(std::vector<int> else_caps, CaptureRegs(*else_fn));
-  std::vector<int> outs;
   std::vector<ValueId> out_values;
-  for (ValueId v : node.outputs) {
-    int r = NewReg();
-    outs.push_back(r);
-    if (v != kNoValue) {
-      vals_[v].reg = r;
-      out_values.push_back(v);
-    }
-  }
+  std::vector<int> outs = ResultRegs(node, &out_values);
   Label then_l = fb_.NewLabel(), else_l = fb_.NewLabel(), end_l = fb_.NewLabel();
   fb_.If(cond, then_l, else_l);
   fb_.Bind(then_l);
@@ -95,16 +102,8 @@ Status Emitter::EmitKnownIf(NodeId n, const Graph& branch) {
                                                                          then ? "then" : "else")));
   fb_.SetSourceNode(node.name);
   ASSIGN_OR_RETURN(std::vector<int> caps, CaptureRegs(*fn));
-  std::vector<int> outs;
   std::vector<ValueId> out_values;
-  for (ValueId v : node.outputs) {
-    int r = NewReg();
-    outs.push_back(r);
-    if (v != kNoValue) {
-      vals_[v].reg = r;
-      out_values.push_back(v);
-    }
-  }
+  std::vector<int> outs = ResultRegs(node, &out_values);
   fb_.Invoke(fn->function_index(), caps, outs);
   BindFromResults(out_values);
   return Status::Ok();

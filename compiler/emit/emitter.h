@@ -282,6 +282,7 @@ class Emitter {
   // control_flow.cc: If and Loop.
   Status EmitIf(NodeId n);
   Status EmitKnownIf(NodeId n, const Graph& branch);
+  std::vector<int> ResultRegs(const Node& node, std::vector<ValueId>* present);
   Status EmitLoop(NodeId n);
   StatusOr<Emitter*> Subgraph(const Graph& body, const std::string& name);
   StatusOr<std::vector<int>> CaptureRegs(const Emitter& sub);

@@ -24,12 +24,6 @@ std::string Ints(const Dims& d) {
   return s + "]";
 }
 
-std::string DimsText(const Dims& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 // The node producing a named value.
 struct NodeIdOf {
   const compiler::Graph& g;
