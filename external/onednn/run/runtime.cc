@@ -137,8 +137,11 @@ class RegionImpl : public OneDnnRegion {
   // Declined(naming the first) when a primitive of `plan` got one of oneDNN's reference
   // implementations (impl_info_str "ref:any", ...): those are not vectorized and run 10-100x
   // slower than kiln's JIT (one 1x32x160x240 scalar add on a blocked layout took 234 ms).
+  // Concat is exempt: its reference implementation is the copy any concat is (the zoo's
+  // densenet121 and shufflenet_v2 ran 1.4-1.7x slower when their conv regions fell back over it).
   Status DeclineReferenceImpls(const Plan& plan) const {
     for (const internal::Step& step : plan.steps) {
+      if (step.prim.get_kind() == dnnl::primitive::kind::concat) continue;
       const char* impl = nullptr;
       if (dnnl_primitive_desc_query(step.prim.get_primitive_desc(), dnnl_query_impl_info_str, 0,
                                     &impl) != dnnl_success || impl == nullptr ||
