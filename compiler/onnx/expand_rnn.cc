@@ -181,10 +181,19 @@ std::string RowBlock(Writer& w, const std::string& v, int count, int64_t rows, i
   return w.Op("Gather", {shaped, w.I64(k)}, {IntAttr("axis", 0)});
 }
 
-// Gate k of `g` [batch, gates * hidden].
-std::string Gate(Writer& w, const std::string& g, const Recurrent& r, int k) {
-  std::string shaped = w.Op("Reshape", {g, w.I64({0, r.gates, r.hidden}, {3})});
+// Gate k of `g` [batch, gates * hidden] (`gates` defaults to the op's gate count).
+std::string Gate(Writer& w, const std::string& g, const Recurrent& r, int k, int gates = 0) {
+  std::string shaped =
+      w.Op("Reshape", {g, w.I64({0, gates > 0 ? gates : r.gates, r.hidden}, {3})});
   return w.Op("Gather", {shaped, w.I64(k)}, {IntAttr("axis", 1)});
+}
+
+// The first two of the three equal blocks of `v` along axis 0, reshaped to `shape` (Gather
+// rather than Slice, whose form changes at opset 10).
+std::string FirstTwoOfThree(Writer& w, const std::string& v, const std::vector<int64_t>& shape) {
+  std::string blocks = w.Op("Reshape", {v, w.I64({3, -1}, {2})});
+  std::string two = w.Op("Gather", {blocks, w.I64({0, 1}, {2})}, {IntAttr("axis", 0)});
+  return w.Op("Reshape", {two, w.I64(shape, {static_cast<int64_t>(shape.size())})});
 }
 
 std::string Clip(Writer& w, const Recurrent& r, const std::string& x) {
@@ -195,8 +204,9 @@ std::string Clip(Writer& w, const Recurrent& r, const std::string& x) {
 // The outer values one direction's loop body reads.
 struct DirectionValues {
   std::string xw;                  // [seq, batch, gates*hidden]: X W^T + input-side biases
-  std::string rt;                  // [hidden, gates*hidden] (LSTM, RNN; GRU's z and r)
-  std::string rb;                  // GRU: recurrent bias [gates*hidden], or ""
+  std::string rt;                  // [hidden, gates*hidden] (LSTM, RNN, GRU with
+                                   // linear_before_reset; otherwise GRU's z and r blocks only)
+  std::string rb;                  // GRU: recurrent bias matching rt's columns, or ""
   std::string rbh;                 // GRU: its h block [hidden], or ""
   std::string rh_t;                // GRU: R_h^T [hidden, hidden]
   std::string pi, po, pf;          // LSTM peepholes [hidden], or ""
@@ -243,11 +253,16 @@ std::vector<std::string> LstmStep(Writer& b, const Recurrent& r, const Direction
 std::vector<std::string> GruStep(Writer& b, const Recurrent& r, const DirectionValues& v,
                                  const std::string& xw_t, const std::string& h,
                                  const std::string& mask) {
-  std::string hr = b.Op("MatMul", {h, v.rt});  // [batch, 3*hidden]; the h block unused below
+  // [batch, 3*hidden] with linear_before_reset, else [batch, 2*hidden] (z and r only: the h
+  // block is recomputed below from r * H).
+  std::string hr = b.Op("MatMul", {h, v.rt});
   if (!v.rb.empty()) hr = b.Op("Add", {hr, v.rb});
+  int hr_gates = r.linear_before_reset ? 3 : 2;
   const Activation* f = v.act;
-  std::string z = Apply(b, f[0], Clip(b, r, b.Op("Add", {Gate(b, xw_t, r, 0), Gate(b, hr, r, 0)})));
-  std::string rg = Apply(b, f[0], Clip(b, r, b.Op("Add", {Gate(b, xw_t, r, 1), Gate(b, hr, r, 1)})));
+  std::string z = Apply(
+      b, f[0], Clip(b, r, b.Op("Add", {Gate(b, xw_t, r, 0), Gate(b, hr, r, 0, hr_gates)})));
+  std::string rg = Apply(
+      b, f[0], Clip(b, r, b.Op("Add", {Gate(b, xw_t, r, 1), Gate(b, hr, r, 1, hr_gates)})));
   std::string recurrent;
   if (r.linear_before_reset) {
     recurrent = b.Op("Mul", {rg, Gate(b, hr, r, 2)});
@@ -336,14 +351,15 @@ DirectionValues Prepare(Writer& w, const Recurrent& r, const Common& c, int d) {
   std::string wt = w.Op("Transpose", {Direction(w, r.w, d)});  // [input, gates*hidden]
   v.xw = w.Op("MatMul", {c.xs, wt});
   std::string rd = Direction(w, r.r, d);
-  v.rt = w.Op("Transpose", {rd});
+  bool gru_split = r.kind == Kind::kGru && !r.linear_before_reset;
+  v.rt = w.Op("Transpose", {gru_split ? FirstTwoOfThree(w, rd, {2 * r.hidden, r.hidden}) : rd});
   if (r.kind == Kind::kGru) v.rh_t = w.Op("Transpose", {RowBlock(w, rd, 3, r.hidden, 2)});
   if (!r.b.empty()) {
     std::string bd = Direction(w, r.b, d);
     std::string wb = Block(w, bd, 2, 0), rb = Block(w, bd, 2, 1);
     if (r.kind == Kind::kGru) {
       v.xw = w.Op("Add", {v.xw, wb});
-      v.rb = rb;
+      v.rb = gru_split ? FirstTwoOfThree(w, rb, {2 * r.hidden}) : rb;
       v.rbh = Block(w, rb, 3, 2);
     } else {
       v.xw = w.Op("Add", {v.xw, w.Op("Add", {wb, rb})});

@@ -92,6 +92,14 @@ Status BinaryRule(InferenceContext& ctx) {
   return Status::Ok();
 }
 
+// Output 0 becomes the known bool `values`, a scalar or (when `vector`) a 1-D tensor.
+void SetKnownBools(InferenceContext& ctx, const std::vector<uint8_t>& values, bool vector) {
+  std::vector<int64_t> dims;
+  if (vector) dims.push_back(static_cast<int64_t>(values.size()));
+  StatusOr<TensorDataRef> data = TensorData::Copy(DType::kBool, dims, values.data(), values.size());
+  if (data.ok()) ctx.SetOutputData(0, *data);
+}
+
 // A comparison of two small int inputs whose values are known at compile time (`rank(x) == 3`,
 // `x.shape[1] == 1`: exporters guard branches with these) becomes a constant, so an If on it
 // takes one branch at compile time. Equal also holds for the same symbolic dim on both sides.
@@ -117,10 +125,7 @@ void FoldKnownComparison(InferenceContext& ctx, const SymbolicShape& shape) {
     out[i] = op == "Equal" ? u == v : op == "Less" ? u < v : op == "Greater" ? u > v
              : op == "LessOrEqual" ? u <= v : u >= v;
   }
-  std::vector<int64_t> dims;
-  if (shape.size() == 1) dims.push_back(static_cast<int64_t>(n));
-  StatusOr<TensorDataRef> data = TensorData::Copy(DType::kBool, dims, out.data(), out.size());
-  if (data.ok()) ctx.SetOutputData(0, *data);
+  SetKnownBools(ctx, out, shape.size() == 1);
 }
 
 Status ComparisonRule(InferenceContext& ctx) {
@@ -188,10 +193,7 @@ Status CastRule(InferenceContext& ctx) {
     if (v && !ctx.input_data(0)) {
       std::vector<uint8_t> out(v->size());
       for (size_t i = 0; i < v->size(); ++i) out[i] = (*v)[i] != 0;
-      std::vector<int64_t> dims;
-      if (ctx.input_rank(0) == 1) dims.push_back(static_cast<int64_t>(v->size()));
-      StatusOr<TensorDataRef> data = TensorData::Copy(DType::kBool, dims, out.data(), out.size());
-      if (data.ok()) ctx.SetOutputData(0, *data);
+      SetKnownBools(ctx, out, ctx.input_rank(0) == 1);
     }
   }
   return Status::Ok();
