@@ -2,11 +2,12 @@
 """The zoo runner: every zoo model compiled with the default offload and with --external=none,
 checked against its PyTorch reference, and timed beside ONNX Runtime at 1 and 2 threads.
 
-    /usr/bin/python3 tools/zoo.py [--zoo DIR] [--out DIR] [--threads 1,2] [--rounds N]
-                                  [--only a,b] [--no-time] [--no-ort] [--kiln PATH]
+    /usr/bin/python3 tools/zoo.py [--zoo DIR] [--models DIR] [--out DIR] [--threads 1,2]
+                                  [--rounds N] [--only a,b] [--no-time] [--no-ort] [--kiln PATH]
 
 Prerequisites (outside the repository): the zoo from ../shared/models/gen_zoo.py (default
-/work/zoo), ONNX Runtime from npm for the peer column (../shared/peers/README.md; default
+/work/zoo) and, with --models, the five benchmark models from ../shared/models (their
+manifest.json; a model with a `seq` dim is timed at seq 16, 128 and 256, as the issue's table), ONNX Runtime from npm for the peer column (../shared/peers/README.md; default
 NODE_PATH /tmp/ort/node_modules), and a built CLI (bazel build //tools:kiln).
 
 Correctness: each back end's output must match the reference within rtol 1e-3 and atol 1e-4
@@ -65,18 +66,52 @@ def compare(got_path, ref_path):
     return ok, err, scale, "" if ok else "outside rtol 1e-3 / atol 1e-4 x scale"
 
 
-def check(kiln, name, kfile, zoo, out_dir):
+def checked(kiln, kfile, in_path, ref_path, out_dir):
+    """(ok, max abs error, why) of kfile's output 0 on in_path against ref_path."""
     d = os.path.join(out_dir, os.path.basename(kfile) + ".out")
     os.makedirs(d, exist_ok=True)
-    rc, _, err = run([kiln, "run", kfile, os.path.join(zoo, name + ".in0.npy"),
-                      "--output-dir", d])
+    rc, _, err = run([kiln, "run", kfile, in_path, "--output-dir", d])
     if rc != 0:
         return False, float("nan"), "run failed: " + err.strip().splitlines()[-1][:200]
     outs = sorted(f for f in os.listdir(d) if f.endswith(".npy"))
     if not outs:
         return False, float("nan"), "no output written"
-    ok, e, scale, why = compare(os.path.join(d, outs[0]), os.path.join(zoo, name + ".out0.npy"))
+    ok, e, _, why = compare(os.path.join(d, outs[0]), ref_path)
     return ok, e, why
+
+
+def load_models(zoo_dir, models_dir):
+    """[(row name, model name, entry, dims for timing, input .npy, reference .npy)] for the zoo
+    and, when models_dir is given, the benchmark models of its manifest.json."""
+    out = []
+    zoo = json.load(open(os.path.join(zoo_dir, "zoo.json"))) if zoo_dir else {}
+    for name, info in zoo.items():
+        info = dict(info, onnx=os.path.join(zoo_dir, info["onnx"]))
+        shape = info["input_shape"]
+        dims = {sym: shape[int(ax)] for ax, sym in info.get("dynamic_axes", {}).items()}
+        out.append((name, name, info, dims, os.path.join(zoo_dir, name + ".in0.npy"),
+                    os.path.join(zoo_dir, name + ".out0.npy")))
+    if not models_dir:
+        return out
+    manifest = json.load(open(os.path.join(models_dir, "manifest.json")))["models"]
+    for name, info in manifest.items():
+        info = dict(info, onnx=os.path.join(models_dir, info["onnx"]))
+        axes = info.get("dynamic_axes", {}).get(info["input"], {})
+        base = list(info["input_shape"])
+        variants = [(name, base)]
+        seq_axes = [int(ax) for ax, sym in axes.items() if sym == "seq"]
+        if seq_axes:
+            variants = []
+            for seq in (16, 128, 256):
+                shape = list(base)
+                shape[seq_axes[0]] = seq
+                variants.append((f"{name} seq {seq}", shape))
+        for row, shape in variants:
+            dims = {sym: shape[int(ax)] for ax, sym in axes.items()}
+            out.append((row, name, dict(info, input_shape=shape), dims,
+                        os.path.join(models_dir, name + "_input.npy"),
+                        os.path.join(models_dir, name + "_output.npy")))
+    return out
 
 
 def kiln_p50(kiln, kfile, dims, flag, threads, iters):
@@ -100,7 +135,8 @@ def ort_p50(onnx, shape, threads, iters, bench_js):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--zoo", default="/work/zoo")
+    ap.add_argument("--zoo", default="/work/zoo", help="zoo folder ('' for none)")
+    ap.add_argument("--models", default="", help="benchmark models folder (manifest.json)")
     ap.add_argument("--out", default="/tmp/kiln-zoo")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
@@ -112,33 +148,35 @@ def main():
     a = ap.parse_args()
     os.environ.setdefault("NODE_PATH", "/tmp/ort/node_modules")
     os.makedirs(a.out, exist_ok=True)
-    zoo = json.load(open(os.path.join(a.zoo, "zoo.json")))
-    names = [n for n in zoo if not a.only or n in a.only.split(",")]
+    entries = [e for e in load_models(a.zoo, a.models)
+               if not a.only or e[1] in a.only.split(",")]
+    names = sorted({e[1] for e in entries})
     flag = dims_flag(a.kiln)
     threads = [int(t) for t in a.threads.split(",")]
     print(f"CPU: {cpu()}")
     bad = 0
     rows = []
-    for name in names:
-        info = zoo[name]
-        onnx = os.path.join(a.zoo, info["onnx"])
+    results = {}
+    for row, name, info, dims, in_path, ref_path in entries:
+        onnx = info["onnx"]
         shape = info["input_shape"]
-        dims = {sym: shape[int(ax)] for ax, sym in info.get("dynamic_axes", {}).items()}
-        result = {"model": name}
-        for backend, ext in (("default", "onednn"), ("none", "none")):
-            kfile = os.path.join(a.out, f"{name}.{backend}.kiln")
-            rc, _, err = run([a.kiln, "compile", onnx, "-o", kfile, "--external=" + ext,
-                              "--quiet"])
-            if rc != 0:
-                result[backend] = (False, float("nan"), "compile failed: " +
-                                   err.strip().splitlines()[-1][:200])
-                continue
-            result[backend] = check(a.kiln, name, kfile, a.zoo, a.out)
-        for backend in ("default", "none"):
-            ok, err, why = result[backend]
-            bad += not ok
-            print(f"{name:28s} {backend:8s} {'ok' if ok else 'WRONG'}  max|err| {err:.3g}"
-                  + (f"  ({why})" if why else ""), flush=True)
+        if name not in results:
+            result = results[name] = {}
+            for backend, ext in (("default", "onednn"), ("none", "none")):
+                kfile = os.path.join(a.out, f"{name}.{backend}.kiln")
+                rc, _, err = run([a.kiln, "compile", onnx, "-o", kfile, "--external=" + ext,
+                                  "--quiet"])
+                if rc != 0:
+                    result[backend] = (False, float("nan"), "compile failed: " +
+                                       err.strip().splitlines()[-1][:200])
+                    continue
+                result[backend] = checked(a.kiln, kfile, in_path, ref_path, a.out)
+            for backend in ("default", "none"):
+                ok, err, why = result[backend]
+                bad += not ok
+                print(f"{name:28s} {backend:8s} {'ok' if ok else 'WRONG'}  max|err| {err:.3g}"
+                      + (f"  ({why})" if why else ""), flush=True)
+        result = results[name]
         if a.no_time:
             continue
         for t in threads:
@@ -156,8 +194,8 @@ def main():
                     if v is not None:
                         o.append(v)
             med = lambda xs: statistics.median(xs) if xs else float("nan")
-            rows.append((name, t, med(k_def), med(k_none), med(o)))
-            print(f"  threads {t}: default {med(k_def):.3f} ms, none {med(k_none):.3f} ms, "
+            rows.append((row, t, med(k_def), med(k_none), med(o)))
+            print(f"  {row} threads {t}: default {med(k_def):.3f} ms, none {med(k_none):.3f} ms, "
                   f"ORT {med(o):.3f} ms", flush=True)
     if rows:
         print("\n| model | threads | default p50 ms | none p50 ms | ORT p50 ms | default/ORT | "
