@@ -166,8 +166,9 @@ void EmitFallbacks(Shared& sh, const Graph& g) {
     fallback.ShareConstants();
     Status s = fallback.Run();
     if (!s.ok()) {
-      // The function is in the builder already: leave a valid one nobody calls.
-      fallback.Abandon("no fallback for " + where);
+      // The function is in the builder already: leave a valid one nobody calls, saying why
+      // (the loader quotes it when the region cannot run: Executable::NoFallbackReason).
+      fallback.Abandon("no fallback function for " + where + ": " + s.message());
       sh.st.fallback_failures.push_back(where + ": " + s.message());
       continue;
     }
