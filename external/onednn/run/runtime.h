@@ -76,7 +76,7 @@ class OneDnnRegion : public TensorFunction {
 /// (destinations, padding included; concat, whose reference implementation is a plain copy,
 /// counts only in the total). At 1%, reference code at 10-100x costs the region 10-100% more,
 /// more than a JIT fallback loses to oneDNN; below it the region keeps oneDNN (efficientnet_b0:
-/// a sigmoid on its 1x20x1x1 squeeze-excite tensors, 0.004% of the elements, had declined its
+/// a sigmoid on its 1x20x1x1 squeeze-excite tensors, 0.001% of the elements, had declined its
 /// only region and slowed the net 1.8x). Element counts undercount the work of convolutions
 /// and products, so the estimate errs towards declining. Regions with symbolic dims other than
 /// the batch are not checked (no plan exists before the first run).
