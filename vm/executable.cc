@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "vm/opcodes.h"
 #include "vm/verifier.h"
 
 namespace kiln {
@@ -384,13 +385,19 @@ Status Executable::BindRegion(int i, const LoadOptions& options,
       externals_.push_back(std::move(*fn));
       return Status::Ok();
     }
-    if (fn.status().code() != StatusCode::kDeclined) return fn.status().WithContext(where);
+    std::string reason = fallback < 0 ? NoFallbackReason(name) : "";
+    if (fn.status().code() != StatusCode::kDeclined) {
+      if (reason.empty()) return fn.status().WithContext(where);
+      return Status(fn.status().code(), where + ": " + fn.status().message() + "; " + reason);
+    }
     why = Unsupported("the vendor declined the region: " + fn.status().message());
     entry = fn.status().message();
     if (fallback < 0 && !options.require_vendor) {
-      return Unsupported(where + ": " + why.message() + "; the region has no fallback function "
-                         "(written by a kiln before format 1.2, or `kiln compile` found no JIT "
-                         "lowering for one of its nodes)");
+      return Unsupported(where + ": " + why.message() + "; " +
+                         (!reason.empty() ? reason
+                                          : "the region has no fallback function (written by a "
+                                            "kiln before format 1.2, or `kiln compile` found no "
+                                            "JIT lowering for one of its nodes)"));
     }
   }
   if (options.require_vendor) {
@@ -401,6 +408,15 @@ Status Executable::BindRegion(int i, const LoadOptions& options,
   fallbacks_[i] = Fallback{fallback, why.message()};
   (*fell_back)[vendor].push_back(entry);
   return Status::Ok();
+}
+
+std::string Executable::NoFallbackReason(const std::string& name) const {
+  int f = FindFunction(name + "/fallback");
+  if (f < 0) return "";
+  const auto* code = root_->functions()->Get(f)->code();
+  if (!code || code->size() != 1 || code->Get(0)->opcode() != static_cast<uint8_t>(Opcode::kFatal))
+    return "";
+  return std::string(String(code->Get(0)->a()));
 }
 
 uint16_t Executable::version_major() const { return root_->header()->version()->major(); }

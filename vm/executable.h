@@ -145,6 +145,9 @@ class Executable {
   Status BindRegions(const LoadOptions& options);
   Status BindRegion(int i, const LoadOptions& options,
                     std::map<std::string, std::vector<std::string>>* fell_back);
+  // Why region `name` has no fallback, as `kiln compile` wrote it in the function it gave up
+  // on ("<name>/fallback", a single fatal instruction); "" when the file says nothing.
+  std::string NoFallbackReason(const std::string& name) const;
 
   std::shared_ptr<const void> buffer_;  // keeps the bytes alive (mapping or copy)
   const uint8_t* data_ = nullptr;

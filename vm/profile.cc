@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <map>
 
@@ -167,6 +168,7 @@ void Profile::Clear() {
   origin_ns_ = -1;
   steps_.clear();
   step_index_.clear();
+  step_events_.clear();
 }
 
 void Profile::StepSink::Record(const RegionStepSample& sample) {
@@ -188,6 +190,12 @@ void Profile::StepSink::Record(const RegionStepSample& sample) {
   }
   ++row->calls;
   row->total_ms += sample.dur_ns / 1e6;
+  // The call's own event is still pending in the interpreter: it is recorded next.
+  int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now().time_since_epoch())
+                    .count();
+  profile_->step_events_.push_back({static_cast<size_t>(row - profile_->steps_.data()),
+                                    profile_->events_.size(), now, sample.dur_ns});
 }
 
 std::vector<Profile::StepRow> Profile::RegionSteps(int32_t region) const {
@@ -313,23 +321,50 @@ std::string Profile::JsonFields(const Executable& exe) const {
 }
 
 std::string Profile::ChromeTrace(const Executable& exe) const {
-  std::string out = "{\"traceEvents\": [\n";
+  std::vector<std::string> lines;
   char buf[128];
-  for (size_t i = 0; i < events_.size(); ++i) {
-    const ProfileEvent& e = events_[i];
+  for (const ProfileEvent& e : events_) {
     std::string name = CalleeName(exe, e);
     if (name.empty()) name = GetOpcodeInfo(static_cast<Opcode>(e.opcode)).mnemonic;
     std::snprintf(buf, sizeof(buf), "\"ph\": \"X\", \"pid\": 1, \"tid\": 1, \"ts\": %.3f, \"dur\": %.3f",
                   e.start_ns / 1e3, e.dur_ns / 1e3);
-    out += "  {\"name\": \"" + JsonEscape(name) + "\", \"cat\": \"" +
-           GetOpcodeInfo(static_cast<Opcode>(e.opcode)).mnemonic + "\", " + buf +
-           ", \"args\": {\"function\": \"" +
-           JsonEscape(exe.root().functions()->Get(e.function)->name()->str()) +
-           "\", \"pc\": " + std::to_string(e.pc) + ", \"node\": \"" +
-           JsonEscape(exe.SourceNode(e.function, e.pc)) + "\"}}";
-    out += i + 1 < events_.size() ? ",\n" : "\n";
+    lines.push_back("  {\"name\": \"" + JsonEscape(name) + "\", \"cat\": \"" +
+                    GetOpcodeInfo(static_cast<Opcode>(e.opcode)).mnemonic + "\", " + buf +
+                    ", \"args\": {\"function\": \"" +
+                    JsonEscape(exe.root().functions()->Get(e.function)->name()->str()) +
+                    "\", \"pc\": " + std::to_string(e.pc) + ", \"node\": \"" +
+                    JsonEscape(exe.SourceNode(e.function, e.pc)) + "\"}}");
   }
+  AddStepTraceEvents(exe, &lines);
+  std::string out = "{\"traceEvents\": [\n";
+  for (size_t i = 0; i < lines.size(); ++i) out += lines[i] + (i + 1 < lines.size() ? ",\n" : "\n");
   return out + "]}\n";
+}
+
+// The region steps as complete events inside their call's event: each ends when it was
+// reported and starts its duration earlier, clipped to the call and to the previous step of
+// the same call, so the events nest even when a vendor's durations and the clock disagree.
+void Profile::AddStepTraceEvents(const Executable& exe, std::vector<std::string>* lines) const {
+  char buf[128];
+  int64_t floor_ns = 0;
+  size_t call = SIZE_MAX;
+  for (const StepEvent& s : step_events_) {
+    if (s.event >= events_.size()) continue;  // the call's event was never recorded
+    const ProfileEvent& region = events_[s.event];
+    if (s.event != call) floor_ns = region.start_ns;
+    call = s.event;
+    int64_t end = std::clamp(s.end_ns - origin_ns_, floor_ns, region.start_ns + region.dur_ns);
+    int64_t start = std::clamp(end - s.dur_ns, floor_ns, end);
+    floor_ns = end;
+    const StepRow& row = steps_[s.row];
+    std::snprintf(buf, sizeof(buf), "\"ph\": \"X\", \"pid\": 1, \"tid\": 1, \"ts\": %.3f, \"dur\": %.3f",
+                  start / 1e3, (end - start) / 1e3);
+    lines->push_back("  {\"name\": \"" + JsonEscape(StepName(exe, row)) +
+                     "\", \"cat\": \"region_step\", " + buf + ", \"args\": {\"step\": " +
+                     std::to_string(row.step) + ", \"impl\": \"" + JsonEscape(row.impl) +
+                     "\", \"shapes\": \"" + JsonEscape(row.shapes) +
+                     "\", \"reference\": " + (row.reference ? "true" : "false") + "}}");
+  }
 }
 
 }  // namespace kiln

@@ -81,7 +81,10 @@ class Profile {
   /// "kernels", "regions" (each with its "steps") and "op_types".
   std::string JsonFields(const Executable& exe) const;
   /// Chrome trace (chrome://tracing, Perfetto): one complete event per instruction, named by the
-  /// kernel / region it calls or its mnemonic, with function, pc and source node as arguments.
+  /// kernel / region it calls or its mnemonic, with function, pc and source node as arguments;
+  /// inside each region call's event, one event per step the vendor reported (named as
+  /// StepName, with step, implementation, shapes and reference as arguments), ending when the
+  /// vendor reported it and clipped to the call, so the viewer nests them under the region.
   std::string ChromeTrace(const Executable& exe) const;
 
   // Used by the interpreter.
@@ -105,7 +108,17 @@ class Profile {
     Profile* profile_;
   };
 
+  // One reported step of one region call, for the trace.
+  struct StepEvent {
+    size_t row;      // into steps_
+    size_t event;    // the index the region call's event gets in events_ (recorded after it)
+    int64_t end_ns;  // steady clock when the vendor reported it
+    int64_t dur_ns;
+  };
+  void AddStepTraceEvents(const Executable& exe, std::vector<std::string>* lines) const;
+
   std::vector<ProfileEvent> events_;
+  std::vector<StepEvent> step_events_;
   int64_t origin_ns_ = -1;
   std::vector<StepRow> steps_;
   std::map<std::pair<int32_t, int32_t>, std::vector<size_t>> step_index_;  // (region, step)

@@ -9,15 +9,71 @@
 namespace kiln::compiler::emit_internal {
 namespace {
 
-// Adds to `sub` a value like `v` of `g`, of `kind`, and records the mapping.
+// Dim expressions of the region's inputs -> the fresh symbols that stand for them.
+using Renaming = std::map<DimExpr, DimExpr>;
+
+// `e` with every subexpression `renamed` holds replaced by its symbol.
+DimExpr Rename(const DimExpr& e, const Renaming& renamed) {
+  if (e.is_const() || e.is_symbol() || renamed.empty()) return e;
+  if (auto it = renamed.find(e); it != renamed.end()) return it->second;
+  const std::vector<DimExpr>& ops = e.operands();
+  switch (e.kind()) {
+    case DimExpr::Kind::kSum: {
+      DimExpr r = e.sum_constant();
+      for (size_t i = 0; i < ops.size(); ++i) r += Rename(ops[i], renamed) * e.sum_coeffs()[i];
+      return r;
+    }
+    case DimExpr::Kind::kProduct: {
+      DimExpr r = 1;
+      for (const DimExpr& op : ops) r *= Rename(op, renamed);
+      return r;
+    }
+    case DimExpr::Kind::kFloorDiv:
+      return FloorDiv(Rename(ops[0], renamed), Rename(ops[1], renamed));
+    case DimExpr::Kind::kMod:
+      return Mod(Rename(ops[0], renamed), Rename(ops[1], renamed));
+    case DimExpr::Kind::kMin:
+      return Min(Rename(ops[0], renamed), Rename(ops[1], renamed));
+    case DimExpr::Kind::kMax:
+      return Max(Rename(ops[0], renamed), Rename(ops[1], renamed));
+    default:
+      return e;
+  }
+}
+
+// A fresh symbol for every dim of the region's inputs that is an expression no tensor dim
+// binds (the emitter binds `s` and `s + k` only): after a strided conv of a dynamic image an
+// input is [batch, 72, floordiv(height + 1, 2), ...], and `height` itself reaches no region
+// input, so without a symbol of their own none of the region's shapes could be computed
+// (lraspp_mobilenet_v3_large's regions had no fallback).
+Renaming RenameInputDims(const Graph& g, const std::vector<ValueId>& inputs) {
+  Renaming renamed;
+  for (ValueId v : inputs) {
+    if (!g.value(v).shape) continue;
+    for (const DimExpr& d : *g.value(v).shape) {
+      bool bindable = d.is_const() || d.is_symbol() ||
+                      (d.kind() == DimExpr::Kind::kSum && d.operands().size() == 1 &&
+                       d.sum_coeffs()[0] == 1 && d.operands()[0].is_symbol());
+      if (!bindable && !renamed.count(d)) renamed.emplace(d, g.shared_symbols()->Fresh());
+    }
+  }
+  return renamed;
+}
+
+// Adds to `sub` a value like `v` of `g`, of `kind`, its dims renamed, and records the mapping.
 StatusOr<ValueId> CopyValue(const Graph& g, ValueId v, ValueKind kind, Graph& sub,
-                            std::map<ValueId, ValueId>& map) {
+                            std::map<ValueId, ValueId>& map, const Renaming& renamed) {
   const Value& from = g.value(v);
   ASSIGN_OR_RETURN(ValueId id, sub.AddValue(from.name, kind));
   Value& to = sub.mutable_value(id);
   to.dtype = from.dtype;
   to.shape = from.shape;
   to.symbolic_value = from.symbolic_value;
+  for (auto* dims : {to.shape ? &*to.shape : nullptr,
+                     to.symbolic_value ? &*to.symbolic_value : nullptr}) {
+    if (!dims) continue;
+    for (DimExpr& d : *dims) d = Rename(d, renamed);
+  }
   // An input is computed at run time whatever shape inference folded; everything else keeps
   // its data (the same bytes, so the constant is stored once: Shared::constant_by_data).
   if (kind != ValueKind::kGraphInput) to.data = from.data;
@@ -28,7 +84,7 @@ StatusOr<ValueId> CopyValue(const Graph& g, ValueId v, ValueKind kind, Graph& su
 // Input `in` of a region node: the mapped value, or a constant copied on first use. A value
 // that is neither breaks the region's contract (its inputs list everything it reads).
 StatusOr<ValueId> MapInput(const Graph& g, const ExternalRegionToEmit& r, ValueId in, Graph& sub,
-                           std::map<ValueId, ValueId>& map) {
+                           std::map<ValueId, ValueId>& map, const Renaming& renamed) {
   if (in == kNoValue) return kNoValue;
   auto it = map.find(in);
   if (it != map.end()) return it->second;
@@ -36,7 +92,7 @@ StatusOr<ValueId> MapInput(const Graph& g, const ExternalRegionToEmit& r, ValueI
     return Internal("region '" + r.name + "' reads '" + g.value(in).name +
                     "', which is neither one of its inputs, nor computed in it, nor a constant");
   }
-  return CopyValue(g, in, ValueKind::kConstant, sub, map);
+  return CopyValue(g, in, ValueKind::kConstant, sub, map, renamed);
 }
 
 }  // namespace
@@ -50,8 +106,9 @@ StatusOr<Graph> RegionGraph(const Graph& g, const std::vector<int>& topo_pos,
   sub.set_opset_imports(g.opset_imports());
   sub.set_shared_symbols(g.shared_symbols());
   std::map<ValueId, ValueId> map;
+  const Renaming renamed = RenameInputDims(g, r.inputs);
   for (ValueId v : r.inputs) {
-    ASSIGN_OR_RETURN(ValueId id, CopyValue(g, v, ValueKind::kGraphInput, sub, map));
+    ASSIGN_OR_RETURN(ValueId id, CopyValue(g, v, ValueKind::kGraphInput, sub, map, renamed));
     sub.AddInput(id);
   }
   std::vector<NodeId> nodes = r.nodes;
@@ -63,11 +120,11 @@ StatusOr<Graph> RegionGraph(const Graph& g, const std::vector<int>& topo_pos,
       return Unsupported(g.DescribeNode(n) + " has subgraphs reading outer values");
     }
     for (ValueId& in : node.inputs) {
-      ASSIGN_OR_RETURN(in, MapInput(g, r, in, sub, map));
+      ASSIGN_OR_RETURN(in, MapInput(g, r, in, sub, map, renamed));
     }
     for (ValueId& out : node.outputs) {
       if (out == kNoValue) continue;
-      ASSIGN_OR_RETURN(out, CopyValue(g, out, ValueKind::kNodeOutput, sub, map));
+      ASSIGN_OR_RETURN(out, CopyValue(g, out, ValueKind::kNodeOutput, sub, map, renamed));
     }
     RETURN_IF_ERROR(sub.AddNode(std::move(node)).status());
   }
@@ -109,8 +166,9 @@ void EmitFallbacks(Shared& sh, const Graph& g) {
     fallback.ShareConstants();
     Status s = fallback.Run();
     if (!s.ok()) {
-      // The function is in the builder already: leave a valid one nobody calls.
-      fallback.Abandon("no fallback for " + where);
+      // The function is in the builder already: leave a valid one nobody calls, saying why
+      // (the loader quotes it when the region cannot run: Executable::NoFallbackReason).
+      fallback.Abandon("no fallback function for " + where + ": " + s.message());
       sh.st.fallback_failures.push_back(where + ": " + s.message());
       continue;
     }

@@ -175,5 +175,35 @@ BOOST_AUTO_TEST_CASE(files_without_fallbacks_load_and_run_as_before) {
   BOOST_TEST(required.exe.status().code() == StatusCode::kUnsupported);
 }
 
+// A region whose fallback `kiln compile` gave up on has only the function it abandoned, a
+// fatal saying why: the load that needs the fallback fails naming the region and quoting it.
+BOOST_AUTO_TEST_CASE(an_impossible_fallback_fails_the_load_saying_why) {
+  const std::string why =
+      "no fallback function for region 'test_0' (acme): uses 1 op type(s) kiln cannot lower: "
+      "Frobnicate (node 'frob')";
+  ExecutableBuilder b;
+  FunctionBuilder& main = b.AddFunction("main");
+  main.AddParam(kVec);
+  main.AddResult(kVec);
+  ExternalRegionDef def;
+  def.name = "test_0";
+  def.vendor = "acme";
+  def.num_inputs = def.num_outputs = 1;
+  int region = b.AddExternalRegion(def);
+  EmitAlloc(main, 1, 2, DType::kF32, {4});
+  main.InvokeExternal(region, {0}, {1});
+  main.Ret({1});
+  FunctionBuilder& abandoned = b.AddFunction("test_0/fallback");
+  abandoned.Fatal(b.AddString(why));
+  auto bytes = b.Finish();
+  BOOST_REQUIRE(bytes.ok());
+  Loaded absent(*bytes);
+  BOOST_REQUIRE(!absent.exe.ok());
+  BOOST_TEST(absent.exe.status().code() == StatusCode::kNotFound);
+  BOOST_TEST(absent.exe.status().message() ==
+             "external_regions[0] 'test_0' (vendor 'acme'): no runtime registered for vendor "
+             "'acme'; " + why);
+}
+
 }  // namespace
 }  // namespace kiln::testing

@@ -3,6 +3,7 @@
 // naming kernels and nodes, and no effect on results.
 #define BOOST_TEST_MODULE profile_test
 #include <boost/test/unit_test.hpp>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -215,6 +216,36 @@ BOOST_AUTO_TEST_CASE(region_steps_nest_under_their_region_and_feed_the_op_types)
                 "\"shapes\": \"4 -> 4\"}") != std::string::npos,
       json);
   BOOST_TEST(json.find("\"op_types\": [") != std::string::npos, json);
+
+  // The trace has every step of every call as an event nested in its call's event.
+  std::vector<std::pair<double, double>> calls, steps;
+  std::string trace = profile.ChromeTrace(*exe);
+  for (size_t at = 0, end; (end = trace.find('\n', at)) != std::string::npos; at = end + 1) {
+    std::string line = trace.substr(at, end - at);
+    size_t ts = line.find("\"ts\": ");
+    if (ts == std::string::npos) continue;
+    double t = 0, d = 0;
+    BOOST_REQUIRE(std::sscanf(line.c_str() + ts, "\"ts\": %lf, \"dur\": %lf", &t, &d) == 2);
+    if (line.find("\"name\": \"" + std::string(kSteppedRegion) + " (steps)\"") != std::string::npos)
+      calls.push_back({t, t + d});
+    if (line.find("\"cat\": \"region_step\"") != std::string::npos) steps.push_back({t, t + d});
+  }
+  BOOST_TEST(trace.find("{\"name\": \"steps:binary(ref:any)\", \"cat\": \"region_step\"") !=
+                 std::string::npos,
+             trace);
+  BOOST_TEST(trace.find("\"args\": {\"step\": 1, \"impl\": \"ref:any\", \"shapes\": \"8 -> 8\", "
+                        "\"reference\": true}") != std::string::npos,
+             trace);
+  BOOST_REQUIRE(calls.size() == 3u);
+  BOOST_REQUIRE(steps.size() == 6u);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const auto& call = calls[i / 2];
+    constexpr double kUlp = 1e-6;  // us; the trace prints ns as %.3f us
+    BOOST_TEST(steps[i].first >= call.first - kUlp);
+    BOOST_TEST(steps[i].second <= call.second + kUlp);
+    BOOST_TEST(steps[i].first <= steps[i].second);
+    if (i % 2) BOOST_TEST(steps[i].first >= steps[i - 1].second - kUlp);  // in order
+  }
   profile.Clear();
   BOOST_TEST(profile.steps().empty());
 }

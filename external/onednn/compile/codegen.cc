@@ -58,7 +58,9 @@ class Generator {
       if (ln_member_.count(n)) continue;  // emitted with its root
       auto gelu = gelu_last_.find(n);
       if (gelu_member_.count(n) && gelu == gelu_last_.end()) continue;  // emitted with its last
-      Status s = gelu != gelu_last_.end() ? EmitGelu(gelus_[gelu->second]) : EmitNode(n);
+      Status s = gelu != gelu_last_.end() ? EmitGelu(gelus_[gelu->second])
+                 : SwishMul(n)                ? EmitSwish(n, *SwishMul(n))
+                                              : EmitNode(n);
       if (!s.ok()) return s.WithContext("oneDNN codegen: " + g_.DescribeNode(n));
     }
     for (ValueId v : output_list_) {
@@ -354,6 +356,12 @@ class Generator {
           continue;
         }
       }
+      if (std::optional<NodeId> mul = SwishOf(*out)) {
+        op->post_ops.push_back({PostOpKind::kEltwise, EltwiseAlg::kSwish, BinaryAlg::kAdd, 1.0f});
+        consumed_.insert(g_.Users(*out).begin(), g_.Users(*out).end());
+        *out = g_.node(*mul).outputs[0];
+        continue;
+      }
       std::optional<NodeId> u = SoleUser(*out);
       if (!u || !IsSupported(g_, *u)) return Status::Ok();
       const Node& n = g_.node(*u);
@@ -419,6 +427,50 @@ class Generator {
     if (!flat.ok()) return false;
     op->inputs.push_back(AddConstant(kNoValue, *flat));
     return true;
+  }
+
+  // ---- Swish: x * sigmoid(x), SiLU as exporters write it ----
+  // One swish instead of a sigmoid and a product: oneDNN 2.6 runs a sigmoid on a blocked
+  // layout whose channels do not fill the block (efficientnet_b0's 1x20x1x1 squeeze tensors)
+  // with its reference implementation, as sigmoid(0) != 0 would spoil the padding; swish(0) = 0
+  // keeps the JIT kernel, and it fuses into a conv as a post-op.
+
+  // The Mul of x * sigmoid(x) when `id` is a region Sigmoid whose output only that Mul reads
+  // (same shape as x: no broadcast).
+  std::optional<NodeId> SwishMul(NodeId id) const {
+    const Node& s = g_.node(id);
+    if (s.op_type != "Sigmoid" || s.inputs.size() != 1 || !s.domain.empty() ||
+        consumed_.count(id) || !IsSupported(g_, id))
+      return std::nullopt;
+    std::optional<NodeId> mul = SoleUser(s.outputs[0]);
+    if (!mul || g_.node(*mul).op_type != "Mul" || !IsSupported(g_, *mul)) return std::nullopt;
+    std::optional<ValueId> other = Other(g_.node(*mul), s.outputs[0]);
+    if (!other || *other != s.inputs[0] ||
+        *ShapeOf(g_, g_.node(*mul).outputs[0]) != *ShapeOf(g_, s.inputs[0]))
+      return std::nullopt;
+    return mul;
+  }
+
+  // The Mul of a swish that reads `x` and is x's only use (then it can be a post-op).
+  std::optional<NodeId> SwishOf(ValueId x) const {
+    const std::vector<NodeId>& users = g_.Users(x);
+    if (outputs_.count(x) || users.size() != 2) return std::nullopt;
+    for (int i = 0; i < 2; ++i) {
+      std::optional<NodeId> mul = SwishMul(users[i]);
+      if (mul && *mul == users[1 - i]) return mul;
+    }
+    return std::nullopt;
+  }
+
+  Status EmitSwish(NodeId sigmoid, NodeId mul) {
+    Op op;
+    op.kind = OpKind::kEltwise;
+    op.eltwise = EltwiseAlg::kSwish;
+    op.alpha = 1.0f;
+    ASSIGN_OR_RETURN(int32_t x, Use(g_.node(sigmoid).inputs[0]));
+    op.inputs = {x};
+    consumed_.insert(mul);
+    return Emit(std::move(op), g_.node(mul).outputs[0]);
   }
 
   // ---- Gelu ----

@@ -24,7 +24,8 @@ namespace kiln::onednn {
 /// Max / Min (two inputs, one of them of the output's shape), Concat, BatchNormalization
 /// (inference: one output, training_mode 0), Flatten (a row-major view, so a Gemm after
 /// GlobalAveragePool stays in the pooling's region). Erf-based Gelu subgraphs are recognised by
-/// Codegen when all their nodes are in the region (Erf alone is not supported).
+/// Codegen when all their nodes are in the region (Erf alone is not supported), and so is
+/// x * sigmoid(x) (SiLU: Sigmoid and Mul, the sigmoid read only by the product) as one swish.
 bool IsSupported(const compiler::Graph& graph, compiler::NodeId node);
 
 /// Groups of nodes oneDNN runs only together, for the partitioner to keep whole (each group

@@ -3,6 +3,7 @@
 #include "external/onednn/run/runtime.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <list>
 #include <map>
 #include <mutex>
@@ -134,13 +135,19 @@ class RegionImpl : public OneDnnRegion {
     return s;
   }
 
-  // Declined(naming the first) when a primitive of `plan` got one of oneDNN's reference
-  // implementations (impl_info_str "ref:any", ...): those are not vectorized and run 10-100x
-  // slower than kiln's JIT (one 1x32x160x240 scalar add on a blocked layout took 234 ms).
-  // Concat is exempt: its reference implementation is the copy any concat is (the zoo's
-  // densenet121 and shufflenet_v2 ran 1.4-1.7x slower when their conv regions fell back over it).
+  // Declined, naming the costliest, when the steps with one of oneDNN's reference
+  // implementations (impl_info_str "ref:any", ...) write at least
+  // OneDnnOptions::reference_share_to_decline of the elements all steps write (the rule and
+  // its reasons: runtime.h). Concat is exempt: its reference implementation is the copy any
+  // concat is (the zoo's densenet121 and shufflenet_v2 ran 1.4-1.7x slower when their conv
+  // regions fell back over it).
   Status DeclineReferenceImpls(const Plan& plan) const {
+    double total = 0, reference = 0, worst = -1;
+    const internal::Step* costliest = nullptr;
+    std::string costliest_impl;
     for (const internal::Step& step : plan.steps) {
+      double elements = ElementsWritten(plan, step);
+      total += elements;
       if (step.prim.get_kind() == dnnl::primitive::kind::concat) continue;
       const char* impl = nullptr;
       if (dnnl_primitive_desc_query(step.prim.get_primitive_desc(), dnnl_query_impl_info_str, 0,
@@ -148,16 +155,36 @@ class RegionImpl : public OneDnnRegion {
           std::string(impl).find("ref") == std::string::npos) {
         continue;
       }
-      std::string op = "a layout reorder";
-      if (step.op >= 0) {
-        const Op& o = data_.region.ops[step.op];
-        op = "ops[" + std::to_string(step.op) + "] (" + OpKindName(o.kind) + ")";
+      reference += elements;
+      if (elements > worst) {
+        worst = elements;
+        costliest = &step;
+        costliest_impl = impl;
       }
-      return Declined(op + " would run oneDNN's reference implementation '" + impl + "' (" +
-                      dnnl_prim_kind2str(static_cast<dnnl_primitive_kind_t>(step.prim.get_kind())) +
-                      ")");
     }
-    return Status::Ok();
+    if (!costliest || reference < options_.reference_share_to_decline * total) return Status::Ok();
+    std::string op = "a layout reorder";
+    if (costliest->op >= 0) {
+      const Op& o = data_.region.ops[costliest->op];
+      op = "ops[" + std::to_string(costliest->op) + "] (" + OpKindName(o.kind) + ")";
+    }
+    char share[32];
+    std::snprintf(share, sizeof(share), "%.3g%%", 100.0 * reference / std::max(total, 1.0));
+    return Declined(op + " would run oneDNN's reference implementation '" + costliest_impl +
+                    "' (" +
+                    dnnl_prim_kind2str(static_cast<dnnl_primitive_kind_t>(
+                        costliest->prim.get_kind())) +
+                    "); reference code would write " + share + " of the region's elements");
+  }
+
+  // The elements (padding included) of the step's destination: the unit of the cost estimate.
+  static double ElementsWritten(const Plan& plan, const internal::Step& step) {
+    for (const auto& [arg, slot] : step.args) {
+      if (arg == DNNL_ARG_DST) {
+        return static_cast<double>(plan.slots[slot].md.get_size()) / sizeof(float);
+      }
+    }
+    return 0;
   }
 
   static Status CheckTensor(const Tensor& t, const std::string& what) {

@@ -27,10 +27,15 @@ struct OneDnnOptions {
   /// GEMM), kRowMajor / kTransposed force one (tests cross-check both).
   enum class WeightLayout : uint8_t { kMeasured, kOneDnn, kRowMajor, kTransposed };
   WeightLayout matmul_weight_layout = WeightLayout::kMeasured;
-  /// Decline (VendorRuntime::CreateRegion) a region whose plan at creation has a primitive with
-  /// a reference implementation; the VM runs its JIT fallback instead. False: run it anyway
-  /// (tests of oneDNN's numerics).
+  /// Decline (VendorRuntime::CreateRegion) a region whose plan at creation spends a material
+  /// share of its work in primitives with a reference implementation (the decline rule:
+  /// OneDnnRuntime); the VM runs its JIT fallback instead. False: run it anyway (tests of
+  /// oneDNN's numerics).
   bool decline_reference_impls = true;
+  /// The decline rule's threshold: the share of the elements the plan's steps write that
+  /// reference steps write. 0 declines over any reference primitive (the rule before it
+  /// weighed cost).
+  double reference_share_to_decline = 0.01;
 };
 
 /// Counters of one region, for tests and profiling.
@@ -57,13 +62,24 @@ class OneDnnRegion : public TensorFunction {
 /// CreateRegion decodes the blob, checks it against the spec (input/output counts; every
 /// constant present, f32, with the blob's dims) and reorders constant weights once into the
 /// layout oneDNN prefers (for regions whose inputs are static except the batch dim, the plan
-/// for batch = its static value or 1 is built at creation). It declines the region
-/// (Declined, see VendorRuntime; if spec.may_decline and OneDnnOptions::decline_reference_impls) when a primitive of that plan gets a reference implementation
-/// (impl_info_str contains "ref"), naming the op; regions with other symbolic dims are not
-/// checked (no plan exists before the first run). Errors name the region:
+/// for batch = its static value or 1 is built at creation). Errors name the region:
 /// InvalidFormat / Unsupported from the blob, InvalidArgument for a spec that contradicts it,
 /// Internal for a oneDNN failure. Constants are used by reference: the executable must outlive
 /// the region. Thread-safe.
+///
+/// The decline rule (if spec.may_decline and OneDnnOptions::decline_reference_impls): oneDNN's
+/// reference implementations (impl_info_str contains "ref": plain C loops, not vectorized) run
+/// 10-100x slower per element than its JIT kernels or kiln's (one 1x32x160x240 scalar add on a
+/// blocked layout took 234 ms). The region is declined (Declined, see VendorRuntime, naming the
+/// costliest such op and the share) when the reference steps of that creation-time plan write
+/// at least OneDnnOptions::reference_share_to_decline (1%) of the elements all its steps write
+/// (destinations, padding included; concat, whose reference implementation is a plain copy,
+/// counts only in the total). At 1%, reference code at 10-100x costs the region 10-100% more,
+/// more than a JIT fallback loses to oneDNN; below it the region keeps oneDNN (efficientnet_b0:
+/// a sigmoid on its 1x20x1x1 squeeze-excite tensors, 0.001% of the elements, had declined its
+/// only region and slowed the net 1.8x). Element counts undercount the work of convolutions
+/// and products, so the estimate errs towards declining. Regions with symbolic dims other than
+/// the batch are not checked (no plan exists before the first run).
 ///
 /// The region's Run: inputs and outputs f32, contiguous, of the ranks (and static dims) the
 /// blob records; output shapes must equal what the region computes (InvalidArgument naming the

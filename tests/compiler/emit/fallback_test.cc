@@ -2,7 +2,8 @@
 // region oneDNN declines at load (a reference primitive) and the regions of an absent vendor
 // run it with one notice and give --external=none's answer; require_vendor makes both errors
 // naming vendor and region; without fallbacks oneDNN runs what it would decline, and an absent
-// vendor is the error it always was.
+// vendor is the error it always was; regions whose inputs have computed dims (a strided conv of
+// a dynamic image) get fallbacks too.
 #define BOOST_TEST_MODULE fallback_test
 #include <boost/test/unit_test.hpp>
 
@@ -174,6 +175,47 @@ BOOST_AUTO_TEST_CASE(an_absent_vendors_regions_run_their_fallbacks_and_match_non
   BOOST_REQUIRE(!bare.exe.ok());
   BOOST_TEST(bare.exe.status().code() == StatusCode::kNotFound);
   BOOST_TEST(Contains(bare.exe.status().message(), "no runtime is registered for vendor 'onednn'"));
+}
+
+// A dynamic image through a strided conv, then a squeeze-excite block in a region of its own
+// (Cos, which oneDNN does not run, splits them): that region's input is [N, 8,
+// floordiv(H + 1, 2), ...], an expression no tensor dim binds, and its broadcasting Mul needs
+// a shape function. The fallback gets a symbol of its own for such dims
+// (lraspp_mobilenet_v3_large's regions had no fallback without it).
+const char* kStridedSqueezeExcite = R"(
+  <ir_version: 8, opset_import: ["" : 13]>
+  g (float[N, 3, H, W] x, float[8, 3, 3, 3] w, float[8, 8, 3, 3] w2, float[8, 8, 1, 1] w3) => (float[N, 8, ?, ?] y) {
+    c = Conv <pads = [1, 1, 1, 1], strides = [2, 2]> (x, w)
+    r = Relu(c)
+    k = Cos(r)
+    c2 = Conv <pads = [1, 1, 1, 1]> (k, w2)
+    p = GlobalAveragePool(c2)
+    e = Conv(p, w3)
+    s = Sigmoid(e)
+    y = Mul(c2, s)
+  }
+)";
+
+BOOST_AUTO_TEST_CASE(regions_after_a_strided_conv_of_a_dynamic_image_get_fallbacks) {
+  CompileStats stats;
+  std::vector<uint8_t> dnn = CompileText(kStridedSqueezeExcite, "onednn", true, &stats);
+  BOOST_TEST(stats.external_regions == 2);
+  BOOST_TEST(stats.fallback_functions == 2);
+  Load absent(dnn, std::make_shared<ExternalRegistry>());
+  BOOST_REQUIRE_MESSAGE(absent.exe.ok(), absent.exe.status().ToString());
+  Load with_vendor(dnn, WithOneDnn());
+  Load none(CompileText(kStridedSqueezeExcite, "none"), WithOneDnn());
+  auto w = testing::RandomTensor(DType::kF32, {8, 3, 3, 3}, -0.5, 0.5, 1);
+  auto w2 = testing::RandomTensor(DType::kF32, {8, 8, 3, 3}, -0.5, 0.5, 2);
+  auto w3 = testing::RandomTensor(DType::kF32, {8, 8, 1, 1}, -0.5, 0.5, 3);
+  for (int64_t h : {9, 12}) {
+    auto x = testing::RandomTensor(DType::kF32, {1, 3, h, h + 3}, -1, 1, 10 + h);
+    auto want = Run(none.exe, {x, w, w2, w3});
+    std::string diff = Compare(*Run(absent.exe, {x, w, w2, w3})[0], *want[0], kRtol, kAtol);
+    BOOST_TEST(diff.empty(), "fallback, H=" << h << ": " << diff);
+    diff = Compare(*Run(with_vendor.exe, {x, w, w2, w3})[0], *want[0], 1e-4, 1e-5);
+    BOOST_TEST(diff.empty(), "oneDNN, H=" << h << ": " << diff);
+  }
 }
 
 }  // namespace

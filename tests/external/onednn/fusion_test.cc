@@ -442,6 +442,51 @@ BOOST_DATA_TEST_CASE(matmul_sum_runs_in_place_only_over_a_dead_residual,
   BOOST_TEST(st.residual_copies == 2 * c.copies_per_plan);
 }
 
+// ---- Swish (x * sigmoid(x)) ----------------------------------------------------------------
+
+double Swish(double v) { return v / (1.0 + std::exp(-v)); }
+
+// SiLU as exporters write it becomes one swish: a post-op of the conv whose output only it
+// reads, else an eltwise op of its own. On 10 channels (padded to oneDNN's block) a sigmoid
+// would be 'ref:any'; the swish is not, so the region is created even when any reference
+// primitive declines it.
+BOOST_AUTO_TEST_CASE(x_times_sigmoid_x_is_one_swish) {
+  Dims wd = {10, 10, 1, 1};
+  Floats w = Random(Numel(wd), 40);
+  compiler::Graph g = MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 10, 6, 6] X) => (float Y, float B) {
+      c = Conv(X, W)
+      s = Sigmoid(c)
+      a = Mul(c, s)
+      B = Add(a, X)
+      t = Sigmoid(B)
+      Y = Mul(t, B)
+    })",
+                                {{"W", wd, w}});
+  OneDnnOptions any_reference;
+  any_reference.reference_share_to_decline = 0;
+  CompiledRegion r = Compile(std::move(g), any_reference);
+  RegionProgram region = Decoded(r);
+  BOOST_REQUIRE(region.ops.size() == 2u);
+  BOOST_TEST((region.ops[0].kind == OpKind::kConv));
+  BOOST_REQUIRE(region.ops[0].post_ops.size() == 2u);
+  BOOST_TEST((region.ops[0].post_ops[0].eltwise == EltwiseAlg::kSwish));
+  BOOST_TEST((region.ops[1].kind == OpKind::kEltwise));
+  BOOST_TEST((region.ops[1].eltwise == EltwiseAlg::kSwish));
+  Floats x = Random(360, 41), want_b(360), want_y(360);
+  for (int o = 0; o < 10; ++o)
+    for (int p = 0; p < 36; ++p) {
+      double c = 0;
+      for (int i = 0; i < 10; ++i) c += static_cast<double>(w[o * 10 + i]) * x[i * 36 + p];
+      double b = Swish(c) + x[o * 36 + p];
+      want_b[o * 36 + p] = static_cast<float>(b);
+      want_y[o * 36 + p] = static_cast<float>(Swish(b));
+    }
+  std::vector<Floats> got = r.Run({{{1, 10, 6, 6}, x}}, {{1, 10, 6, 6}, {1, 10, 6, 6}});
+  BOOST_TEST(Close(got[0], want_y, 1e-5, 1e-5));
+  BOOST_TEST(Close(got[1], want_b, 1e-5, 1e-5));
+}
+
 // ---- Decomposed LayerNorm ------------------------------------------------------------------
 
 // torch.nn.LayerNorm exported at opset 13 (the operand orders vary between exporters).

@@ -354,7 +354,8 @@ BOOST_AUTO_TEST_CASE(declines_a_region_with_a_reference_primitive) {
   Status s = registry.CreateRegion(MakeSpec(*outer, {}, 1, 1, "soft_0")).status();
   BOOST_TEST(s.code() == StatusCode::kDeclined);
   BOOST_TEST(s.message() == "region 'soft_0': ops[0] (Softmax) would run oneDNN's reference "
-                            "implementation 'ref:any' (softmax_v2)");
+                            "implementation 'ref:any' (softmax_v2); reference code would write 100% "
+                            "of the region's elements");
   BOOST_TEST(registry.CreateRegion(MakeSpec(*inner, {}, 1, 1, "soft_2")).ok());
   OneDnnRuntime everything(RunEverything());
   BOOST_TEST(everything.CreateRegion(MakeSpec(*outer, {}, 1, 1, "soft_0")).ok());
@@ -373,6 +374,31 @@ BOOST_AUTO_TEST_CASE(a_reference_concat_does_not_decline_the_region) {
   BOOST_REQUIRE(RegisterOneDnn(registry).ok());
   Status s = registry.CreateRegion(MakeSpec(*concat, {}, 3, 1, "cat_0")).status();
   BOOST_TEST(s.ok(), s.ToString());
+}
+
+// The decline rule weighs cost: a sigmoid on a 1x10x1x1 squeeze tensor (10 channels padded
+// to oneDNN's channel block; sigmoid(0) != 0, so oneDNN 2.6 runs it with 'ref:any', as in
+// efficientnet_b0) next to 1x16x32x32 convolutions is negligible, and the region is created.
+// With a threshold of 0 the same plan declines, naming the sigmoid: the reference primitive
+// is there, it is only small.
+BOOST_AUTO_TEST_CASE(a_negligible_reference_primitive_does_not_decline_the_region) {
+  StatusOr<compiler::ExternalCode> se = CodegenAll(MakeGraph(
+      "<ir_version: 8, opset_import: [\"\" : 17]>\n g (float[1, 16, 32, 32] X, "
+      "float[16, 16, 3, 3] W, float[10, 16, 1, 1] V, float[16, 10, 1, 1] U) => (float Y) {\n"
+      " c = Conv <pads = [1, 1, 1, 1]> (X, W)\n p = GlobalAveragePool(c)\n q = Conv(p, V)\n"
+      " s = Sigmoid(q)\n t = Add(q, s)\n e = Conv(t, U)\n Y = Mul(c, e)\n}"));
+  BOOST_REQUIRE(se.ok());
+  ExternalRegistry registry;
+  BOOST_REQUIRE(RegisterOneDnn(registry).ok());
+  Status kept = registry.CreateRegion(MakeSpec(*se, {}, 4, 1, "se_0")).status();
+  BOOST_TEST(kept.ok(), kept.ToString());
+  OneDnnOptions any_reference;
+  any_reference.reference_share_to_decline = 0;
+  Status s = OneDnnRuntime(any_reference).CreateRegion(MakeSpec(*se, {}, 4, 1, "se_0")).status();
+  BOOST_TEST(s.code() == StatusCode::kDeclined);
+  BOOST_TEST(s.message().find("region 'se_0': ops[3] (Eltwise) would run oneDNN's reference "
+                              "implementation 'ref:any' (eltwise)") == 0,
+             s.message());
 }
 
 }  // namespace
