@@ -43,7 +43,7 @@ void RunPieces(int64_t lo, int64_t hi, int64_t grain, Clock::time_point deadline
   int64_t pieces = std::max<int64_t>(1, std::min(kPiecesPerThread, n / grain));
   int64_t size = n / pieces, extra = n % pieces;
   for (int64_t p = 0, start = lo; p < pieces; ++p) {
-    if (Clock::now() >= deadline) return;
+    if (kiln::DeadlineNow() >= deadline) return;
     int64_t end = start + size + (p < extra ? 1 : 0);
     body(start, end, ctx);
     start = end;
