@@ -159,6 +159,40 @@ BOOST_AUTO_TEST_CASE(out_of_range_constant_indices_are_an_error) {
   }
 }
 
+// A constant ReverseSequence whose sequence length is outside [0, time dim] fails folding as it
+// fails at run time (it used to be clamped): naming the node, batch index, value and bound.
+BOOST_AUTO_TEST_CASE(out_of_range_constant_sequence_lengths_are_an_error) {
+  static const LoweringTable* table = [] {
+    auto* t = new LoweringTable;
+    t->MustAdd({"Add", 7, INT32_MAX, LowerAdd, nullptr});
+    AddIndexingLowerings(*t);
+    return t;
+  }();
+  for (const char* len : {"4", "-1"}) {
+    StatusOr<std::unique_ptr<Evaluator>> evaluator = Evaluator::Create(table);
+    BOOST_REQUIRE(evaluator.ok());
+    int folded = 0;
+    ShapeInferenceOptions options;
+    options.fold = MakeFoldHook(evaluator->get(), FoldOptions(), &folded);
+    auto g = testing::ImportText(std::string(R"(
+      <ir_version: 8, opset_import: ["" : 13]>
+      g (float[3, 2] x) => (float[3, 2] z) {
+        seq = Constant <value = float[3, 2] {1, 2, 3, 4, 5, 6}> ()
+        lens = Constant <value = int64[2] {2, )") + len + R"(}> ()
+        r = ReverseSequence(seq, lens)
+        z = Add(x, r)
+      }
+    )");
+    BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
+    Status st = InferShapes(*g, options);
+    BOOST_TEST(st.code() == StatusCode::kInvalidArgument, st.ToString());
+    std::string want = std::string("(ReverseSequence): sequence_lens[1] = ") + len +
+                       " is outside the inclusive range [0,3]";
+    BOOST_TEST(st.message().find(want) != std::string::npos, st.message());
+    BOOST_TEST(st.message().find("constant folding") != std::string::npos, st.message());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(overridable_inputs_are_not_constants) {
   Folding f;
   auto g = testing::ImportText(R"(
