@@ -91,6 +91,8 @@ std::string ModuleText(const KernelModule& generated);
 inline constexpr const char* kParallelForSymbol = "kiln_parallel_for";
 /// Name of the runtime function a failed CheckIndex calls (see jit/runtime.h).
 inline constexpr const char* kIndexErrorSymbol = "kiln_index_error";
+/// Name of the runtime function a failed CheckInRange calls (see jit/runtime.h).
+inline constexpr const char* kRangeErrorSymbol = "kiln_range_error";
 
 // ---- Internal to jit/ (shared by codegen.cc, llvm_target.cc and engine.cc). ----
 

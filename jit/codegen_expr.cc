@@ -73,7 +73,7 @@ StatusOr<llvm::Value*> CodeGenerator::EmitExpr(const Expr& e) {
     case ExprOp::kCast:
       return EmitCast(args[0], t, n.dtype);
     case ExprOp::kCheckIndex:
-      return EmitCheckIndex(n, args[0], args[1]);
+      return EmitCheckIndex(n, args[0], args[1], args.size() > 2 ? args[2] : nullptr);
     case ExprOp::kAnd:
       return b_.CreateAnd(args[0], args[1]);
     case ExprOp::kOr:
@@ -357,13 +357,16 @@ llvm::Value* CodeGenerator::EmitSigmoid(llvm::Value* x) {
 
 // A libm call marked pure so the vectorizer may replace it with its libmvec variant.
 // The normalized index when in range; otherwise a cold call that reports it (jit/runtime.h),
-// and the index clamped so that loads through it stay inside the buffer.
+// and the index clamped so that loads through it stay inside the buffer. With a `position`
+// (CheckInRange) negative values are not counted from the end, and the report carries it.
 llvm::Value* CodeGenerator::EmitCheckIndex(const ExprNode& n, llvm::Value* index,
-                                           llvm::Value* bound) {
+                                           llvm::Value* bound, llvm::Value* position) {
   llvm::Type* i64 = b_.getInt64Ty();
   llvm::Value* zero = b_.getInt64(0);
-  llvm::Value* wrapped = b_.CreateSelect(b_.CreateICmpSLT(index, zero), b_.CreateAdd(index, bound),
-                                         index);
+  llvm::Value* wrapped =
+      position != nullptr
+          ? index
+          : b_.CreateSelect(b_.CreateICmpSLT(index, zero), b_.CreateAdd(index, bound), index);
   // One unsigned compare covers both ends: a negative value is a huge unsigned one.
   llvm::Value* ok = b_.CreateICmpULT(wrapped, bound);
   llvm::BasicBlock* report = llvm::BasicBlock::Create(ctx_, "index_error", fn_);
@@ -371,8 +374,11 @@ llvm::Value* CodeGenerator::EmitCheckIndex(const ExprNode& n, llvm::Value* index
   llvm::MDBuilder mdb(ctx_);
   b_.CreateCondBr(ok, done, report, mdb.createBranchWeights(1 << 20, 1));
   b_.SetInsertPoint(report);
-  llvm::FunctionCallee callee = module_.getOrInsertFunction(
-      kIndexErrorSymbol, b_.getVoidTy(), i64, i64, b_.getInt32Ty());
+  llvm::FunctionCallee callee =
+      position != nullptr ? module_.getOrInsertFunction(kRangeErrorSymbol, b_.getVoidTy(), i64,
+                                                         i64, b_.getInt32Ty(), i64)
+                          : module_.getOrInsertFunction(kIndexErrorSymbol, b_.getVoidTy(), i64,
+                                                         i64, b_.getInt32Ty());
   if (auto* f = llvm::dyn_cast<llvm::Function>(callee.getCallee())) {
     f->setDoesNotThrow();
     f->setOnlyAccessesInaccessibleMemory();  // the caller's error slot, never a kernel buffer
@@ -380,7 +386,12 @@ llvm::Value* CodeGenerator::EmitCheckIndex(const ExprNode& n, llvm::Value* index
     f->addFnAttr(llvm::Attribute::Cold);
   }
   auto site = sites_.find(n.name);
-  b_.CreateCall(callee, {index, bound, b_.getInt32(site == sites_.end() ? -1 : site->second)});
+  llvm::Value* site_number = b_.getInt32(site == sites_.end() ? -1 : site->second);
+  if (position != nullptr) {
+    b_.CreateCall(callee, {index, bound, site_number, position});
+  } else {
+    b_.CreateCall(callee, {index, bound, site_number});
+  }
   b_.CreateBr(done);
   b_.SetInsertPoint(done);
   llvm::Value* high = b_.CreateSub(bound, b_.getInt64(1));

@@ -82,7 +82,9 @@ class CodeGenerator {
   llvm::Value* EmitSigmoid(llvm::Value* x);
   llvm::Value* CallLibm(const char* f32_name, const char* f64_name, llvm::Value* x);
   StatusOr<llvm::Value*> EmitReduce(const ExprNode& n);
-  llvm::Value* EmitCheckIndex(const ExprNode& n, llvm::Value* index, llvm::Value* bound);
+  // `position` null: CheckIndex; else CheckInRange.
+  llvm::Value* EmitCheckIndex(const ExprNode& n, llvm::Value* index, llvm::Value* bound,
+                              llvm::Value* position);
   llvm::Value* Combine(ReduceOp op, DType t, llvm::Value* acc, llvm::Value* v);
   llvm::Value* ArgBetter(ReduceOp op, DType t, llvm::Value* v, llvm::Value* best);
   llvm::Value* ReduceInit(ReduceOp op, DType t);

@@ -88,6 +88,9 @@ std::vector<bool> AddHostSymbols(llvm::orc::LLJIT& jit, const std::vector<const 
   runtime[jit.mangleAndIntern(kIndexErrorSymbol)] = {
       llvm::orc::ExecutorAddr::fromPtr(IndexErrorAddress()),
       llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
+  runtime[jit.mangleAndIntern(kRangeErrorSymbol)] = {
+      llvm::orc::ExecutorAddr::fromPtr(RangeErrorAddress()),
+      llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
   if (llvm::Error error = main.define(llvm::orc::absoluteSymbols(std::move(runtime)))) {
     *status = Internal("cannot define the kiln runtime symbols: " + ErrorText(std::move(error)));
   }

@@ -179,7 +179,9 @@ DType InferType(const ExprNode& n, std::string* why) {
     *why = "unknown operation " + std::to_string(static_cast<int>(n.op));
     return DType::kInvalid;
   }
-  if (n.op != ExprOp::kLoad && n.op != ExprOp::kReduce && n.args.size() != ExpectedArgs(n.op)) {
+  bool in_range_check = n.op == ExprOp::kCheckIndex && n.args.size() == 3;  // CheckInRange
+  if (n.op != ExprOp::kLoad && n.op != ExprOp::kReduce && !in_range_check &&
+      n.args.size() != ExpectedArgs(n.op)) {
     *why = std::string(ExprOpName(n.op)) + " has " + std::to_string(n.args.size()) + " operands";
     return DType::kInvalid;
   }
@@ -217,8 +219,10 @@ DType InferType(const ExprNode& n, std::string* why) {
   }
   if (n.op == ExprOp::kReduce) return InferReduce(n, why);
   if (n.op == ExprOp::kCheckIndex) {
-    if (n.args[0].dtype() == DType::kI64 && n.args[1].dtype() == DType::kI64) return DType::kI64;
-    *why = "check_index needs an i64 index and bound";
+    bool i64 = true;
+    for (const Expr& arg : n.args) i64 = i64 && arg.dtype() == DType::kI64;
+    if (i64) return DType::kI64;
+    *why = "check_index needs an i64 index, bound (and position)";
     return DType::kInvalid;
   }
   return InferUnary(n, why);
@@ -318,6 +322,14 @@ Expr CheckIndex(Expr index, Expr bound, std::string site) {
   ExprNode node;
   node.op = ExprOp::kCheckIndex;
   node.args = {std::move(index), std::move(bound)};
+  node.name = std::move(site);
+  return Make(std::move(node));
+}
+
+Expr CheckInRange(Expr value, Expr bound, Expr position, std::string site) {
+  ExprNode node;
+  node.op = ExprOp::kCheckIndex;
+  node.args = {std::move(value), std::move(bound), std::move(position)};
   node.name = std::move(site);
   return Make(std::move(node));
 }

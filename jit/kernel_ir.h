@@ -124,7 +124,8 @@ enum class ExprOp : uint8_t {
               // target has FMA, so results may differ from Mul-then-Add in the last bit
   kCast,      // args {x}; converts to dtype
   kReduce,    // args {body, extent_0, ...}; axes bound over [0, extent_i); see ReduceOp
-  kCheckIndex,  // args {index, bound}, both i64; `name` is the site (see CheckIndex); result i64
+  kCheckIndex,  // args {index, bound} or {value, bound, position}, all i64; `name` is the site
+                // (see CheckIndex, CheckInRange); result i64
 };
 // clang-format on
 
@@ -264,6 +265,12 @@ Expr Widen(Expr x);
 /// caller must then discard the outputs. `site` names the ONNX node for the error message
 /// ("Gather node '/tok/Gather'"); sites differing only in name share compiled code.
 Expr CheckIndex(Expr index, Expr bound, std::string site);
+/// A value read from a tensor that must lie in [0, bound) as it is (no counting from the end),
+/// e.g. a sequence length against the time dim + 1. When it does not, the kernel reports
+/// (value, bound, site, position) as CheckIndex does, `position` (i64, >= 0) saying which
+/// element of the tensor it was (ReverseSequence: the batch index), and the result is clamped
+/// into [0, bound - 1]. Since kernel IR 1.3 (a check_index with three operands).
+Expr CheckInRange(Expr value, Expr bound, Expr position, std::string site);
 
 /// A reduction axis: `var` ranges over [0, extent).
 struct IterVar {

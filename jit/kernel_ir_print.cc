@@ -167,7 +167,8 @@ class Printer {
       case ExprOp::kReduce:
         return PrintReduce(n);
       case ExprOp::kCheckIndex:
-        return "check_index(" + PrintExpr(Arg(n, 0)) + ", " + PrintExpr(Arg(n, 1)) + ", \"" +
+        return "check_index(" + PrintExpr(Arg(n, 0)) + ", " + PrintExpr(Arg(n, 1)) +
+               (n.args.size() > 2 ? ", at " + PrintExpr(Arg(n, 2)) : std::string()) + ", \"" +
                n.name + "\")";
       default:
         break;

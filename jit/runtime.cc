@@ -43,7 +43,7 @@ void RunPieces(int64_t lo, int64_t hi, int64_t grain, Clock::time_point deadline
   int64_t pieces = std::max<int64_t>(1, std::min(kPiecesPerThread, n / grain));
   int64_t size = n / pieces, extra = n % pieces;
   for (int64_t p = 0, start = lo; p < pieces; ++p) {
-    if (Clock::now() >= deadline) return;
+    if (kiln::DeadlineNow() >= deadline) return;
     int64_t end = start + size + (p < extra ? 1 : 0);
     body(start, end, ctx);
     start = end;
@@ -84,10 +84,16 @@ extern "C" void kiln_index_error(int64_t index, int64_t bound, int32_t site) {
   if (KernelErrorScope* scope = KernelErrorScope::Current()) scope->Report({index, bound, site});
 }
 
+extern "C" void kiln_range_error(int64_t value, int64_t bound, int32_t site, int64_t position) {
+  if (KernelErrorScope* scope = KernelErrorScope::Current())
+    scope->Report({value, bound, site, position});
+}
+
 namespace kiln::jit {
 
 void* ParallelForAddress() { return reinterpret_cast<void*>(&kiln_parallel_for); }
 void* IndexErrorAddress() { return reinterpret_cast<void*>(&kiln_index_error); }
+void* RangeErrorAddress() { return reinterpret_cast<void*>(&kiln_range_error); }
 
 KernelErrorScope::KernelErrorScope() : previous_(Exchange(this)) {}
 KernelErrorScope::~KernelErrorScope() { Exchange(previous_); }
@@ -113,6 +119,11 @@ Status KernelErrorScope::ToStatus(const std::vector<std::string>& sites) const {
   std::string site = e.site >= 0 && static_cast<size_t>(e.site) < sites.size()
                          ? sites[e.site]
                          : std::string("an indexing op");
+  if (e.position >= 0) {
+    return InvalidArgument(site + "[" + std::to_string(e.position) + "] = " +
+                           std::to_string(e.index) + " is outside the inclusive range [0," +
+                           std::to_string(e.bound - 1) + "]");
+  }
   return InvalidArgument(site + ": indices element out of data bounds, idx=" +
                          std::to_string(e.index) + " must be within the inclusive range [" +
                          std::to_string(-e.bound) + "," + std::to_string(e.bound - 1) + "]");

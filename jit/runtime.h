@@ -32,6 +32,10 @@ void kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, KilnParallelBo
 /// `site` numbers the kernel's IndexCheckSites. Thread-safe; never fails.
 void kiln_index_error(int64_t index, int64_t bound, int32_t site);
 
+/// Called by a kernel's CheckInRange when `value` is outside [0, bound): as kiln_index_error,
+/// with the `position` (>= 0) of the element that held it.
+void kiln_range_error(int64_t value, int64_t bound, int32_t site, int64_t position);
+
 }  // extern "C"
 
 namespace kiln::jit {
@@ -40,12 +44,15 @@ namespace kiln::jit {
 void* ParallelForAddress();
 /// Address of kiln_index_error, likewise.
 void* IndexErrorAddress();
+/// Address of kiln_range_error, likewise.
+void* RangeErrorAddress();
 
 /// What a kernel reported through kiln_index_error.
 struct IndexError {
   int64_t index = 0;
   int64_t bound = 0;
   int32_t site = -1;
+  int64_t position = -1;  // kiln_range_error's position; -1 from kiln_index_error
 };
 
 /// The error slot of the kernel calls made on this thread while it lives (and on the threads
@@ -65,7 +72,9 @@ class KernelErrorScope {
   const IndexError& error() const { return error_; }
   /// InvalidArgument in ONNX Runtime's words: "<site>: indices element out of data bounds,
   /// idx=8000 must be within the inclusive range [-8000,7999]", the site taken from `sites`
-  /// (the kernel's IndexCheckSites) or "an indexing op" when it is not there. Ok if !failed().
+  /// (the kernel's IndexCheckSites) or "an indexing op" when it is not there. A CheckInRange
+  /// report reads "<site>[<position>] = 7 is outside the inclusive range [0,4]" (its site names
+  /// the node and the tensor: "ReverseSequence node 'r': sequence_lens"). Ok if !failed().
   Status ToStatus(const std::vector<std::string>& sites) const;
 
   /// Records `e` unless a report came first (kiln_index_error's work).

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <optional>
@@ -144,7 +145,18 @@ Status Run(const RunArgs& args) {
   ASSIGN_OR_RETURN(auto ctx, f.runtime->NewContext(f.exe));
   InvokeOptions options;
   options.timeout = std::chrono::milliseconds(args.model.timeout_ms);
-  ASSIGN_OR_RETURN(std::vector<Tensor> outputs, ctx->Invoke(f.index, inputs, options));
+  auto start = std::chrono::steady_clock::now();
+  StatusOr<std::vector<Tensor>> invoked = ctx->Invoke(f.index, inputs, options);
+  if (invoked.status().code() == StatusCode::kDeadlineExceeded) {
+    // How late the deadline fired is what a user tuning --timeout-ms needs to know.
+    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+                    .count();
+    char late[96];
+    std::snprintf(late, sizeof(late), " (stopped after %.2f ms; --timeout-ms %lld)", ms,
+                  static_cast<long long>(args.model.timeout_ms));
+    return DeadlineExceeded(invoked.status().message() + late);
+  }
+  ASSIGN_OR_RETURN(std::vector<Tensor> outputs, std::move(invoked));
   // Made if missing (one level); if that fails, writing the first output says why.
   if (!args.output_dir.empty()) ::mkdir(args.output_dir.c_str(), 0777);
   for (size_t i = 0; i < outputs.size(); ++i) {

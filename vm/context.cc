@@ -65,7 +65,7 @@ Status Context::Invoke(int function, const std::vector<Tensor>& inputs, std::vec
   RETURN_IF_ERROR(CheckInputs(function, inputs));
   deadline_ = options.deadline;
   if (options.timeout.count() > 0) {
-    deadline_ = std::min(deadline_, std::chrono::steady_clock::now() + options.timeout);
+    deadline_ = std::min(deadline_, DeadlineNow() + options.timeout);
   }
   has_deadline_ = deadline_ != std::chrono::steady_clock::time_point::max();
   executed_ = 0;

@@ -2,6 +2,7 @@
 // indices are trusted here; only values (empty registers, kinds, dtypes, sizes) are checked.
 #include <cstring>
 
+#include "base/deadline.h"
 #include "vm/context.h"
 #include "vm/opcodes.h"
 
@@ -108,7 +109,7 @@ constexpr uint64_t kDeadlineStride = 256;
   if (has_deadline_ && (called_out || executed >= next_check)) {                            \
     called_out = false;                                                                      \
     next_check = executed + kDeadlineStride;                                                 \
-    if (std::chrono::steady_clock::now() >= deadline_) {                                     \
+    if (DeadlineNow() >= deadline_) {                                                        \
       FAIL(DeadlineExceeded("deadline exceeded after " + std::to_string(executed_ + executed) + \
                             " instructions"));                                               \
     }                                                                                        \

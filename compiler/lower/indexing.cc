@@ -5,9 +5,9 @@
 // the index values are. An index of a gather or scatter that is out of range even after adding
 // the dim to a negative one is an error naming the node, the index and the bound, as in ONNX
 // Runtime: the kernel reports it through jit::CheckIndex and whoever called it (the VM, constant
-// folding) fails instead of using the outputs. Where ONNX defines the result instead, it is
-// documented per op: OneHot writes an all-`off` row, ReverseSequence clamps the sequence length
-// to [0, time dim].
+// folding) fails instead of using the outputs. So does a ReverseSequence sequence length outside
+// [0, time dim] (jit::CheckInRange, naming the batch index). Where ONNX defines the result
+// instead, it is documented per op: OneHot writes an all-`off` row.
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -29,7 +29,6 @@ using jit::IntImm;
 using jit::Stmt;
 using jit::Var;
 
-Expr Clamp(Expr v, Expr lo, Expr hi) { return jit::Max(jit::Min(std::move(v), std::move(hi)), lo); }
 Expr True() { return IntImm(1, DType::kBool); }
 
 // An index value as i64 with negative values counted from the end of a dim of size n.
@@ -558,7 +557,22 @@ Status LowerTrilu(LowerContext& ctx) {
   return Status::Ok();
 }
 
-// Sequence lengths are clamped to [0, time dim].
+// Sequence length `raw` of batch `b` as i64, checked against [0, n] at run time as ONNX Runtime
+// does ("Invalid sequence length"): out of range is an error naming the node, the batch index,
+// the value and the bound (jit::CheckInRange). Constant lengths all in range for a constant n
+// cannot fail and are used as they are.
+Expr CheckedSequenceLength(const LowerContext& ctx, Expr raw, Expr b, const Expr& n) {
+  Expr len = jit::Cast(DType::kI64, std::move(raw));
+  if (n->op == jit::ExprOp::kIntImm) {
+    if (std::optional<std::vector<int64_t>> v = ctx.InputConstInts(1)) {
+      int64_t bound = n->int_value;
+      if (std::all_of(v->begin(), v->end(), [bound](int64_t l) { return l >= 0 && l <= bound; }))
+        return len;
+    }
+  }
+  return jit::CheckInRange(len, n + 1, std::move(b), ctx.node().Describe() + ": sequence_lens");
+}
+
 Status LowerReverseSequence(LowerContext& ctx) {
   ASSIGN_OR_RETURN(int64_t batch_attr, ctx.GetInt("batch_axis", 1));
   ASSIGN_OR_RETURN(int64_t time_attr, ctx.GetInt("time_axis", 0));
@@ -568,7 +582,7 @@ Status LowerReverseSequence(LowerContext& ctx) {
   if (batch == time) return ctx.Error("batch_axis and time_axis must differ");
   Stmt reverse = jit::ComputeInto(ctx.out(0), [&](const std::vector<Expr>& index) {
     Expr n = ctx.InputDim(0, time);
-    Expr len = Clamp(jit::Cast(DType::kI64, jit::Load(ctx.in(1), {index[batch]})), IntImm(0), n);
+    Expr len = CheckedSequenceLength(ctx, jit::Load(ctx.in(1), {index[batch]}), index[batch], n);
     std::vector<Expr> src = index;
     src[time] = jit::Select(jit::Lt(index[time], len), len - 1 - index[time], index[time]);
     return jit::Load(ctx.in(0), src);

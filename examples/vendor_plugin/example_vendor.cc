@@ -60,9 +60,14 @@ void* Create(void*, const KilnRegionSpecC* spec, char* error, size_t size) {
   return new (std::nothrow) Region{op};
 }
 
-// (2) Run: check the tensors, compute; thread-safe (no state is written).
-int Run(void* handle, const KilnTensorC* args, int32_t num_inputs, int32_t, char* error, size_t size) {
-  const Region& r = *static_cast<Region*>(handle);
+// Elements computed between two looks at the run's deadline: large enough that the check costs
+// nothing, small enough that a long region stops soon after its deadline.
+constexpr int64_t kChunk = 1 << 16;
+
+// Checks the tensors and computes, asking `run` (if not null) before each chunk whether to stop.
+// Thread-safe (no state is written).
+int Compute(const Region& r, const KilnTensorC* args, int32_t num_inputs,
+            const KilnRunContextC* run, char* error, size_t size) {
   const KilnTensorC& out = args[num_inputs];
   for (int i = 0; i <= num_inputs; ++i) {
     if (args[i].dtype != kF32 || !SameShape(args[i], out)) {
@@ -74,41 +79,71 @@ int Run(void* handle, const KilnTensorC* args, int32_t num_inputs, int32_t, char
   const float* b = num_inputs > 1 ? static_cast<const float*>(args[1].data) : nullptr;
   float* y = static_cast<float*>(out.data);
   int64_t n = Elements(out);
-  for (int64_t i = 0; i < n; ++i) {
-    switch (r.op) {
-      case Op::kAdd: y[i] = a[i] + b[i]; break;
-      case Op::kMul: y[i] = a[i] * b[i]; break;
-      case Op::kRelu: y[i] = a[i] > 0.0f ? a[i] : 0.0f; break;
+  for (int64_t start = 0; start < n; start += kChunk) {
+    if (run != nullptr && run->should_stop(run->context)) {
+      std::snprintf(error, size, "stopped before element %lld of %lld",
+                    static_cast<long long>(start), static_cast<long long>(n));
+      return KILN_RUN_STOPPED;
+    }
+    int64_t end = start + kChunk < n ? start + kChunk : n;
+    for (int64_t i = start; i < end; ++i) {
+      switch (r.op) {
+        case Op::kAdd: y[i] = a[i] + b[i]; break;
+        case Op::kMul: y[i] = a[i] * b[i]; break;
+        case Op::kRelu: y[i] = a[i] > 0.0f ? a[i] : 0.0f; break;
+      }
     }
   }
   return 0;
 }
 
+// (2) Run: for kilns that know only vendor structs of version 1.
+int Run(void* handle, const KilnTensorC* args, int32_t num_inputs, int32_t, char* error, size_t size) {
+  return Compute(*static_cast<Region*>(handle), args, num_inputs, nullptr, error, size);
+}
+
 // (3) Destroy: once per region.
 void Destroy(void* handle) { delete static_cast<Region*>(handle); }
 
-// (4) Optional: Run while kiln profiles, reporting its steps (here the region's one op).
-int RunProfiled(void* handle, const KilnTensorC* args, int32_t num_inputs, int32_t num_outputs,
-                const KilnProfilerC* profiler, char* error, size_t size) {
-  auto start = std::chrono::steady_clock::now();
-  int rc = Run(handle, args, num_inputs, num_outputs, error, size);
-  if (rc != 0) return rc;
+// Reports the region's one step (its op) to `profiler`.
+void RecordStep(const Region& r, std::chrono::steady_clock::time_point start,
+                const KilnProfilerC* profiler) {
   static constexpr const char* kKinds[] = {"add", "mul", "relu"};
   KilnStepSampleC sample{};
   sample.step = 0;
-  sample.kind = kKinds[static_cast<int>(static_cast<Region*>(handle)->op)];
+  sample.kind = kKinds[static_cast<int>(r.op)];
   sample.impl = "scalar_loop";
   sample.shapes = "";
   sample.dur_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
   profiler->record(profiler->context, &sample);
-  return 0;
 }
 
-// Version 2 of the vendor struct: with run_profiled.
-const KilnVendorC kVendor = {
-    KILN_PLUGIN_VENDOR_VERSION, "example", nullptr, Create, Run, Destroy, RunProfiled};
+// (4) Optional (version 2): Run while kiln profiles, reporting its steps (here the one op).
+int RunProfiled(void* handle, const KilnTensorC* args, int32_t num_inputs, int32_t,
+                const KilnProfilerC* profiler, char* error, size_t size) {
+  auto start = std::chrono::steady_clock::now();
+  const Region& r = *static_cast<Region*>(handle);
+  int rc = Compute(r, args, num_inputs, nullptr, error, size);
+  if (rc == 0) RecordStep(r, start, profiler);
+  return rc;
+}
+
+// (5) Optional (version 3): Run told about the run: stops between chunks once its deadline has
+// passed, and reports its step while kiln profiles. kiln calls it instead of (2) and (4).
+int RunInContext(void* handle, const KilnTensorC* args, int32_t num_inputs, int32_t,
+                 const KilnRunContextC* run, char* error, size_t size) {
+  auto start = std::chrono::steady_clock::now();
+  const Region& r = *static_cast<Region*>(handle);
+  int rc = Compute(r, args, num_inputs, run, error, size);
+  if (rc == 0 && run->profiler != nullptr) RecordStep(r, start, run->profiler);
+  return rc;
+}
+
+// Version 3 of the vendor struct: with run_profiled and run_in_context.
+const KilnVendorC kVendor = {KILN_PLUGIN_VENDOR_VERSION, "example", nullptr, Create, Run, Destroy,
+                             RunProfiled, RunInContext};
 
 }  // namespace
 

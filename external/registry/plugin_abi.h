@@ -21,6 +21,12 @@
  * it profiles, so `kiln profile` can list the steps inside a region. Version 1 structs (without
  * that field) keep loading; kiln never reads past their end. kiln_plugin_register is still
  * offered KILN_PLUGIN_ABI_VERSION (1), so plugins built against the older header are unaffected.
+ *
+ * Deadlines (optional): a vendor struct of version 3 adds `run_in_context`, which kiln then
+ * calls for every run (profiled or not) with a KilnRunContextC: the run's deadline and a cheap
+ * `should_stop` to call between the region's steps. A region that stops early returns
+ * KILN_RUN_STOPPED and kiln fails the run with DeadlineExceeded (the outputs are discarded).
+ * Versions 1 and 2 keep loading; their regions are only checked after they return.
  */
 #ifndef KILN_EXTERNAL_REGISTRY_PLUGIN_ABI_H_
 #define KILN_EXTERNAL_REGISTRY_PLUGIN_ABI_H_
@@ -33,8 +39,10 @@ extern "C" {
 #endif
 
 #define KILN_PLUGIN_ABI_VERSION 1u
-/* The newest KilnVendorC layout this header declares (2: with run_profiled). */
-#define KILN_PLUGIN_VENDOR_VERSION 2u
+/* The newest KilnVendorC layout this header declares (3: with run_in_context). */
+#define KILN_PLUGIN_VENDOR_VERSION 3u
+/* run_in_context's result when the region stopped early because should_stop said so. */
+#define KILN_RUN_STOPPED 2
 #define KILN_PLUGIN_REGISTER_SYMBOL "kiln_plugin_register"
 
 /* A tensor view. dtype uses kiln's numbering (serializer/executable.fbs DType: 1 = f32, 2 = f16,
@@ -77,9 +85,22 @@ typedef struct KilnProfilerC {
   void (*record)(void* context, const KilnStepSampleC* sample);
 } KilnProfilerC;
 
+/* What kiln tells a version 3 region about the run it is part of. Valid during the call. */
+typedef struct KilnRunContextC {
+  /* The run's deadline on CLOCK_MONOTONIC in nanoseconds (INT64_MAX: none), for vendors that
+   * hand it on (to a device queue, say). To decide whether to stop, call should_stop. */
+  int64_t deadline_ns;
+  /* Non-zero once the run must stop (its deadline has passed). Cheap (reads the clock only when
+   * there is a deadline); call it between steps on the thread that called run_in_context. */
+  int (*should_stop)(void* context);
+  void* context;
+  /* Non-NULL while kiln profiles: report each step to it, as run_profiled does. */
+  const KilnProfilerC* profiler;
+} KilnRunContextC;
+
 typedef struct KilnVendorC {
-  /* The struct's layout: KILN_PLUGIN_ABI_VERSION (1, ends at `destroy`) or
-   * KILN_PLUGIN_VENDOR_VERSION (2, adds `run_profiled`). */
+  /* The struct's layout: KILN_PLUGIN_ABI_VERSION (1, ends at `destroy`), 2 (adds
+   * `run_profiled`) or KILN_PLUGIN_VENDOR_VERSION (3, adds `run_in_context`). */
   uint32_t abi_version;
   const char* name;     /* vendor name as the compiler writes it into regions */
   void* user_data;      /* passed back to create */
@@ -93,6 +114,13 @@ typedef struct KilnVendorC {
   int (*run_profiled)(void* region, const KilnTensorC* args, int32_t num_inputs,
                       int32_t num_outputs, const KilnProfilerC* profiler, char* error,
                       size_t error_size);
+  /* Version 3 only, may be NULL: like run, told about the run (`run`, non-NULL). Returns 0 on
+   * success, KILN_RUN_STOPPED with `error` naming the step it stopped before when
+   * run->should_stop said so, any other non-zero value on failure. When it is set, kiln calls
+   * it instead of run and run_profiled. Must be thread-safe. */
+  int (*run_in_context)(void* region, const KilnTensorC* args, int32_t num_inputs,
+                        int32_t num_outputs, const KilnRunContextC* run, char* error,
+                        size_t error_size);
 } KilnVendorC;
 
 /* Returns 0 on success, non-zero with `error` filled otherwise. */

@@ -4,8 +4,12 @@
 #include <dlfcn.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+
+#include "base/deadline.h"
 
 namespace kiln {
 namespace {
@@ -27,14 +31,31 @@ class PluginRegion : public TensorFunction {
     return Call(args, num_inputs, num_outputs, nullptr);
   }
 
-  // Through run_profiled when the vendor struct has it (version 2), else Run.
+  // Through run_in_context or run_profiled when the vendor struct has them (version 3, 2),
+  // else Run.
   Status RunProfiled(const Tensor* const* args, int num_inputs, int num_outputs,
                      RegionProfiler* profiler) override {
-    bool has_profiled = vendor_->abi_version >= 2 && vendor_->run_profiled != nullptr;
+    bool has_profiled = has_context() || (vendor_->abi_version >= 2 && vendor_->run_profiled != nullptr);
     return Call(args, num_inputs, num_outputs, has_profiled ? profiler : nullptr);
   }
 
  private:
+  // Version 3 structs may have run_in_context; older ones end before it (never read).
+  bool has_context() const { return vendor_->abi_version >= 3 && vendor_->run_in_context != nullptr; }
+
+  static int ShouldStop(void*) { return DeadlinePassed() ? 1 : 0; }
+
+  // The C view of this thread's run: its deadline and ShouldStop.
+  static KilnRunContextC RunContext(const KilnProfilerC* profiler) {
+    Clock::time_point deadline = CurrentDeadline();
+    int64_t deadline_ns = std::numeric_limits<int64_t>::max();
+    if (deadline != Clock::time_point::max()) {
+      deadline_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline.time_since_epoch())
+                        .count();
+    }
+    return KilnRunContextC{deadline_ns, &ShouldStop, nullptr, profiler};
+  }
+
   // Forwards C samples to `profiler`.
   static void RecordStep(void* context, const KilnStepSampleC* c) {
     if (c == nullptr) return;
@@ -63,16 +84,26 @@ class PluginRegion : public TensorFunction {
     for (int i = 0; i < n; ++i) c_args[i] = ToC(*args[i]);
     char error[kErrorSize] = "";
     KilnProfilerC c_profiler{profiler, &RecordStep};
-    int rc = profiler != nullptr
-                 ? vendor_->run_profiled(handle_, c_args, num_inputs, num_outputs, &c_profiler,
-                                         error, sizeof(error))
-                 : vendor_->run(handle_, c_args, num_inputs, num_outputs, error, sizeof(error));
-    if (rc != 0) {
-      error[kErrorSize - 1] = '\0';
-      return Internal(std::string("vendor '") + vendor_->name + "' failed running region '" +
-                      name_ + "': " + (error[0] ? error : "(no message)"));
+    int rc;
+    if (has_context()) {
+      KilnRunContextC run = RunContext(profiler != nullptr ? &c_profiler : nullptr);
+      rc = vendor_->run_in_context(handle_, c_args, num_inputs, num_outputs, &run, error,
+                                   sizeof(error));
+    } else if (profiler != nullptr) {
+      rc = vendor_->run_profiled(handle_, c_args, num_inputs, num_outputs, &c_profiler, error,
+                                 sizeof(error));
+    } else {
+      rc = vendor_->run(handle_, c_args, num_inputs, num_outputs, error, sizeof(error));
     }
-    return Status::Ok();
+    if (rc == 0) return Status::Ok();
+    error[kErrorSize - 1] = '\0';
+    std::string why = error[0] ? error : "(no message)";
+    if (rc == KILN_RUN_STOPPED && has_context()) {
+      return DeadlineExceeded(std::string("vendor '") + vendor_->name + "' stopped region '" +
+                              name_ + "' at the deadline: " + why);
+    }
+    return Internal(std::string("vendor '") + vendor_->name + "' failed running region '" + name_ +
+                    "': " + why);
   }
 
   const KilnVendorC* vendor_;
@@ -129,13 +160,14 @@ int ExternalRegistry::RegisterFromPlugin(void* registry, const KilnVendorC* vend
     return 1;
   };
   if (vendor == nullptr || vendor->name == nullptr) return fail("null vendor or vendor name");
-  // Version 1 structs end at destroy: nothing past it is read for them (PluginRegion).
-  if (vendor->abi_version != KILN_PLUGIN_ABI_VERSION &&
-      vendor->abi_version != KILN_PLUGIN_VENDOR_VERSION) {
+  // Version 1 structs end at destroy, version 2 at run_profiled: nothing past a struct's end is
+  // read (PluginRegion).
+  if (vendor->abi_version < KILN_PLUGIN_ABI_VERSION ||
+      vendor->abi_version > KILN_PLUGIN_VENDOR_VERSION) {
     return fail("vendor '" + std::string(vendor->name) + "' was built for plugin ABI " +
                 std::to_string(vendor->abi_version) + "; this kiln speaks ABI " +
                 std::to_string(KILN_PLUGIN_ABI_VERSION) + " (vendor structs of version " +
-                std::to_string(KILN_PLUGIN_ABI_VERSION) + " or " +
+                std::to_string(KILN_PLUGIN_ABI_VERSION) + " to " +
                 std::to_string(KILN_PLUGIN_VENDOR_VERSION) + ")");
   }
   if (!vendor->create || !vendor->run || !vendor->destroy) {

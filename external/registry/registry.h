@@ -25,6 +25,12 @@ class VendorRuntime {
   /// one notice per vendor and load; a loader with require_vendor set (`--require-vendor`)
   /// fails instead. Declining costs nothing per call. Any other error fails the load.
   /// (Plugins cannot decline: the C ABI has no such result.)
+  /// Deadlines: the region's Run is called on the thread of the VM run, which publishes the
+  /// run's deadline there (base/deadline.h). A region made of several steps should call
+  /// DeadlinePassed() between them and, when it is true, stop and return DeadlineExceeded
+  /// naming the step it stopped before; the VM fails the run after any call that ran past the
+  /// deadline anyway, so a region that never checks is only late, never wrong. Plugins learn the
+  /// deadline through run_in_context (plugin_abi.h, vendor struct version 3).
   virtual StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(const ExternalRegionSpec& spec) = 0;
   /// What a region's blob holds, for `kiln inspect`: one line per op, newline-terminated (the
   /// caller indents). Never crashes on any bytes; an error for a blob the vendor rejects.

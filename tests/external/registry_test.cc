@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "base/deadline.h"
 #include "external/registry/registry.h"
 #include "vm/builder.h"
 #include "vm/context.h"
@@ -189,7 +190,7 @@ std::vector<float> RunProfiled(std::shared_ptr<const Executable> exe, std::vecto
   return std::vector<float>(y, y + 4);
 }
 
-BOOST_AUTO_TEST_CASE(version_2_plugin_reports_its_steps_while_profiling) {
+BOOST_AUTO_TEST_CASE(version_3_plugin_reports_its_steps_while_profiling) {
   auto registry = std::make_shared<ExternalRegistry>();
   BOOST_REQUIRE(registry->LoadPlugin(kExamplePlugin).ok());
   auto add = Load(RegionProgram("example", "Add", 2), registry);
@@ -205,8 +206,59 @@ BOOST_AUTO_TEST_CASE(version_2_plugin_reports_its_steps_while_profiling) {
   BOOST_TEST(step.calls == 3);
   BOOST_TEST(!step.reference);
   BOOST_TEST(step.total_ms <= profile.ByExternalRegion(**add)[0].total_ms);
-  // Not profiling: run, not run_profiled, and nothing to report to.
+  // Not profiling: run_in_context with nothing to report to.
   BOOST_TEST((Run(*add, {1, 2, 3, 4}, {1, 1, 1, 1}) == std::vector<float>{2, 3, 4, 5}));
+}
+
+BOOST_AUTO_TEST_CASE(version_2_plugin_still_loads_and_profiles_through_run_profiled) {
+  auto registry = std::make_shared<ExternalRegistry>();
+  Status s = registry->LoadPlugin("tests/external/libv2_vendor_plugin.so");
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  auto exe = Load(RegionProgram("old", "", 1), registry);
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().ToString());
+  Profile profile;
+  BOOST_TEST((RunProfiled(*exe, {1, 2, 3, 4}, {}, &profile) == std::vector<float>{2, 4, 6, 8}));
+  BOOST_REQUIRE(profile.steps().size() == 1u);
+  BOOST_TEST(Profile::StepName(**exe, profile.steps()[0]) == "old:double(v2_loop)");
+  BOOST_TEST((Run(*exe, {1, 2, 3, 4}, {}) == std::vector<float>{2, 4, 6, 8}));
+}
+
+// The example plugin (vendor struct version 3) asks run_in_context's should_stop before each
+// chunk of its loop: under a deadline that has passed it writes nothing and says where it
+// stopped, and kiln turns that into DeadlineExceeded. Older structs cannot be asked; they are
+// checked after they return (the VM's check).
+BOOST_AUTO_TEST_CASE(version_3_plugin_stops_at_the_deadline) {
+  auto registry = std::make_shared<ExternalRegistry>();
+  BOOST_REQUIRE(registry->LoadPlugin(kExamplePlugin).ok());
+  std::string blob = "Relu";
+  ExternalRegionSpec spec;
+  spec.name = "example_0";
+  spec.vendor = "example";
+  spec.blob = reinterpret_cast<const uint8_t*>(blob.data());
+  spec.blob_size = blob.size();
+  spec.num_inputs = 1;
+  spec.num_outputs = 1;
+  auto region = registry->CreateRegion(spec);
+  BOOST_REQUIRE_MESSAGE(region.ok(), region.status().ToString());
+  std::vector<float> x = {1, -2, 3, -4}, y = {7, 7, 7, 7};
+  Tensor in = Tensor::Wrap(x.data(), DType::kF32, Shape{4});
+  Tensor out = Tensor::Wrap(y.data(), DType::kF32, Shape{4});
+  const Tensor* args[] = {&in, &out};
+  {
+    ScopedDeadline expired(Clock::now() - std::chrono::milliseconds(1));
+    Status s = (*region)->Run(args, 1, 1);
+    BOOST_TEST(s.code() == StatusCode::kDeadlineExceeded);
+    BOOST_TEST(s.message() ==
+               "vendor 'example' stopped region 'example_0' at the deadline: stopped before "
+               "element 0 of 4");
+    BOOST_TEST((y == std::vector<float>{7, 7, 7, 7}));
+  }
+  {
+    ScopedDeadline far(Clock::now() + std::chrono::hours(1));
+    Status s = (*region)->Run(args, 1, 1);
+    BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+    BOOST_TEST((y == std::vector<float>{1, 0, 3, 0}));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(version_1_plugin_still_loads_and_profiles_as_one_row) {

@@ -1,6 +1,7 @@
 // ExprOp::kCheckIndex compiled and run: in-range indices wrap, an out-of-range one is reported to
 // the caller's KernelErrorScope with its site (also from a parallel loop's team threads), loads
-// stay in bounds, and kernels that differ only in site names share code but not messages.
+// stay in bounds, and kernels that differ only in site names share code but not messages. Its
+// three-operand form (CheckInRange) does not wrap and reports the element's position.
 #define BOOST_TEST_MODULE check_index_test
 #include <boost/test/unit_test.hpp>
 
@@ -161,6 +162,54 @@ BOOST_AUTO_TEST_CASE(check_index_is_typed_printed_and_serialized) {
   BOOST_TEST(ToText(*back) == text);
   BOOST_TEST(HashKernel(*back) == HashKernel(k));
   BOOST_TEST(IndexCheckSites(*back) == IndexCheckSites(k));
+}
+
+// out[i] = table[check_in_range(idx[i], len(table), at i, site)].
+Kernel InRangeKernel(ForKind kind) {
+  Buffer table = Buffer::Param("table", DType::kF32, 1);
+  Buffer idx = Buffer::Param("idx", DType::kI64, 1);
+  Buffer out = Buffer::Param("out", DType::kF32, 1);
+  Var i("i");
+  Expr at = CheckInRange(Load(idx, {i}), DimOf(table, 0), i, "node 'r': lens");
+  Stmt body = For(i, DimOf(out, 0), kind, Store(out, {i}, Load(table, {at})));
+  return Kernel{"in_range", {table, idx, out}, {}, body};
+}
+
+BOOST_AUTO_TEST_CASE(check_in_range_rejects_negatives_and_reports_the_position) {
+  for (ForKind kind : {ForKind::kSerial, ForKind::kParallel}) {
+    KernelFn fn = CompileOrFail(InRangeKernel(kind));
+    BOOST_REQUIRE(fn);
+    Run ok({0, 4, 2});
+    KernelErrorScope clean;
+    ok.Go(fn);
+    BOOST_TEST(!clean.failed());
+    BOOST_TEST(ok.out.At(1) == 40);
+    for (int64_t bad : {int64_t{-1}, int64_t{5}, int64_t{1} << 62}) {
+      Run r({1, 2, bad, 3});
+      KernelErrorScope errors;
+      r.Go(fn);
+      BOOST_REQUIRE(errors.failed());
+      BOOST_TEST(errors.error().index == bad);
+      BOOST_TEST(errors.error().position == 2);
+      BOOST_TEST(errors.ToStatus({"node 'r': lens"}).message() ==
+                 "node 'r': lens[2] = " + std::to_string(bad) +
+                     " is outside the inclusive range [0,4]");
+      double got = r.out.At(2);  // clamped: the load stayed in the table
+      BOOST_TEST((got == 0 || got == 40));
+    }
+  }
+  // Typed (i64 operands), printed with its position, serialized (kernel IR 1.3).
+  BOOST_TEST(CheckInRange(IntImm(1), IntImm(4), IntImm(0, DType::kI32), "s").dtype() ==
+             DType::kInvalid);
+  Kernel k = InRangeKernel(ForKind::kSerial);
+  std::string text = ToText(k);
+  BOOST_TEST(text.find(", at ") != std::string::npos, text);
+  std::vector<uint8_t> bytes = SerializeKernel(k);
+  StatusOr<Kernel> back = DeserializeKernel(bytes.data(), bytes.size());
+  BOOST_REQUIRE_MESSAGE(back.ok(), back.status().ToString());
+  BOOST_TEST(ToText(*back) == text);
+  BOOST_TEST(HashKernel(*back) == HashKernel(k));
+  BOOST_TEST(HashKernel(k) != HashKernel(GatherKernel("node 'r': lens", ForKind::kSerial)));
 }
 
 }  // namespace

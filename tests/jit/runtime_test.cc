@@ -6,8 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <thread>
 #include <vector>
+
+#include <omp.h>
 
 #include "base/deadline.h"
 #include "jit/runtime.h"
@@ -15,9 +16,15 @@
 namespace kiln::jit {
 namespace {
 
+// A clock that only moves when a piece of work says so (ScopedDeadlineClockForTesting), so the
+// deadline tests do not race the wall clock: under load a thread may start its first piece only
+// after a real deadline has passed.
+std::atomic<int64_t> fake_ms{0};
+Clock::time_point FakeNow() { return Clock::time_point(std::chrono::milliseconds(fake_ms.load())); }
+
 struct Counts {
   std::vector<std::atomic<int>> hits;
-  std::chrono::milliseconds per_call{0};
+  int64_t advance_ms = 0;  // what each call "takes" on the fake clock
   std::atomic<int> calls{0};
   explicit Counts(int n) : hits(n) {}
 };
@@ -26,7 +33,7 @@ void Body(int64_t begin, int64_t end, void* ctx) {
   auto* c = static_cast<Counts*>(ctx);
   ++c->calls;
   for (int64_t i = begin; i < end; ++i) ++c->hits[i];
-  if (c->per_call.count() > 0) std::this_thread::sleep_for(c->per_call);
+  fake_ms += c->advance_ms;
 }
 
 int Total(const Counts& c) {
@@ -57,15 +64,21 @@ BOOST_AUTO_TEST_CASE(nothing_runs_after_the_deadline) {
   BOOST_TEST(Total(c) == 0);
 }
 
-// Each piece sleeps 20 ms; with a 30 ms deadline the loop stops after the pieces that started
-// before it, far short of the 8 pieces per thread it would otherwise run.
+// Each piece "takes" 20 ms of the fake clock; with a deadline 30 ms away the loop stops after
+// the pieces that started before it. The loop's first check sees the start time (time moves
+// only inside a piece), so at least one piece runs. A piece starts only while fewer than two
+// pieces have finished: one per thread, plus one more by the first thread to finish. That is far
+// short of the 8 pieces per thread the loop would otherwise run.
 BOOST_AUTO_TEST_CASE(a_long_loop_stops_between_pieces) {
+  ScopedDeadlineClockForTesting clock(&FakeNow);
   Counts c(800);
-  c.per_call = std::chrono::milliseconds(20);
+  c.advance_ms = 20;
   {
-    ScopedDeadline deadline(Clock::now() + std::chrono::milliseconds(30));
+    ScopedDeadline deadline(FakeNow() + std::chrono::milliseconds(30));
     kiln_parallel_for(0, 800, 1, &Body, &c);
   }
+  BOOST_TEST(c.calls.load() >= 1);
+  BOOST_TEST(c.calls.load() <= omp_get_max_threads() + 1);
   BOOST_TEST(Total(c) > 0);
   BOOST_TEST(Total(c) < 800);
   for (const auto& h : c.hits) BOOST_REQUIRE_LE(h.load(), 1);

@@ -5,7 +5,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <thread>
 
 #include "base/deadline.h"
 #include "tests/vm/test_programs.h"
@@ -237,6 +236,17 @@ BOOST_AUTO_TEST_CASE(fatal_aborts_with_its_message) {
   BOOST_TEST(out.status().message().find("unreachable branch taken") != std::string::npos);
 }
 
+// Clocks that move only when a test says so (ScopedDeadlineClockForTesting): deadline tests
+// then do not race the wall clock on a loaded machine. FakeNow moves when a test kernel
+// advances it; TickingNow advances 1 ms per read.
+std::atomic<int64_t> fake_clock_ms{0};
+Clock::time_point FakeNow() {
+  return Clock::time_point(std::chrono::milliseconds(fake_clock_ms.load()));
+}
+Clock::time_point TickingNow() {
+  return Clock::time_point(std::chrono::milliseconds(fake_clock_ms.fetch_add(1) + 1));
+}
+
 BOOST_AUTO_TEST_CASE(infinite_loop_stops_at_the_deadline) {
   ExecutableBuilder b;
   FunctionBuilder& f = b.AddFunction("main");
@@ -246,20 +256,23 @@ BOOST_AUTO_TEST_CASE(infinite_loop_stops_at_the_deadline) {
   f.Goto(top);
   f.set_register_count(2);
   auto ctx = *Context::Create(LoadOrDie(b));
+  // Each read of the clock "takes" 1 ms: the loop reads it once per 256 instructions, so it
+  // must run thousands of them before the 50 ms pass, however loaded the machine is.
+  ScopedDeadlineClockForTesting clock(&TickingNow);
   InvokeOptions options;
   options.timeout = std::chrono::milliseconds(50);
-  auto start = std::chrono::steady_clock::now();
+  int64_t start_ms = fake_clock_ms.load();
   auto out = ctx->Invoke("main", {}, options);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   BOOST_TEST(out.status().code() == StatusCode::kDeadlineExceeded);
   BOOST_TEST(out.status().message().find("in 'main' at pc 1 (goto)") != std::string::npos);
-  BOOST_TEST(ms >= 50.0);
+  BOOST_TEST(fake_clock_ms.load() - start_ms >= 50);
   BOOST_TEST(ctx->instructions_executed() > 1000u);
 }
 
-// Straight-line code (no backward jump, no call) of kernels that each take 20 ms: the deadline
-// is checked after every kernel call, so a 30 ms timeout stops the run after the second kernel
-// instead of letting all ten run. Each kernel also sees the run's deadline on its thread.
+// Straight-line code (no backward jump, no call) of kernels that each take 20 ms (of the fake
+// clock): the deadline is checked after every kernel call, so a 30 ms timeout stops the run
+// after exactly the second kernel instead of letting all ten run. Each kernel also sees the
+// run's deadline on its thread.
 BOOST_AUTO_TEST_CASE(deadline_fires_between_kernels_without_loops) {
   ExecutableBuilder b;
   int slow = b.AddKernel({"slow", {}, {}});
@@ -277,7 +290,7 @@ BOOST_AUTO_TEST_CASE(deadline_fires_between_kernels_without_loops) {
   kernels->Add("slow", [&](const Tensor* const*, int, int) {
     ++calls;
     if (CurrentDeadline() == Clock::time_point::max()) saw_deadline = false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    fake_clock_ms += 20;
     return Status::Ok();
   });
   LoadOptions lo;
@@ -286,14 +299,14 @@ BOOST_AUTO_TEST_CASE(deadline_fires_between_kernels_without_loops) {
   auto exe = Executable::LoadBytes(bytes->data(), bytes->size(), lo);
   BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().ToString());
   auto ctx = *Context::Create(*exe);
+  ScopedDeadlineClockForTesting clock(&FakeNow);
   InvokeOptions options;
   options.timeout = std::chrono::milliseconds(30);
   auto out = ctx->Invoke("main", {}, options);
   BOOST_TEST(out.status().code() == StatusCode::kDeadlineExceeded);
   BOOST_TEST(out.status().message().find("invoke_kernel") != std::string::npos);
-  // At least two calls reach 30 ms; a run that ignored the deadline would make all ten.
-  BOOST_TEST(calls.load() >= 2);
-  BOOST_TEST(calls.load() < 10);
+  // Two calls reach 30 ms; a run that ignored the deadline would make all ten.
+  BOOST_TEST(calls.load() == 2);
   BOOST_TEST(saw_deadline.load());
   // Outside a run the thread has no deadline again.
   BOOST_TEST((CurrentDeadline() == Clock::time_point::max()));

@@ -9,6 +9,7 @@
 #include <new>
 #include <unordered_map>
 
+#include "base/deadline.h"
 #include "external/onednn/run/plan_builder.h"
 #include "oneapi/dnnl/dnnl_debug.h"
 
@@ -99,21 +100,39 @@ int64_t NowNs() {
 }
 
 // Runs the steps one at a time, each waited for, and reports each one's time.
-void RunProfiled(Plan& plan, Workspace& ws, RegionProfiler* profiler) {
-  const std::vector<StepInfo>& info = plan.Describe();
+// DeadlineExceeded for a run that stops before `step` because the run's deadline passed.
+Status StoppedBefore(const Plan& plan, size_t step, const RegionData& data) {
+  std::string what;
+  int op = plan.steps[step].op;
+  if (op >= 0 && static_cast<size_t>(op) < data.region.ops.size())
+    what = " (ops[" + std::to_string(op) + "], " + OpKindName(data.region.ops[op].kind) + ")";
+  return DeadlineExceeded("the run's deadline passed before primitive " + std::to_string(step) +
+                          " of " + std::to_string(plan.steps.size()) + what);
+}
+
+// Runs the steps in order, each waited for (oneDNN's CPU stream runs a primitive to its end
+// before execute returns), checking the run's deadline before each: a deadline fires within
+// one primitive of its time. With a `profiler`, each step is timed and reported.
+Status RunSteps(Plan& plan, Workspace& ws, const RegionData& data, RegionProfiler* profiler,
+                std::atomic<int64_t>* primitives_run) {
+  const std::vector<StepInfo>* info = profiler != nullptr ? &plan.Describe() : nullptr;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
-    int64_t start = NowNs();
+    if (DeadlinePassed()) return StoppedBefore(plan, i, data);
+    int64_t start = info != nullptr ? NowNs() : 0;
     plan.steps[i].prim.execute(ws.stream, ws.step_args[i]);
+    if (primitives_run != nullptr) primitives_run->fetch_add(1, std::memory_order_relaxed);
+    if (info == nullptr) continue;
     ws.stream.wait();
     RegionStepSample sample;
     sample.step = static_cast<int32_t>(i);
-    sample.kind = info[i].kind;
-    sample.impl = info[i].impl;
-    sample.shapes = info[i].shapes;
-    sample.reference = info[i].reference;
+    sample.kind = (*info)[i].kind;
+    sample.impl = (*info)[i].impl;
+    sample.shapes = (*info)[i].shapes;
+    sample.reference = (*info)[i].reference;
     sample.dur_ns = NowNs() - start;
     profiler->Record(sample);
   }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -228,23 +247,19 @@ const std::vector<StepInfo>& Plan::Describe() {
   return info_;
 }
 
-Status ExecutePlan(Plan& plan, const Tensor* const* args, int num_inputs, int num_outputs,
-                   RegionProfiler* profiler) {
+Status ExecutePlan(Plan& plan, const RegionData& data, const Tensor* const* args, int num_inputs,
+                   int num_outputs, RegionProfiler* profiler,
+                   std::atomic<int64_t>* primitives_run) {
   std::unique_ptr<Workspace> ws = plan.Acquire();
   for (size_t i = 0; i < plan.slots.size(); ++i) {
     const Slot& s = plan.slots[i];
     if (s.kind == Kind::kInput) ws->mems[i].set_data_handle(args[s.index]->data());
     if (s.kind == Kind::kOutput) ws->mems[i].set_data_handle(args[num_inputs + s.index]->data());
   }
-  if (profiler != nullptr) {
-    RunProfiled(plan, *ws, profiler);
-  } else {
-    for (size_t i = 0; i < plan.steps.size(); ++i)
-      plan.steps[i].prim.execute(ws->stream, ws->step_args[i]);
-  }
+  Status status = RunSteps(plan, *ws, data, profiler, primitives_run);
   ws->stream.wait();
   plan.Release(std::move(ws));
-  return Status::Ok();
+  return status;
 }
 
 }  // namespace kiln::onednn::internal

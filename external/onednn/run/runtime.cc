@@ -69,6 +69,7 @@ class RegionImpl : public OneDnnRegion {
     s.primitives_created = primitives_.load();
     s.plans_evicted = plans_evicted_.load();
     s.runs = runs_.load();
+    s.primitives_run = primitives_run_.load();
     s.layouts_measured = weights_.measurements();
     std::lock_guard<std::mutex> lock(mu_);
     s.cached_plans = static_cast<int64_t>(lru_.size());
@@ -122,7 +123,8 @@ class RegionImpl : public OneDnnRegion {
       nothing_to_write = nothing_to_write && std::find(d.begin(), d.end(), 0) != d.end();
     if (nothing_to_write) return Status::Ok();
     try {
-      return internal::ExecutePlan(*plan, args, num_inputs, num_outputs, profiler);
+      return internal::ExecutePlan(*plan, data_, args, num_inputs, num_outputs, profiler,
+                                   &primitives_run_);
     } catch (const dnnl::error& e) {
       return Internal(std::string("oneDNN execution failed: ") + e.what());
     } catch (const std::bad_alloc&) {
@@ -241,6 +243,7 @@ class RegionImpl : public OneDnnRegion {
   Lru lru_;
   std::map<Key, Lru::iterator> index_;
   std::atomic<int64_t> plans_built_{0}, primitives_{0}, plans_evicted_{0}, runs_{0};
+  std::atomic<int64_t> primitives_run_{0};  // RegionStats::primitives_run
 };
 
 // Checks the spec against the decoded blob; binds constants by reference.

@@ -530,10 +530,10 @@ BOOST_AUTO_TEST_CASE(trilu_upper_lower_k) {
 BOOST_AUTO_TEST_CASE(reverse_sequence) {
   TensorDataRef x = RandomTensor(DType::kF32, {4, 3, 2}, -1, 1, 23);
   Nd xr = ToNd(x);
-  // batch_axis 1, time_axis 0 (the defaults): lengths per batch (3), one out of range (clamped).
-  TensorDataRef lens = I64({3}, {4, 1, 9});
+  // batch_axis 1, time_axis 0 (the defaults): lengths per batch (3), one the whole time axis.
+  TensorDataRef lens = I64({3}, {4, 1, 3});
   Nd want = Generate(xr.dims, [&](std::vector<int64_t> o) {
-    int64_t len = std::clamp<int64_t>(int64_t(ToNd(lens).v[o[1]]), 0, 4);
+    auto len = int64_t(ToNd(lens).v[o[1]]);
     if (o[0] < len) o[0] = len - 1 - o[0];
     return xr.at(o);
   });
@@ -551,6 +551,34 @@ BOOST_AUTO_TEST_CASE(reverse_sequence) {
                    "y = ReverseSequence<batch_axis = 0, time_axis = 1>(x, l)"),
              {x, lens2})[0],
          DType::kF32, want2);
+}
+
+// A sequence length outside [0, time dim] is an error naming the node, the batch index, the
+// value and the bound, as in ONNX Runtime ("Invalid sequence length"), where it used to be
+// clamped: at run time, with the time dim static or symbolic, and for int32 lengths.
+void ExpectSequenceLengthError(const std::string& text, const std::vector<TensorDataRef>& in,
+                               int64_t batch, int64_t len, int64_t time) {
+  StatusOr<std::vector<TensorDataRef>> r = testing::RunModel(text, in, Table());
+  BOOST_REQUIRE_MESSAGE(!r.ok(), "sequence length " + std::to_string(len) + " succeeded");
+  BOOST_TEST(r.status().code() == StatusCode::kInvalidArgument);
+  std::string want = "(ReverseSequence): sequence_lens[" + std::to_string(batch) +
+                     "] = " + std::to_string(len) + " is outside the inclusive range [0," +
+                     std::to_string(time) + "]";
+  BOOST_TEST(r.status().message().find(want) != std::string::npos,
+             r.status().message() << "\nwanted: " << want);
+}
+
+BOOST_AUTO_TEST_CASE(reverse_sequence_lengths_out_of_range_are_errors) {
+  TensorDataRef x = RandomTensor(DType::kF32, {4, 3, 2}, -1, 1, 24);
+  std::string text = Model(13, "float[4,3,2] x, int64[3] l", "y", "y = ReverseSequence(x, l)");
+  ExpectSequenceLengthError(text, {x, I64({3}, {4, 1, 9})}, 2, 9, 4);
+  ExpectSequenceLengthError(text, {x, I64({3}, {0, -1, 2})}, 1, -1, 4);
+  ExpectSequenceLengthError(text, {x, I64({3}, {int64_t{1} << 62, 1, 2})}, 0, int64_t{1} << 62, 4);
+  ExpectSequenceLengthError(Model(13, "float[B,T,2] x, int32[B] l", "y",
+                                  "y = ReverseSequence<batch_axis = 0, time_axis = 1>(x, l)"),
+                            {x, MakeTensor(DType::kI32, {4}, {0, 2, 4, 1})}, 2, 4, 3);
+  // The bounds themselves are lengths: 0 and the whole time axis run.
+  BOOST_TEST(testing::RunModel(text, {x, I64({3}, {0, 4, 4})}, Table()).ok());
 }
 
 // ---- Unique ----------------------------------------------------------------------------------

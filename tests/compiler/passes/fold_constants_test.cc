@@ -125,22 +125,33 @@ BOOST_AUTO_TEST_CASE(integer_division_by_zero_is_an_error) {
   }
 }
 
-// A constant index out of range has no value either: folding the Gather is the same error the
-// kernel gives at run time (ONNX Runtime's words), not the clamped last row.
-BOOST_AUTO_TEST_CASE(out_of_range_constant_indices_are_an_error) {
+// Folds `text` (Add and the indexing ops lowered) and expects the fold to fail with
+// InvalidArgument containing `want`, reported as a constant-folding error.
+void ExpectFoldError(const std::string& text, const std::string& want) {
   static const LoweringTable* table = [] {
     auto* t = new LoweringTable;
     t->MustAdd({"Add", 7, INT32_MAX, LowerAdd, nullptr});
     AddIndexingLowerings(*t);
     return t;
   }();
+  StatusOr<std::unique_ptr<Evaluator>> evaluator = Evaluator::Create(table);
+  BOOST_REQUIRE(evaluator.ok());
+  int folded = 0;
+  ShapeInferenceOptions options;
+  options.fold = MakeFoldHook(evaluator->get(), FoldOptions(), &folded);
+  auto g = testing::ImportText(text);
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
+  Status st = InferShapes(*g, options);
+  BOOST_TEST(st.code() == StatusCode::kInvalidArgument, st.ToString());
+  BOOST_TEST(st.message().find(want) != std::string::npos, st.message());
+  BOOST_TEST(st.message().find("constant folding") != std::string::npos, st.message());
+}
+
+// A constant index out of range has no value either: folding the Gather is the same error the
+// kernel gives at run time (ONNX Runtime's words), not the clamped last row.
+BOOST_AUTO_TEST_CASE(out_of_range_constant_indices_are_an_error) {
   for (const char* index : {"3", "-4", "100000"}) {
-    StatusOr<std::unique_ptr<Evaluator>> evaluator = Evaluator::Create(table);
-    BOOST_REQUIRE(evaluator.ok());
-    int folded = 0;
-    ShapeInferenceOptions options;
-    options.fold = MakeFoldHook(evaluator->get(), FoldOptions(), &folded);
-    auto g = testing::ImportText(std::string(R"(
+    ExpectFoldError(std::string(R"(
       <ir_version: 8, opset_import: ["" : 13]>
       g (float[1] x) => (float[1] z) {
         table = Constant <value = float[3] {1, 2, 3}> ()
@@ -148,14 +159,27 @@ BOOST_AUTO_TEST_CASE(out_of_range_constant_indices_are_an_error) {
         row = Gather(table, i)
         z = Add(x, row)
       }
-    )");
-    BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
-    Status st = InferShapes(*g, options);
-    BOOST_TEST(st.code() == StatusCode::kInvalidArgument, st.ToString());
-    std::string want = std::string("(Gather): indices element out of data bounds, idx=") + index +
-                       " must be within the inclusive range [-3,2]";
-    BOOST_TEST(st.message().find(want) != std::string::npos, st.message());
-    BOOST_TEST(st.message().find("constant folding") != std::string::npos, st.message());
+    )",
+                    std::string("(Gather): indices element out of data bounds, idx=") + index +
+                        " must be within the inclusive range [-3,2]");
+  }
+}
+
+// A constant ReverseSequence whose sequence length is outside [0, time dim] fails folding as it
+// fails at run time (it used to be clamped): naming the node, batch index, value and bound.
+BOOST_AUTO_TEST_CASE(out_of_range_constant_sequence_lengths_are_an_error) {
+  for (const char* len : {"4", "-1"}) {
+    ExpectFoldError(std::string(R"(
+      <ir_version: 8, opset_import: ["" : 13]>
+      g (float[3, 2] x) => (float[3, 2] z) {
+        seq = Constant <value = float[3, 2] {1, 2, 3, 4, 5, 6}> ()
+        lens = Constant <value = int64[2] {2, )") + len + R"(}> ()
+        r = ReverseSequence(seq, lens)
+        z = Add(x, r)
+      }
+    )",
+                    std::string("(ReverseSequence): sequence_lens[1] = ") + len +
+                        " is outside the inclusive range [0,3]");
   }
 }
 

@@ -1,14 +1,17 @@
 // The oneDNN runtime as the VM uses it: region creation checks against the spec, the per-shape
 // plan cache (alternating batch sizes never rebuild; the cache is bounded), concurrent runs,
-// run-time argument checks, and registration.
+// run-time argument checks, deadlines between primitives, and registration.
 #define BOOST_TEST_MODULE onednn_runtime_test
 #include <algorithm>
+#include <atomic>
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
 #include <thread>
 
+#include "base/deadline.h"
 #include "external/onednn/region.h"
 #include "external/registry/registry.h"
 #include "tests/external/onednn/test_util.h"
@@ -200,6 +203,65 @@ BOOST_AUTO_TEST_CASE(run_rejects_wrong_arguments) {
   BOOST_TEST(s.message() ==
              "region 'test_region': ops[0] (MatMul): inner dims of [2, 3] and "
              "[5, 4] differ");
+}
+
+// ---- Deadlines ----
+
+// A clock that moves only when the profiler below says so (ScopedDeadlineClockForTesting): the
+// tests stop a region at a chosen primitive without racing the wall clock.
+std::atomic<int64_t> fake_ms{0};
+Clock::time_point FakeNow() { return Clock::time_point(std::chrono::milliseconds(fake_ms.load())); }
+
+// Counts the primitives a profiled run reports; each "takes" 1 ms of the fake clock.
+struct TickingProfiler : RegionProfiler {
+  int steps = 0;
+  void Record(const RegionStepSample&) override {
+    ++steps;
+    fake_ms += 1;
+  }
+};
+
+BOOST_AUTO_TEST_CASE(an_expired_deadline_stops_a_region_before_its_first_primitive) {
+  Block block;
+  CompiledRegion r = Compile(block.Graph());
+  Floats x = Random(8 * 144, 3);
+  std::vector<Floats> out;
+  {
+    ScopedDeadline expired(Clock::now() - std::chrono::milliseconds(1));
+    Status s = r.TryRun({{{1, 8, 12, 12}, x}}, {{1, 8, 6, 6}}, &out);
+    BOOST_TEST(s.code() == StatusCode::kDeadlineExceeded);
+    BOOST_TEST(s.message().find("region 'test_region': the run's deadline passed before "
+                                "primitive 0 of ") == 0,
+               s.message());
+  }
+  BOOST_TEST(r.region().stats().primitives_run == 0);
+  // Without a deadline (and before a far one) the same region runs every primitive.
+  BOOST_TEST(Close(r.Run({{{1, 8, 12, 12}, x}}, {{1, 8, 6, 6}})[0], block.Reference(x, 1), 1e-4,
+                   1e-4));
+  int64_t all = r.region().stats().primitives_run;
+  BOOST_TEST(all >= 2);
+  ScopedDeadline far(Clock::now() + std::chrono::hours(1));
+  BOOST_TEST(Close(r.Run({{{1, 8, 12, 12}, x}}, {{1, 8, 6, 6}})[0], block.Reference(x, 1), 1e-4,
+                   1e-4));
+  BOOST_TEST(r.region().stats().primitives_run == 2 * all);
+}
+
+// The deadline passes while the first primitive runs (it "takes" 1 ms of a deadline 1 ms
+// away): the region stops before its second primitive, having run exactly one.
+BOOST_AUTO_TEST_CASE(a_deadline_passing_during_a_primitive_stops_the_region_before_the_next) {
+  CompiledRegion r = Compile(Block().Graph());
+  Floats x = Random(8 * 144, 4);
+  std::vector<Floats> out;
+  ScopedDeadlineClockForTesting clock(&FakeNow);
+  ScopedDeadline deadline(FakeNow() + std::chrono::milliseconds(1));
+  TickingProfiler profiler;
+  Status s = r.TryRun({{{1, 8, 12, 12}, x}}, {{1, 8, 6, 6}}, &out, &profiler);
+  BOOST_TEST(s.code() == StatusCode::kDeadlineExceeded);
+  BOOST_TEST(s.message().find("region 'test_region': the run's deadline passed before "
+                              "primitive 1 of ") == 0,
+             s.message());
+  BOOST_TEST(profiler.steps == 1);
+  BOOST_TEST(r.region().stats().primitives_run == 1);
 }
 
 // ---- Creation errors ----

@@ -116,7 +116,7 @@ CompiledRegion Compile(Graph graph, OneDnnOptions options) {
 
 Status CompiledRegion::TryRun(const std::vector<std::pair<Dims, Floats>>& inputs,
                               const std::vector<Dims>& output_shapes,
-                              std::vector<Floats>* outputs) const {
+                              std::vector<Floats>* outputs, RegionProfiler* profiler) const {
   std::vector<Floats> in_data;
   for (const auto& [d, v] : inputs) in_data.push_back(v);
   outputs->clear();
@@ -128,8 +128,10 @@ Status CompiledRegion::TryRun(const std::vector<std::pair<Dims, Floats>>& inputs
     tensors.push_back(Tensor::Wrap((*outputs)[i].data(), DType::kF32, ToShape(output_shapes[i])));
   std::vector<const Tensor*> args;
   for (const Tensor& t : tensors) args.push_back(&t);
-  return fn->Run(args.data(), static_cast<int>(inputs.size()),
-                 static_cast<int>(output_shapes.size()));
+  int num_inputs = static_cast<int>(inputs.size());
+  int num_outputs = static_cast<int>(output_shapes.size());
+  if (profiler != nullptr) return fn->RunProfiled(args.data(), num_inputs, num_outputs, profiler);
+  return fn->Run(args.data(), num_inputs, num_outputs);
 }
 
 std::vector<Floats> CompiledRegion::Run(const std::vector<std::pair<Dims, Floats>>& inputs,

@@ -46,9 +46,10 @@ struct CompiledRegion {
   /// Runs with the given inputs; returns the outputs (shapes given). Throws on error status.
   std::vector<Floats> Run(const std::vector<std::pair<Dims, Floats>>& inputs,
                           const std::vector<Dims>& output_shapes) const;
-  /// Like Run, returning the Status.
+  /// Like Run, returning the Status; through RunProfiled when `profiler` is not null.
   Status TryRun(const std::vector<std::pair<Dims, Floats>>& inputs,
-                const std::vector<Dims>& output_shapes, std::vector<Floats>* outputs) const;
+                const std::vector<Dims>& output_shapes, std::vector<Floats>* outputs,
+                RegionProfiler* profiler = nullptr) const;
 };
 
 /// Options that create every region, reference implementations included: the tests using
