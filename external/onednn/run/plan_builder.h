@@ -103,8 +103,13 @@ class Builder {
   Status Eltwise(const Op& op, bool plain);  // plan_eltwise_binary.cc
   Status Binary(const Op& op, bool plain);
   Status Concat(const Op& op, bool plain);
+  struct ConcatPart;
   bool ConcatInPlace(const Op& op, const dnnl::memory::desc& dst_md, const Args& srcs);
+  bool PlaceConcatInputs(const Op& op, const dnnl::memory::desc& dst_md, const Args& srcs,
+                         std::vector<ConcatPart>* parts, int* target);
+  bool Movable(const Op& op, const Args& srcs, size_t i, const ConcatPart& p) const;
   bool WholeBuffer(int buffer, size_t size) const;
+  void MoveBuffer(int from, int to, size_t at);
   Status Flatten(const Op& op);
   Status Softmax(const Op& op, bool plain);  // plan_norm.cc
   Status LayerNorm(const Op& op);

@@ -135,6 +135,12 @@ Status Builder::Concat(const Op& op, bool plain) {
   return Status::Ok();
 }
 
+struct Builder::ConcatPart {
+  enum How { kPlaced, kMove, kCopy } how;
+  memory::desc md;  // the input's layout at its place
+  size_t at, size;  // bytes into the output
+};
+
 // A concat without a copy step (Squeezenet's fire modules, GoogLeNet's inception blocks and
 // DenseNet's dense blocks spend 5-20% of their time in concats otherwise, DenseNet's in oneDNN's
 // reference concat when its first input is plain): each input lives at its own place inside the
@@ -147,18 +153,56 @@ Status Builder::Concat(const Op& op, bool plain) {
 // place once, and later ops read that copy. Modifies nothing unless it returns true.
 bool Builder::ConcatInPlace(const Op& op, const memory::desc& dst_md, const Args& srcs) {
   if (output_index_[op.output] >= 0 || dst_md.data.data_type != dnnl_f32) return false;
+  std::vector<ConcatPart> parts;
+  int target = -1;
+  if (!PlaceConcatInputs(op, dst_md, srcs, &parts, &target)) return false;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].how == ConcatPart::kCopy && Movable(op, srcs, i, parts[i]))
+      parts[i].how = ConcatPart::kMove;
+  }
+  bool useful = false;
+  for (const ConcatPart& p : parts) {
+    useful = useful || p.how != ConcatPart::kCopy;
+    if (target < 0 || p.how == ConcatPart::kPlaced) continue;
+    for (const auto& [at, size] : parts_[target]) {
+      if (p.at < at + size && at < p.at + p.size) return false;  // bytes another input holds
+    }
+  }
+  if (!useful) return false;  // copying every input is what the concat primitive does
+  // The reorders first: their constructors may throw, and BuildOpWithFallback undoes only
+  // appended slots and steps.
+  if (target < 0) target = plan_->slots[NewWork(dst_md)].buffer;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].how != ConcatPart::kCopy) continue;
+    Slot copy{parts[i].md, Kind::kWork};
+    copy.buffer = target;
+    copy.within = parts[i].at;
+    int to = AddSlot(copy);
+    AddReorder(srcs[i].second, to);
+    slot_of_[op.inputs[i]] = to;
+  }
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const ConcatPart& p = parts[i];
+    if (p.how != ConcatPart::kPlaced) parts_[target].push_back({p.at, p.size});
+    if (p.how == ConcatPart::kMove) MoveBuffer(plan_->slots[srcs[i].second].buffer, target, p.at);
+  }
+  buffer_sizes_[target] = std::max(buffer_sizes_[target], AlignUp(dst_md.get_size()));
+  Slot out{dst_md, Kind::kWork};
+  out.buffer = target;
+  DefineOn(op.output, dst_md, AddSlot(out));
+  ++plan_->concats_in_place;
+  return true;
+}
+
+// Where each input of a concat goes in the output `dst_md` (ConcatInPlace): its layout and
+// bytes there, kPlaced if it already sits there (in *target, the buffer of the first such input),
+// else kCopy. False when some place is not dense (an offset inside a channel block, batch > 1).
+bool Builder::PlaceConcatInputs(const Op& op, const memory::desc& dst_md, const Args& srcs,
+                                std::vector<ConcatPart>* parts, int* target) {
   std::optional<memory::format_tag> tag = ChannelBlockedTag(dst_md);
   bool plain = dst_md == PlainMd(dims_[op.output]);
   if (!plain && !tag) return false;
-  enum class How { kPlaced, kMove, kCopy };
-  struct Part {
-    How how;
-    memory::desc md;  // the input's layout at its place
-    size_t at, size;  // bytes into the output
-  };
-  std::vector<Part> parts;
   Dims offsets(dims_[op.output].size(), 0);
-  int target = -1;
   for (size_t i = 0; i < srcs.size(); ++i) {
     const Dims& d = dims_[op.inputs[i]];
     memory::desc sub;
@@ -171,61 +215,39 @@ bool Builder::ConcatInPlace(const Op& op, const memory::desc& dst_md, const Args
     memory::desc md = plain ? PlainMd(d) : memory::desc(d, dt::f32, *tag);
     if (!SameLayout(md, sub)) return false;
     const Slot& s = plan_->slots[srcs[i].second];
-    Part p{How::kCopy, md, static_cast<size_t>(sub.data.offset0) * sizeof(float), md.get_size()};
+    ConcatPart p{ConcatPart::kCopy, md, static_cast<size_t>(sub.data.offset0) * sizeof(float),
+                 md.get_size()};
     if (s.kind == Kind::kWork && s.md == md && parts_.count(s.buffer) && s.within == p.at &&
-        (target < 0 || target == s.buffer)) {
-      p.how = How::kPlaced;
-      target = s.buffer;
+        (*target < 0 || *target == s.buffer)) {
+      p.how = ConcatPart::kPlaced;
+      *target = s.buffer;
     }
-    parts.push_back(p);
+    parts->push_back(p);
   }
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const Slot& s = plan_->slots[srcs[i].second];
-    if (parts[i].how != How::kCopy || s.kind != Kind::kWork || s.buffer < 0 || s.md != parts[i].md ||
-        parts_.count(s.buffer) || output_index_[op.inputs[i]] >= 0 || !WholeBuffer(s.buffer, parts[i].size))
-      continue;
-    bool twice = false;  // one tensor twice moves once
-    for (size_t j = 0; j < i; ++j) twice = twice || plan_->slots[srcs[j].second].buffer == s.buffer;
-    if (!twice) parts[i].how = How::kMove;
-  }
-  bool useful = false;
-  for (const Part& p : parts) {
-    useful = useful || p.how != How::kCopy;
-    if (target < 0 || p.how == How::kPlaced) continue;
-    for (const auto& [at, size] : parts_[target]) {
-      if (p.at < at + size && at < p.at + p.size) return false;  // bytes another input holds
-    }
-  }
-  if (!useful) return false;  // copying every input is what the concat primitive does
-  // The reorders first: their constructors may throw, and BuildOpWithFallback undoes only
-  // appended slots and steps.
-  if (target < 0) target = plan_->slots[NewWork(dst_md)].buffer;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (parts[i].how != How::kCopy) continue;
-    Slot copy{parts[i].md, Kind::kWork};
-    copy.buffer = target;
-    copy.within = parts[i].at;
-    int to = AddSlot(copy);
-    AddReorder(srcs[i].second, to);
-    slot_of_[op.inputs[i]] = to;
-  }
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const Part& p = parts[i];
-    if (p.how != How::kPlaced) parts_[target].push_back({p.at, p.size});
-    if (p.how != How::kMove) continue;
-    int from = plan_->slots[srcs[i].second].buffer;
-    for (Slot& s : plan_->slots) {
-      if (s.kind != Kind::kWork || s.buffer != from) continue;
-      s.buffer = target;
-      s.within += p.at;
-    }
-  }
-  buffer_sizes_[target] = std::max(buffer_sizes_[target], AlignUp(dst_md.get_size()));
-  Slot out{dst_md, Kind::kWork};
-  out.buffer = target;
-  DefineOn(op.output, dst_md, AddSlot(out));
-  ++plan_->concats_in_place;
   return true;
+}
+
+// Whether concat input `i` (part `p`) can move into the output: an intermediate of the
+// workspace in its layout there, not a region output, alone in its buffer and not placed by
+// another concat, and not an earlier input again (one tensor twice moves once).
+bool Builder::Movable(const Op& op, const Args& srcs, size_t i, const ConcatPart& p) const {
+  const Slot& s = plan_->slots[srcs[i].second];
+  if (s.kind != Kind::kWork || s.buffer < 0 || s.md != p.md || parts_.count(s.buffer) ||
+      output_index_[op.inputs[i]] >= 0 || !WholeBuffer(s.buffer, p.size))
+    return false;
+  for (size_t j = 0; j < i; ++j) {
+    if (plan_->slots[srcs[j].second].buffer == s.buffer) return false;
+  }
+  return true;
+}
+
+// Moves intermediate `from` to byte `at` of intermediate `to`, with every slot that views it.
+void Builder::MoveBuffer(int from, int to, size_t at) {
+  for (Slot& s : plan_->slots) {
+    if (s.kind != Kind::kWork || s.buffer != from) continue;
+    s.buffer = to;
+    s.within += at;
+  }
 }
 
 // Whether every workspace slot of intermediate `buffer` views it from its start and within

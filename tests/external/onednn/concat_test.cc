@@ -61,8 +61,8 @@ BOOST_AUTO_TEST_CASE(fire_module_concat_in_place_at_batch_1) {
     Floats a = Relu(RefConv2d(s, hd, wa, ad, nullptr, {}, &ed));
     Floats b = Relu(RefConv2d(s, hd, wb, bd, nullptr, kSame3x3, &ed));
     Dims cd = {n, 32, 6, 6}, yd;
-    Floats want = RefPool2d(ConcatC({{ed, a}, {ed, b}}), cd, true, {2, 2}, {2, 2}, {0, 0, 0, 0},
-                            false, &yd);
+    Floats want =
+        RefPool2d(ConcatC({{ed, a}, {ed, b}}), cd, true, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, &yd);
     BOOST_TEST(Close(r.Run({{xd, x}}, {yd})[0], want, DotTolerance(16 * 8 * 9), 1e-4));
   }
   RegionStats st = r.region().stats();
