@@ -1,5 +1,6 @@
 #include "compiler/passes/simplify.h"
 
+#include <algorithm>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,6 +34,51 @@ const Node* ProducerOf(const Graph& g, ValueId v, const std::set<std::string>& o
   if (!IsDefault(p) || !op_types.count(p.op_type)) return nullptr;
   *id = val.producer;
   return &p;
+}
+
+// Whether Pad node `n` pads nothing: its pads (the input from opset 11, the attribute before)
+// are known and all zero. Any mode then returns its input unchanged.
+bool PadsNothing(const Graph& g, const Node& n) {
+  std::vector<int64_t> pads;
+  if (n.inputs.size() >= 2 && n.inputs[1] != kNoValue) {
+    const Value& v = g.value(n.inputs[1]);
+    if (!v.data) return false;
+    StatusOr<std::vector<int64_t>> p = v.data->ToInt64s();
+    if (!p.ok()) return false;
+    pads = *p;
+  } else if (const Attribute* a = n.FindAttribute("pads");
+             a && a->type() == Attribute::Type::kInts) {
+    pads = a->ints();
+  } else {
+    return false;
+  }
+  for (int64_t p : pads) {
+    if (p != 0) return false;
+  }
+  return true;
+}
+
+// Points every reader of Pad node `n`'s output at its input instead, when all of them read it
+// as an ordinary input (a subgraph's capture names the value) and it is not a graph output.
+// torchvision's DenseNet exports each transition's AvgPool as Pad(pads = 0) + AveragePool:
+// the Pad split its oneDNN region in four, with layout reorders and JIT copies between them.
+bool BypassPad(Graph& g, const Node& n) {
+  ValueId out = n.outputs.empty() ? kNoValue : n.outputs[0];
+  if (out == kNoValue || !PadsNothing(g, n)) return false;
+  for (ValueId o : g.outputs()) {
+    if (o == out) return false;
+  }
+  std::vector<NodeId> users = g.Users(out);
+  for (NodeId u : users) {
+    const std::vector<ValueId>& implicit = g.node(u).implicit_inputs;
+    if (std::find(implicit.begin(), implicit.end(), out) != implicit.end()) return false;
+  }
+  for (NodeId u : users) {
+    for (size_t k = 0; k < g.node(u).inputs.size(); ++k) {
+      if (g.node(u).inputs[k] == out) g.SetNodeInput(u, static_cast<int>(k), n.inputs[0]);
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -83,6 +129,8 @@ Status Simplify(Graph& g, SimplifyStats* stats) {
       }
       g.SetNodeInput(n, 0, p->inputs[0]);
       ++st.views_shortcut;
+    } else if (node.op_type == "Pad" && BypassPad(g, node)) {
+      ++st.pads_bypassed;
     }
   }
   return Status::Ok();

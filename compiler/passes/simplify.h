@@ -1,6 +1,6 @@
 // Graph simplification after shape inference: chains of Transposes become one, chains of
-// Reshape-like views read the original tensor. The nodes left without users are dropped by the
-// emitter's dead-code elimination.
+// Reshape-like views read the original tensor, and Pads that pad nothing are bypassed. The
+// nodes left without users are dropped by the emitter's dead-code elimination.
 #ifndef KILN_COMPILER_PASSES_SIMPLIFY_H_
 #define KILN_COMPILER_PASSES_SIMPLIFY_H_
 
@@ -12,6 +12,7 @@ namespace kiln::compiler {
 struct SimplifyStats {
   int transposes_merged = 0;  // Transpose(Transpose(x)) -> one Transpose
   int views_shortcut = 0;     // Reshape/Flatten/Squeeze/Unsqueeze of a view -> of its source
+  int pads_bypassed = 0;      // Pad with all pads 0: its readers read its input
 };
 
 /// Runs on an inferred main graph. Output shapes never change, so shape inference need not

@@ -506,6 +506,52 @@ BOOST_AUTO_TEST_CASE(transpose_and_reshape_chains_are_simplified) {
   BOOST_TEST(Compare(*out[1], *F32({6, 4}, xv), 0, 0).empty());
 }
 
+// A Pad that pads nothing (DenseNet's transitions, as torchvision exports them) is bypassed, so
+// with oneDNN the convolutions around it stay in one region; a Pad that pads, one whose output
+// is a graph output, and the values stay as they were.
+BOOST_AUTO_TEST_CASE(pads_of_zero_are_bypassed) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 8, 6, 6] x) => (float[1, 8, 3, 3] y, float[1, 8, 8, 8] q) {
+      w = Constant <value = float[8, 8, 1, 1] {
+        1, 0, 0, 0, 0, 0, 0, 0,  0, 1, 0, 0, 0, 0, 0, 0,  0, 0, 1, 0, 0, 0, 0, 0,
+        0, 0, 0, 1, 0, 0, 0, 0,  0, 0, 0, 0, 1, 0, 0, 0,  0, 0, 0, 0, 0, 1, 0, 0,
+        0, 0, 0, 0, 0, 0, 1, 0,  0, 0, 0, 0, 0, 0, 0, -1}> ()
+      zero = Constant <value = int64[8] {0, 0, 0, 0, 0, 0, 0, 0}> ()
+      one = Constant <value = int64[8] {0, 0, 1, 1, 0, 0, 1, 1}> ()
+      c = Conv(x, w)
+      p = Pad(c, zero)
+      a = AveragePool <kernel_shape = [2, 2], strides = [2, 2]> (p)
+      y = Conv(a, w)
+      q = Pad(x, one)
+    }
+  )";
+  for (const char* external : {"none", "onednn"}) {
+    Compiled c = Compile(text, external);
+    BOOST_TEST(c.stats.simplified_nodes == 1, external);
+    if (std::string(external) == "onednn") BOOST_TEST(c.stats.external_regions == 1);
+    auto x = testing::RandomTensor(DType::kF32, {1, 8, 6, 6}, -1, 1, 12);
+    auto out = Run(c, {x});
+    std::vector<double> xv = x->ToDoubles(), y, q(8 * 8 * 8, 0.0);
+    for (int ch = 0; ch < 8; ++ch) {
+      for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 3; ++j) {
+          double s = 0;
+          for (int di = 0; di < 2; ++di) {
+            for (int dj = 0; dj < 2; ++dj) s += xv[(ch * 6 + 2 * i + di) * 6 + 2 * j + dj];
+          }
+          y.push_back(s / 4);  // w negates channel 7: twice is +1
+        }
+      }
+      for (int i = 0; i < 6; ++i) {
+        for (int j = 0; j < 6; ++j) q[(ch * 8 + i + 1) * 8 + j + 1] = xv[(ch * 6 + i) * 6 + j];
+      }
+    }
+    BOOST_TEST(Compare(*out[0], *F32({1, 8, 3, 3}, y), 1e-6, 1e-5).empty(), external);
+    BOOST_TEST(Compare(*out[1], *F32({1, 8, 8, 8}, q), 0, 0).empty(), external);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_models_fail_with_clear_errors) {
   CompileOptions o;
   o.external = "none";

@@ -37,6 +37,7 @@ struct Slot {
   int index = 0;        // kInput, kOutput
   size_t offset = 0;    // kWork: bytes into the workspace
   int buffer = -1;      // kWork: the intermediate it views (-1: the scratchpad)
+  size_t within = 0;    // kWork: bytes into that intermediate (a part of a concat's output)
   void* ptr = nullptr;  // kConst
 };
 
@@ -71,6 +72,7 @@ struct Plan {
   size_t work_bytes = 0;
   std::vector<Dims> output_dims;
   int residual_copies = 0;  // sum post-op residuals copied into dst (RegionStats)
+  int concats_in_place = 0;  // Concats whose inputs were written into their output (RegionStats)
 
   std::unique_ptr<Workspace> Acquire();  // a pooled workspace or a new one (may throw)
   void Release(std::unique_ptr<Workspace> ws);

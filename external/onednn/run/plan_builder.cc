@@ -284,7 +284,7 @@ void Builder::AssignOffsets() {
     end = std::max(end, at + buffer_sizes_[b]);
   }
   for (Slot& s : plan_->slots) {
-    if (s.kind == Kind::kWork && s.buffer >= 0) s.offset = offset[s.buffer];
+    if (s.kind == Kind::kWork && s.buffer >= 0) s.offset = offset[s.buffer] + s.within;
   }
   plan_->work_bytes = end;
 }

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -102,6 +103,13 @@ class Builder {
   Status Eltwise(const Op& op, bool plain);  // plan_eltwise_binary.cc
   Status Binary(const Op& op, bool plain);
   Status Concat(const Op& op, bool plain);
+  struct ConcatPart;
+  bool ConcatInPlace(const Op& op, const dnnl::memory::desc& dst_md, const Args& srcs);
+  bool PlaceConcatInputs(const Op& op, const dnnl::memory::desc& dst_md, const Args& srcs,
+                         std::vector<ConcatPart>* parts, int* target);
+  bool Movable(const Op& op, const Args& srcs, size_t i, const ConcatPart& p) const;
+  bool WholeBuffer(int buffer, size_t size) const;
+  void MoveBuffer(int from, int to, size_t at);
   Status Flatten(const Op& op);
   Status Softmax(const Op& op, bool plain);  // plan_norm.cc
   Status LayerNorm(const Op& op);
@@ -116,6 +124,9 @@ class Builder {
   std::vector<int> slot_of_, plain_of_, output_index_;
   std::vector<size_t> buffer_sizes_;  // per intermediate, aligned
   size_t scratch_ = 0;
+  // Per intermediate that is a concat output written in place: the [offset, size) byte ranges
+  // of the concat inputs placed in it (ConcatInPlace).
+  std::unordered_map<int, std::vector<std::pair<size_t, size_t>>> parts_;
   int op_index_ = -1;
 };
 

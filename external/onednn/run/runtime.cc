@@ -76,6 +76,7 @@ class RegionImpl : public OneDnnRegion {
     for (const auto& [key, plan] : lru_) {
       s.max_workspace_bytes = std::max<int64_t>(s.max_workspace_bytes, plan->work_bytes);
       s.residual_copies += plan->residual_copies;
+      s.concats_in_place += plan->concats_in_place;
     }
     return s;
   }

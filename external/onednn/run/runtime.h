@@ -53,6 +53,9 @@ struct RegionStats {
   // plans. A residual held in the workspace in dst's layout and read by nothing later is
   // accumulated into in place, without a copy.
   int64_t residual_copies = 0;
+  // Concats over the cached plans whose inputs were written at their place in the output by
+  // their producers, leaving no copy step (see Builder::ConcatInPlace).
+  int64_t concats_in_place = 0;
 };
 
 /// The TensorFunction CreateRegion returns; dynamic_cast to read its counters.
