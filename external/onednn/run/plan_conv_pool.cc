@@ -10,10 +10,6 @@ namespace {
 using dnnl::memory;
 using dt = memory::data_type;
 
-struct Window {
-  Dims strides, dilations, pad_l, pad_r, out;  // dilations in oneDNN terms (0 = dense)
-};
-
 // ONNX window semantics (compiler/ops/nn.cc WindowOutput) -> oneDNN paddings and output dims.
 StatusOr<Window> ResolveWindow(const Op& op, const Dims& in, const Dims& kernel, bool pool) {
   Window w;
@@ -50,6 +46,8 @@ StatusOr<Window> ResolveWindow(const Op& op, const Dims& in, const Dims& kernel,
   return w;
 }
 
+}  // namespace
+
 // Checks a Conv's operands against each other (input channels against W and the group, a
 // non-empty W that matches kernel_shape, one bias value per output channel) and resolves its
 // window; `*out` receives the output dims.
@@ -72,8 +70,6 @@ StatusOr<Window> ConvWindow(const Op& op, const Dims& xd, const Dims& wd, const 
                            " output channels");
   return win;
 }
-
-}  // namespace
 
 Status Builder::Conv(const Op& op, bool plain) {
   int32_t x = op.inputs[0], w = op.inputs[1];

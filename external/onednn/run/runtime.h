@@ -28,8 +28,9 @@ struct OneDnnOptions {
   enum class WeightLayout : uint8_t { kMeasured, kOneDnn, kRowMajor, kTransposed };
   WeightLayout matmul_weight_layout = WeightLayout::kMeasured;
   /// Decline (VendorRuntime::CreateRegion) a region whose plan at creation has a primitive with
-  /// a reference implementation; the VM runs its JIT fallback instead. False: run it anyway
-  /// (tests of oneDNN's numerics).
+  /// a reference implementation, or an integer op oneDNN would not compute exactly on this CPU
+  /// (internal::DeclineSaturatingInt8); the VM runs its JIT fallback instead. False: run it
+  /// anyway (tests of oneDNN's numerics).
   bool decline_reference_impls = true;
 };
 
@@ -55,7 +56,7 @@ class OneDnnRegion : public TensorFunction {
 };
 
 /// CreateRegion decodes the blob, checks it against the spec (input/output counts; every
-/// constant present, f32, with the blob's dims) and reorders constant weights once into the
+/// constant present, of the blob's dtype and dims) and reorders constant weights once into the
 /// layout oneDNN prefers (for regions whose inputs are static except the batch dim, the plan
 /// for batch = its static value or 1 is built at creation). It declines the region
 /// (Declined, see VendorRuntime; if spec.may_decline and OneDnnOptions::decline_reference_impls) when a primitive of that plan gets a reference implementation
