@@ -196,6 +196,33 @@ def test_qmatmul_matches_onnx_qdq(case):
         _check(got, want, v, tol, "%s %s external=%s" % (kind, case, external))
 
 
+def _shared_dq_model(rng):
+    """One DequantizeLinear read by two Convs (ONNX Runtime's quantizer shares DQs by default):
+    kiln gives each reader its own copy, so both run as integer convolutions."""
+    w = rng.integers(-64, 65, (16, 8, 3, 3)).astype(np.int8)
+    model = onnx.load_from_string(_qdq_model(
+        "Conv", (1, 8, 10, 10), w, _scales(rng, 16), None, 0.02, 120, 0.05, 100, True,
+        {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}))
+    g = model.graph
+    g.node.extend([
+        helper.make_node("Conv", ["xf", "wf"], ["acc2"], strides=[2, 2]),
+        helper.make_node("QuantizeLinear", ["acc2", "ys", "yz"], ["y2"]),
+    ])
+    g.output.append(helper.make_tensor_value_info("y2", TensorProto.UINT8, None))
+    return model.SerializeToString()
+
+
+def test_shared_dequantize_feeds_two_integer_ops(tmp_path):
+    rng = np.random.default_rng(11)
+    model = _shared_dq_model(rng)
+    x = rng.integers(0, 256, (1, 8, 10, 10), dtype=np.uint8)
+    for ref, got in zip(kiln.InferenceSession(model, external="none", jit_cache="off").run(
+            None, {"x": x}), kiln.InferenceSession(model, jit_cache="off").run(None, {"x": x})):
+        assert np.abs(ref.astype(int) - got.astype(int)).max() <= 1
+    lines = _verbose_exec(model, x, tmp_path, "convolution")
+    assert len(lines) == 2, lines
+
+
 _VERBOSE_RUN = """
 import sys, numpy as np, kiln
 model = open(sys.argv[1], "rb").read()
@@ -216,16 +243,23 @@ def test_int8_ops_run_on_onednn_integer_primitives(kind, tmp_path):
     else:
         shape, w = (4, 32), rng.integers(-64, 65, (32, 16)).astype(np.int8)
         model = _qdq_model("MatMul", shape, w, _scales(rng, 16), None, 0.02, 120, 0.05, 100, False)
+    lines = _verbose_exec(model, rng.integers(0, 256, shape, dtype=np.uint8), tmp_path,
+                          "convolution" if kind == "Conv" else "matmul")
+    assert len(lines) == 1, lines
+
+
+def _verbose_exec(model, x, tmp_path, prim):
+    """The ONEDNN_VERBOSE exec lines of primitive kind `prim` when a child process runs `model`
+    on x with oneDNN; each must be a u8 -> u8 primitive that is not a reference one."""
     (tmp_path / "m.onnx").write_bytes(model)
-    np.save(tmp_path / "x.npy", rng.integers(0, 256, shape, dtype=np.uint8))
+    np.save(tmp_path / "x.npy", x)
     out = subprocess.run(
         [sys.executable, "-c", _VERBOSE_RUN, str(tmp_path / "m.onnx"), str(tmp_path / "x.npy")],
         env=dict(os.environ, ONEDNN_VERBOSE="1"), capture_output=True, text=True, check=True)
-    prim = "convolution" if kind == "Conv" else "matmul"
     lines = [l for l in out.stdout.splitlines() if l.startswith("onednn_verbose,exec") and
              ",%s," % prim in l]
-    assert lines, "no oneDNN %s ran:\n%s%s" % (prim, out.stdout, out.stderr)
     for line in lines:
         impl = line.split(",")[4]
         assert "ref" not in impl, line
         assert "src_u8" in line and "dst_u8" in line, line
+    return lines
