@@ -53,6 +53,9 @@ struct Window {
 /// the mismatch.
 StatusOr<Window> ConvWindow(const Op& op, const Dims& xd, const Dims& wd, const Dims* bias,
                             Dims* out);
+/// ONNX weights [O, I / group, k...] as oneDNN's grouped [group, O / group, I / group, k...]
+/// (unchanged for group 1).
+Dims GroupedWeightDims(const Dims& wd, int64_t group);
 dnnl::algorithm EltwiseAlgorithm(EltwiseAlg a);
 dnnl::algorithm BinaryAlgorithm(BinaryAlg a);
 

@@ -71,6 +71,13 @@ StatusOr<Window> ConvWindow(const Op& op, const Dims& xd, const Dims& wd, const 
   return win;
 }
 
+Dims GroupedWeightDims(const Dims& wd, int64_t group) {
+  if (group <= 1) return wd;
+  Dims gw = {group, wd[0] / group};
+  gw.insert(gw.end(), wd.begin() + 1, wd.end());
+  return gw;
+}
+
 Status Builder::Conv(const Op& op, bool plain) {
   int32_t x = op.inputs[0], w = op.inputs[1];
   const Dims &xd = dims_[x], &wd = dims_[w];
@@ -78,12 +85,7 @@ Status Builder::Conv(const Op& op, bool plain) {
   Dims out;
   ASSIGN_OR_RETURN(Window win, ConvWindow(op, xd, wd, bias, &out));
   dims_[op.output] = out;
-  int64_t g = op.group;
-  Dims gw = wd;
-  if (g > 1) {
-    gw = {g, wd[0] / g};
-    gw.insert(gw.end(), wd.begin() + 1, wd.end());
-  }
+  Dims gw = GroupedWeightDims(wd, op.group);
   memory::desc w_plain = PlainMd(gw);
   memory::desc any_src(xd, dt::f32, memory::format_tag::any);
   memory::desc any_dst(out, dt::f32, memory::format_tag::any);

@@ -48,12 +48,7 @@ Status Builder::QConv(const Op& op) {
   Dims out;
   ASSIGN_OR_RETURN(Window win, ConvWindow(op, xd, wd, bias, &out));
   dims_[op.output] = out;
-  int64_t g = op.group;
-  Dims gw = wd;
-  if (g > 1) {
-    gw = {g, wd[0] / g};
-    gw.insert(gw.end(), wd.begin() + 1, wd.end());
-  }
+  Dims gw = GroupedWeightDims(wd, op.group);
   ASSIGN_OR_RETURN(dnnl::primitive_attr attr, Int8Attr(op, 1 << 1, wd[0]));
   memory::desc bias_md = has_bias ? PlainMd({wd[0]}, dt::s32) : memory::desc();
   dnnl::convolution_forward::desc desc(
