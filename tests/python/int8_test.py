@@ -31,7 +31,7 @@ def _qdq_model(kind, x_shape, w, w_scale, bias, x_scale, x_zero, y_scale, y_zero
         numpy_helper.from_array(np.array(x_zero, np.uint8), "xz"),
         numpy_helper.from_array(w, "wq"),
         numpy_helper.from_array(w_scale.astype(np.float32), "ws"),
-        numpy_helper.from_array(np.zeros(w_scale.shape, np.int8), "wz"),
+        numpy_helper.from_array(np.zeros(w_scale.shape, np.int8), "wz"),  # () for per tensor
         numpy_helper.from_array(np.array(y_scale, np.float32), "ys"),
         numpy_helper.from_array(np.array(y_zero, np.uint8), "yz"),
     ]
@@ -122,6 +122,7 @@ def _y_params(v_float, relu):
 CONV_CASES = [
     # (x shape, out channels, kernel, group, stride, pad, bias, relu, weight range)
     ((1, 8, 10, 10), 16, 3, 1, 1, 1, True, True, 64),
+    ((1, 8, 10, 10), 16, 3, 1, 1, 1, True, False, -64),  # one weight scale (per tensor)
     ((2, 16, 9, 9), 24, 1, 1, 2, 0, False, False, 64),
     ((1, 8, 7, 7), 8, 3, 2, 1, 1, True, False, 64),
     ((1, 8, 7, 7), 8, 3, 8, 1, 1, True, True, 64),  # depthwise
@@ -134,20 +135,21 @@ CONV_CASES = [
 @pytest.mark.parametrize("case", CONV_CASES)
 def test_qconv_matches_onnx_qdq(case):
     shape, o, k, group, stride, pad, has_bias, relu, wmax = case
-    rng = np.random.default_rng(sum(shape) + o + k + group + wmax)
+    per_tensor, wmax = wmax < 0, abs(wmax)
+    rng = np.random.default_rng(sum(shape) + o + k + group + wmax + per_tensor)
     x = rng.integers(0, 256, shape, dtype=np.uint8)
     w = rng.integers(-wmax, wmax + 1, (o, shape[1] // group, k, k)).astype(np.int8)
     x_scale, x_zero = np.float32(0.02), 117
-    w_scale = _scales(rng, o)
+    w_scale = _scales(rng, 1).reshape(()) if per_tensor else _scales(rng, o)
     bias = rng.integers(-3000, 3000, o).astype(np.int32) if has_bias else None
     acc, mag = _conv_terms(x.astype(np.int64) - x_zero, w.astype(np.int64), group, stride, pad)
     if bias is not None:
         acc = acc + bias.reshape(1, o, 1, 1)
         mag = mag + np.abs(bias).reshape(1, o, 1, 1)
-    real = acc * (np.float64(x_scale) * w_scale.astype(np.float64)).reshape(1, o, 1, 1)
+    ws = np.broadcast_to(w_scale.astype(np.float64), (o,)).reshape(1, o, 1, 1)
+    real = acc * (np.float64(x_scale) * ws)
     y_scale, y_zero = _y_params(real, relu)
-    scale = (np.float64(x_scale) * w_scale.astype(np.float64) / np.float64(y_scale)).reshape(
-        1, o, 1, 1)
+    scale = np.float64(x_scale) * ws / np.float64(y_scale)
     want, v, tol = _expected(acc, mag, w.shape[1] * k * k, scale, y_zero, relu)
     model = _qdq_model("Conv", shape, w, w_scale, bias, x_scale, x_zero, y_scale, y_zero, relu,
                        {"kernel_shape": [k, k], "strides": [stride, stride],
