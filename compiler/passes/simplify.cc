@@ -79,6 +79,37 @@ bool BypassPad(Graph& g, const Node& n) {
     }
   }
   return true;
+// Gives each reader of a run-time DequantizeLinear after the first its own copy (ONNX Runtime's
+// "dedicated QDQ pair"), so a vendor can fuse DQ -> Conv / MatMul -> Q per reader (a shared DQ
+// output would escape each pattern). A DQ of a constant is folded and left alone; a reader
+// through a subgraph capture keeps the original. Returns the copies made.
+StatusOr<int> DedicateDequantize(Graph& g, NodeId n) {
+  const Node& dq = g.node(n);
+  if (!IsDefault(dq) || dq.op_type != "DequantizeLinear" || dq.outputs.empty()) return 0;
+  ValueId v = dq.outputs[0];
+  if (v == kNoValue || g.value(v).data || g.Users(v).size() < 2) return 0;
+  std::vector<NodeId> readers(g.Users(v).begin() + 1, g.Users(v).end());
+  int copies = 0;
+  for (NodeId r : readers) {
+    std::vector<size_t> slots;
+    for (size_t i = 0; i < g.node(r).inputs.size(); ++i) {
+      if (g.node(r).inputs[i] == v) slots.push_back(i);
+    }
+    if (slots.empty()) continue;  // reads v as a capture only
+    std::string name = g.value(v).name + "_dedicated";
+    for (int k = 1; g.FindValue(name); ++k)
+      name = g.value(v).name + "_dedicated_" + std::to_string(k);
+    ASSIGN_OR_RETURN(ValueId copy, g.AddValue(name, ValueKind::kNodeOutput));
+    g.mutable_value(copy).dtype = g.value(v).dtype;
+    g.mutable_value(copy).shape = g.value(v).shape;
+    Node node = g.node(n);
+    node.name = g.UniqueNodeName(node.name);
+    node.outputs = {copy};
+    RETURN_IF_ERROR(g.AddNode(std::move(node)).status());
+    for (size_t i : slots) g.SetNodeInput(r, static_cast<int>(i), copy);
+    ++copies;
+  }
+  return copies;
 }
 
 }  // namespace
@@ -91,6 +122,8 @@ Status Simplify(Graph& g, SimplifyStats* stats) {
   // Views whose output depends only on the element order and the output shape.
   static const std::set<std::string> kViews = {"Reshape", "Flatten", "Squeeze", "Unsqueeze"};
   for (NodeId n : order) {
+    ASSIGN_OR_RETURN(int copies, DedicateDequantize(g, n));
+    st.dequantize_dedicated += copies;
     Node& node = g.mutable_node(n);
     if (!IsDefault(node) || node.inputs.empty() || node.inputs[0] == kNoValue) continue;
     if (node.op_type == "Transpose") {

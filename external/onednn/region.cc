@@ -313,8 +313,29 @@ class Validator {
       return Status::Ok();
     };
     RETURN_IF_ERROR(InRange(op.output, where + " output"));
-    if (!op.post_ops.empty() && op.kind != OpKind::kConv && op.kind != OpKind::kMatMul)
+    bool quantized = op.kind == OpKind::kQConv || op.kind == OpKind::kQMatMul;
+    if (!op.post_ops.empty() && op.kind != OpKind::kConv && op.kind != OpKind::kMatMul &&
+        !quantized)
       return InvalidFormat(where + ": only Conv and MatMul take post-ops");
+    for (const PostOp& p : op.post_ops) {
+      if (quantized && p.kind != PostOpKind::kEltwise)
+        return InvalidFormat(where + ": an integer op takes eltwise post-ops only");
+    }
+    if (quantized) {
+      RETURN_IF_ERROR(CheckQuantized(op, where));
+    } else {  // float ops read and write f32 only (integer tensors belong to kQConv / kQMatMul)
+      std::vector<int32_t> used = op.inputs;
+      used.push_back(op.output);
+      for (const PostOp& p : op.post_ops) {
+        if (p.kind != PostOpKind::kEltwise) used.push_back(p.tensor);
+      }
+      for (int32_t t : used) {
+        if (t >= 0 && t < static_cast<int32_t>(r_.tensors.size()) &&
+            r_.tensors[t].dtype != DType::kF32 && IsIntegerOperand(t))
+          return InvalidFormat(where + ": tensor " + std::to_string(t) + " is " +
+                               DTypeShortName(r_.tensors[t].dtype) + ", a float op needs f32");
+      }
+    }
     int out_rank = Rank(op.output);
     int x_rank = op.inputs.empty() ? 0 : Rank(op.inputs[0]);
     switch (op.kind) {
@@ -326,6 +347,19 @@ class Validator {
         if (op.group < 1 || op.group > (int64_t{1} << 30))
           return InvalidFormat(where + ": group " + std::to_string(op.group));
         RETURN_IF_ERROR(CheckWindow(op, x_rank - 2, false, where));
+        break;
+      case OpKind::kQConv:
+        RETURN_IF_ERROR(count(4, 5));
+        RETURN_IF_ERROR(rank_is(op.inputs[0], 3, 5, "X"));
+        RETURN_IF_ERROR(rank_is(op.inputs[1], x_rank, x_rank, "W"));
+        if (op.group < 1 || op.group > (int64_t{1} << 30))
+          return InvalidFormat(where + ": group " + std::to_string(op.group));
+        RETURN_IF_ERROR(CheckWindow(op, x_rank - 2, false, where));
+        break;
+      case OpKind::kQMatMul:
+        RETURN_IF_ERROR(count(4, 5));
+        RETURN_IF_ERROR(rank_is(op.inputs[0], 2, kMaxRank, "A"));
+        RETURN_IF_ERROR(rank_is(op.inputs[1], 2, 2, "B"));
         break;
       case OpKind::kPool:
         RETURN_IF_ERROR(count(1, 1));
@@ -385,6 +419,34 @@ class Validator {
     return Status::Ok();
   }
 
+  // u8 / s8 / s32: the dtypes only integer ops read and write (Bind rejects others by name).
+  bool IsIntegerOperand(int32_t t) const {
+    DType d = r_.tensors[t].dtype;
+    return d == DType::kU8 || d == DType::kI8 || d == DType::kI32;
+  }
+
+  // The operand dtypes of kQConv / kQMatMul (region.h), after the count checks.
+  Status CheckQuantized(const Op& op, const std::string& where) {
+    if (op.inputs.size() < 4 || op.inputs.size() > 5)
+      return InvalidFormat(where + ": " + std::to_string(op.inputs.size()) + " inputs");
+    const DType want[] = {DType::kU8, DType::kI8, DType::kF32, DType::kI32, DType::kI32};
+    const char* what[] = {"x", "w", "out_scales", "zero_points", "bias"};
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      RETURN_IF_ERROR(InRange(op.inputs[i], where + " " + what[i]));
+      if (r_.tensors[op.inputs[i]].dtype != want[i])
+        return InvalidFormat(where + ": " + what[i] + " is " +
+                             DTypeShortName(r_.tensors[op.inputs[i]].dtype) + ", expected " +
+                             DTypeShortName(want[i]));
+    }
+    for (size_t i = 2; i < op.inputs.size(); ++i) {
+      if (Rank(op.inputs[i]) != 1) return InvalidFormat(where + ": " + what[i] + " is not 1-D");
+    }
+    if (r_.tensors[op.output].dtype != DType::kU8)
+      return InvalidFormat(where + ": the output is " +
+                           DTypeShortName(r_.tensors[op.output].dtype) + ", expected u8");
+    return Status::Ok();
+  }
+
   const RegionProgram& r_;
   std::vector<bool> defined_;
 };
@@ -393,7 +455,8 @@ class Validator {
 
 const char* OpKindName(OpKind k) {
   static const char* const kNames[] = {"Conv",      "MatMul", "Pool",   "Eltwise",   "Softmax",
-                                       "LayerNorm", "Binary", "Concat", "BatchNorm", "Flatten"};
+                                       "LayerNorm", "Binary", "Concat", "BatchNorm", "Flatten",
+                                       "QConv",     "QMatMul"};
   int i = static_cast<int>(k);
   return i < kNumOpKinds ? kNames[i] : "?";
 }
@@ -523,6 +586,7 @@ StatusOr<std::string> DescribeRegion(const uint8_t* data, size_t size) {
     };
     switch (op.kind) {
       case OpKind::kConv:
+      case OpKind::kQConv:
         if (op.kernel.empty()) {  // taken from W's dims at run time; shown when W is constant
           for (const BoundTensor& c : r.constants) {
             if (c.tensor == op.inputs[1] && c.dims.size() > 2)
@@ -533,6 +597,7 @@ StatusOr<std::string> DescribeRegion(const uint8_t* data, size_t size) {
         if (op.group != 1) attrs.push_back("group=" + std::to_string(op.group));
         break;
       case OpKind::kMatMul:
+      case OpKind::kQMatMul:
         if (op.trans_a) attrs.push_back("trans_a");
         if (op.trans_b) attrs.push_back("trans_b");
         if (op.alpha != 1.0f) attrs.push_back("alpha=" + Float(op.alpha));

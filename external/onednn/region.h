@@ -29,7 +29,7 @@ inline constexpr const char* kVendorName = "onednn";
 
 inline constexpr uint32_t kRegionMagic = 0x524E444B;  // "KDNR" read as little-endian u32
 inline constexpr uint16_t kRegionMajor = 1;
-inline constexpr uint16_t kRegionMinor = 1;  // 1.1: kFlatten
+inline constexpr uint16_t kRegionMinor = 2;  // 1.1: kFlatten; 1.2: kQConv, kQMatMul, int8 tensors
 
 enum class OpKind : uint8_t {
   kConv = 0,       // [x, w, (bias)] ONNX Conv: w is [O, I/group, k...]
@@ -42,8 +42,15 @@ enum class OpKind : uint8_t {
   kConcat = 7,     // [x...] along `axis`
   kBatchNorm = 8,  // [x, scale, bias, mean, var] inference, channel dim 1
   kFlatten = 9,    // [x] row-major view as [prod(dims[0, axis)), prod(dims[axis, rank))]
+  // Integer ops (the QDQ form's DequantizeLinear -> Conv / MatMul / Gemm -> QuantizeLinear):
+  // x u8, w s8 constant (per-output-channel scales folded into out_scales), zero_points s32 [2]
+  // = {x zero point, y zero point}, bias s32 [O] in accumulator units, y u8:
+  //   y = saturate(round_half_even(out_scales[o] * post_ops(sum((x - zx) * w) + bias[o])) + zy)
+  // (eltwise post-ops only: Relu commutes with the positive scale).
+  kQConv = 10,    // [x, w, out_scales, zero_points, (bias)] Conv's window attributes
+  kQMatMul = 11,  // [a, b, out_scales, zero_points, (bias)] b a constant matrix, trans_b
 };
-inline constexpr int kNumOpKinds = 10;
+inline constexpr int kNumOpKinds = 12;
 const char* OpKindName(OpKind k);
 
 enum class EltwiseAlg : uint8_t {

@@ -37,19 +37,27 @@ class Generator {
     if (order_.size() != in_region_.size())
       return InvalidArgument("oneDNN codegen: a region node is not in the graph");
     for (ValueId v : inputs_) {
-      if (!IsF32(g_, v))
+      // u8 inputs feed int8 operations (the codegen checks each use).
+      bool u8 = g_.value(v).dtype == DType::kU8 && ShapeOf(g_, v) && RankOf(g_, v) <= 8;
+      if (!IsF32(g_, v) && !u8)
         return InvalidArgument("oneDNN codegen: input '" + g_.value(v).name +
-                               "' is not f32 of known rank");
-      BoundTensor b{NewTensor(RankOf(g_, v)), {}};
+                               "' is not f32 or u8 of known rank");
+      BoundTensor b{NewTensor(RankOf(g_, v), g_.value(v).dtype), {}};
       for (const DimExpr& d : *ShapeOf(g_, v))
         b.dims.push_back(d.is_const() ? d.const_value() : -1);
       tensor_of_[v] = b.tensor;
       region_.inputs.push_back(std::move(b));
     }
+    FindInt8s();
     FindGelus();
     FindLayerNorms();
     for (NodeId n : order_) {
-      if (consumed_.count(n)) continue;
+      if (consumed_.count(n) || int8_member_.count(n)) continue;
+      if (auto q = int8_root_.find(n); q != int8_root_.end()) {
+        Status s = EmitInt8(int8s_[q->second]);
+        if (!s.ok()) return s.WithContext("oneDNN codegen: " + g_.DescribeNode(n));
+        continue;
+      }
       if (auto ln = ln_root_.find(n); ln != ln_root_.end()) {
         Status s = EmitLayerNorm(lns_[ln->second]);
         if (!s.ok()) return s.WithContext("oneDNN codegen: " + g_.DescribeNode(n));
@@ -80,13 +88,13 @@ class Generator {
  private:
   // ---- Tensors ----
 
-  int32_t NewTensor(int rank) {
-    region_.tensors.push_back({DType::kF32, rank});
+  int32_t NewTensor(int rank, DType dtype = DType::kF32) {
+    region_.tensors.push_back({dtype, rank});
     return static_cast<int32_t>(region_.tensors.size()) - 1;
   }
   int32_t AddConstant(ValueId value, TensorDataRef data) {
     const TensorData& d = value != kNoValue ? *Data(g_, value) : *data;
-    int32_t t = NewTensor(static_cast<int>(d.dims().size()));
+    int32_t t = NewTensor(static_cast<int>(d.dims().size()), d.dtype());
     region_.constants.push_back({t, d.dims()});
     code_.constants.push_back({value, value != kNoValue ? nullptr : std::move(data)});
     return t;
@@ -112,7 +120,7 @@ class Generator {
            !(g_.value(v).producer != compiler::kNoNode && in_region_.count(g_.value(v).producer));
   }
   int32_t Define(ValueId v) {
-    int32_t t = NewTensor(RankOf(g_, v));
+    int32_t t = NewTensor(RankOf(g_, v), g_.value(v).dtype);
     tensor_of_[v] = t;
     produced_.insert(t);
     return t;
@@ -135,7 +143,8 @@ class Generator {
   std::optional<NodeId> SoleUser(ValueId v) const {
     if (outputs_.count(v) || g_.Users(v).size() != 1) return std::nullopt;
     NodeId u = g_.Users(v)[0];
-    if (!in_region_.count(u) || consumed_.count(u) || gelu_member_.count(u) || ln_member_.count(u))
+    if (!in_region_.count(u) || consumed_.count(u) || gelu_member_.count(u) ||
+        ln_member_.count(u) || int8_member_.count(u) || int8_root_.count(u))
       return std::nullopt;
     return u;
   }
@@ -471,6 +480,54 @@ class Generator {
     op.inputs = {x};
     consumed_.insert(mul);
     return Emit(std::move(op), g_.node(mul).outputs[0]);
+  // ---- Int8 (QDQ form) ----
+
+  void FindInt8s() {
+    for (NodeId n : order_) {
+      std::optional<Int8Match> m = MatchInt8(
+          g_, n, [&](NodeId u) { return in_region_.count(u) > 0; },
+          [&](ValueId v) { return outputs_.count(v) > 0; });
+      if (!m) continue;
+      int8_root_[n] = static_cast<int>(int8s_.size());  // the Q comes last in order_
+      for (NodeId u : m->nodes) {
+        if (u != n) int8_member_.insert(u);
+      }
+      int8s_.push_back(std::move(*m));
+    }
+  }
+
+  // One QConv / QMatMul (region.h): out_scales[o] = x_scale * w_scale[o] / y_scale, computed
+  // in double and rounded once; the weights and bias are the model's integer constants.
+  Status EmitInt8(const Int8Match& m) {
+    const Node& anchor = g_.node(m.anchor);
+    Op op;
+    op.kind = m.conv ? OpKind::kQConv : OpKind::kQMatMul;
+    if (m.conv) {
+      std::optional<compiler::ConvAttributes> conv =
+          ConvOf(g_, anchor, RankOf(g_, m.x_q) - 2);
+      if (!conv) return InvalidArgument("malformed Conv attributes");
+      op.group = conv->group;
+      SetWindow(&op, *conv);
+      if (!anchor.FindAttribute("kernel_shape")) op.kernel.clear();
+    }
+    op.trans_b = m.trans_b;
+    std::vector<float> scales(m.w_scales.size());
+    for (size_t c = 0; c < scales.size(); ++c)
+      scales[c] = static_cast<float>(static_cast<double>(m.x_scale) * m.w_scales[c] / m.y_scale);
+    int32_t zeros[2] = {m.x_zero, m.y_zero};
+    ASSIGN_OR_RETURN(TensorDataRef sd,
+                     TensorData::Copy(DType::kF32, {static_cast<int64_t>(scales.size())},
+                                      scales.data(), scales.size() * sizeof(float)));
+    ASSIGN_OR_RETURN(TensorDataRef zd, TensorData::Copy(DType::kI32, {2}, zeros, sizeof(zeros)));
+    auto x = tensor_of_.find(m.x_q);
+    if (x == tensor_of_.end())
+      return InvalidArgument("int8 input '" + g_.value(m.x_q).name + "' is not available");
+    op.inputs = {x->second, AddConstant(m.w_q, nullptr), AddConstant(kNoValue, sd),
+                 AddConstant(kNoValue, zd)};
+    if (m.bias_q != kNoValue) op.inputs.push_back(AddConstant(m.bias_q, nullptr));
+    if (m.relu) op.post_ops.push_back({PostOpKind::kEltwise, EltwiseAlg::kRelu});
+    for (NodeId u : m.nodes) consumed_.insert(u);
+    return Emit(std::move(op), m.out);
   }
 
   // ---- Gelu ----
@@ -550,6 +607,9 @@ class Generator {
   std::vector<LnMatch> lns_;
   std::map<NodeId, int> ln_root_;  // root Add -> lns_ index
   std::set<NodeId> ln_member_;
+  std::vector<Int8Match> int8s_;
+  std::map<NodeId, int> int8_root_;  // the Q -> int8s_ index
+  std::set<NodeId> int8_member_;     // the other nodes of each match
   onednn::RegionProgram region_;
   compiler::ExternalCode code_;
 };

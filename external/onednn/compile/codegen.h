@@ -43,6 +43,13 @@ std::vector<std::vector<compiler::NodeId>> FindComposites(const compiler::Graph&
 /// intermediate read elsewhere. Codegen runs such a group as one oneDNN layer normalization.
 bool IsLayerNormRoot(const compiler::Graph& graph, compiler::NodeId node);
 
+/// True when QuantizeLinear `node` ends an int8 operation in the QDQ form that oneDNN runs on
+/// integer primitives: Q(Relu?(Conv / MatMul / Gemm(DQ(x), DQ(W), DQ(bias)?))) with u8
+/// activations (per-tensor), s8 constant weights (per channel, zero points 0), an s32 bias in
+/// accumulator units, and no intermediate read elsewhere. Codegen runs it as one QConv /
+/// QMatMul op whose result equals ONNX's definition of the float graph up to rounding ties.
+bool IsInt8Root(const compiler::Graph& graph, compiler::NodeId node);
+
 /// Serializes a region: `nodes` (any order; each must be IsSupported, or part of a composite
 /// subgraph), `inputs` (values read from outside, in the order the VM passes them) and
 /// `outputs` (values produced in the region that the rest of the program reads, in order).

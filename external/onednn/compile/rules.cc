@@ -80,14 +80,24 @@ compiler::VendorRules Rules(RulesOptions options) {
            .Where([](const compiler::Graph& g, compiler::NodeId n) {
              return IsLayerNormRoot(g, n);
            })});
+  // Int8 in the QDQ form: Q(Relu?(Conv / MatMul / Gemm(DQ(x), W, ...))) (IsInt8Root checks
+  // the dtypes, scales and constant weights); it anchors a region on its own.
+  P int8_anchor = P::Op({"Conv", "MatMul", "Gemm"}, {P::Op({"DequantizeLinear"}, {P::Any()})});
+  r.composites.push_back(
+      {"int8", P::Op({"QuantizeLinear"}, {P::Op({"Relu"}, {int8_anchor}).Optional()})
+                   .Where([](const compiler::Graph& g, compiler::NodeId n) {
+                     return IsInt8Root(g, n);
+                   })});
   if (options.regions_without_conv) {
     r.anchor_ops = {"Conv", "ConvTranspose", "MatMul", "Gemm", "MaxPool", "AveragePool",
                     "GlobalAveragePool", "GlobalMaxPool", "Softmax", "LogSoftmax",
                     "LayerNormalization", "BatchNormalization",
                     // Only ever claimed inside a decomposed LayerNorm (never alone).
-                    "ReduceMean"};
+                    "ReduceMean",
+                    // Only ever claimed inside an int8 composite (never alone).
+                    "QuantizeLinear"};
   } else {
-    r.anchor_ops = {"Conv", "ConvTranspose"};
+    r.anchor_ops = {"Conv", "ConvTranspose", "QuantizeLinear"};
     if (options.constant_weight_gemms) r.anchor_ops.insert(r.anchor_ops.end(), {"MatMul", "Gemm"});
   }
   return r;

@@ -11,7 +11,8 @@ namespace kiln::onednn {
 
 /// vendor "onednn"; supported = IsSupported (codegen.h); composites: the erf forms of Gelu
 /// (0.5 * x * (1 + erf(x / sqrt 2)) in the two operand orders exporters write), whose Erf
-/// and Div oneDNN does not run alone; anchors: Conv, ConvTranspose, MatMul, Gemm, pools,
+/// and Div oneDNN does not run alone, and int8 operations in the QDQ form (IsInt8Root, an
+/// anchor of its own through its QuantizeLinear); anchors: Conv, ConvTranspose, MatMul, Gemm, pools,
 /// Softmax, LogSoftmax, LayerNormalization, BatchNormalization.
 struct RulesOptions {
   /// Claim MatMul / Gemm whose B is a matrix known at compile time. Off by default: kiln's JIT

@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "compiler/ir/graph.h"
 #include "compiler/ops/attributes.h"
@@ -117,6 +118,28 @@ struct LnMatch {
 std::optional<LnMatch> MatchLayerNorm(const Graph& g, NodeId root,
                                       const std::function<bool(NodeId)>& allowed,
                                       const std::function<bool(ValueId)>& escapes);
+
+// ---- Int8 in the QDQ form: Q(Relu?(Conv / MatMul / Gemm(DQ(x), DQ(W)[, DQ(bias)]))) --------
+
+/// An int8 operation found by MatchInt8 (int8.cc). x and y are u8 with per-tensor scale and
+/// zero point; W is a constant s8 (zero points 0) with per-output-channel or per-tensor scales;
+/// the bias (optional) a constant s32 [O] with scales x_scale * w_scale[o] (accumulator
+/// units). The weight and bias DQs are constants (folded), so not among `nodes`.
+struct Int8Match {
+  NodeId anchor = compiler::kNoNode;
+  ValueId x_q = kNoValue, w_q = kNoValue, bias_q = kNoValue, out = kNoValue;
+  float x_scale = 1.0f, y_scale = 1.0f;
+  int32_t x_zero = 0, y_zero = 0;
+  std::vector<double> w_scales;  // one per output channel
+  bool conv = false, relu = false, trans_b = false;
+  std::set<NodeId> nodes;  // the Q (root), the Relu, the anchor and x's DQ
+};
+
+/// Matches at QuantizeLinear `q`; `allowed` and `escapes` as for MatchGelu. MatMul's W is a
+/// matrix (a batched A is fine); Gemm has transA 0, alpha = beta = 1.
+std::optional<Int8Match> MatchInt8(const Graph& g, NodeId q,
+                                   const std::function<bool(NodeId)>& allowed,
+                                   const std::function<bool(ValueId)>& escapes);
 
 }  // namespace kiln::onednn::internal
 

@@ -123,6 +123,13 @@ class WeightCache {
   std::atomic<int64_t> measurements_{0};
 };
 
+/// Declined (VendorRuntime::CreateRegion) when a QConv / QMatMul would not compute exactly
+/// here: without VNNI, oneDNN multiplies u8 x s8 with vpmaddubsw, whose int16 sums of two
+/// products saturate unless every weight is within [-64, 64] (7-bit weights, as ONNX Runtime's
+/// reduce_range writes them). Ok on VNNI CPUs and for regions without integer ops. (A region
+/// without a fallback function cannot be declined and runs anyway, saturating.)
+Status DeclineSaturatingInt8(const RegionData& data);
+
 /// Builds the plan of `data` for input dims `inputs` (already checked against the blob's
 /// ranks). Errors: InvalidArgument for shapes the ops reject ("ops[2] (Conv): input channels
 /// 3 != 4 * group 1"), Unsupported for what oneDNN cannot do, Internal for oneDNN failures.

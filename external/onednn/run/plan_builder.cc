@@ -21,7 +21,20 @@ std::string DimsToString(const Dims& d) {
   return s + "]";
 }
 
-memory::desc PlainMd(Dims dims) {
+memory::data_type DataType(DType t) {
+  switch (t) {
+    case DType::kU8:
+      return dt::u8;
+    case DType::kI8:
+      return dt::s8;
+    case DType::kI32:
+      return dt::s32;
+    default:
+      return dt::f32;
+  }
+}
+
+memory::desc PlainMd(Dims dims, dt type) {
   if (dims.empty()) dims = {1};
   Dims strides(dims.size());
   int64_t s = 1;
@@ -29,7 +42,7 @@ memory::desc PlainMd(Dims dims) {
     strides[i] = s;
     s *= std::max<int64_t>(dims[i], 1);
   }
-  return memory::desc(dims, dt::f32, strides);
+  return memory::desc(dims, type, strides);
 }
 
 memory::desc TransposedMd(const Dims& dims) {
@@ -146,11 +159,11 @@ StatusOr<std::shared_ptr<Plan>> Builder::Build(const std::vector<Dims>& inputs) 
   for (size_t i = 0; i < r_.inputs.size(); ++i) {
     int32_t t = r_.inputs[i].tensor;
     dims_[t] = inputs[i];
-    slot_of_[t] = AddSlot({PlainMd(inputs[i]), Kind::kInput, static_cast<int>(i)});
+    slot_of_[t] = AddSlot({PlainOf(t), Kind::kInput, static_cast<int>(i)});
   }
   for (const BoundTensor& c : r_.constants) {
     dims_[c.tensor] = c.dims;
-    Slot s{PlainMd(c.dims), Kind::kConst};
+    Slot s{PlainOf(c.tensor), Kind::kConst};
     s.ptr = const_cast<void*>(d_.constant_data[c.tensor]);
     slot_of_[c.tensor] = AddSlot(s);
   }
@@ -225,6 +238,10 @@ Status Builder::BuildOp(const Op& op, bool plain) {
       return BatchNorm(op, plain);
     case OpKind::kFlatten:
       return Flatten(op);
+    case OpKind::kQConv:
+      return QConv(op);
+    case OpKind::kQMatMul:
+      return QMatMul(op);
   }
   return Internal("unknown op kind");
 }
@@ -296,13 +313,13 @@ int Builder::View(int slot, const memory::desc& md) {
 }
 
 int Builder::OutputSlot(int32_t t) {
-  return AddSlot({PlainMd(dims_[t]), Kind::kOutput, output_index_[t]});
+  return AddSlot({PlainOf(t), Kind::kOutput, output_index_[t]});
 }
 
 // Whether op output `t` with layout `md` is written straight into the caller's tensor: it is a
 // region output and the layout is plain.
 bool Builder::IntoCaller(int32_t t, const memory::desc& md) {
-  return output_index_[t] >= 0 && md == PlainMd(dims_[t]);
+  return output_index_[t] >= 0 && md == PlainOf(t);
 }
 
 // Where op output `t` with layout `md` goes: the caller's tensor (IntoCaller), else the
@@ -313,7 +330,7 @@ int Builder::Define(int32_t t, const memory::desc& md) {
 
 int Builder::DefineOn(int32_t t, const memory::desc& md, int slot) {
   slot_of_[t] = slot;
-  plain_of_[t] = md == PlainMd(dims_[t]) ? slot : -1;
+  plain_of_[t] = md == PlainOf(t) ? slot : -1;
   return slot;
 }
 
@@ -346,7 +363,7 @@ int Builder::As(int slot, const memory::desc& md) {
 
 // Tensor `t` in row-major layout (a reorder the first time it is needed, then reused).
 int Builder::Plain(int32_t t) {
-  if (plain_of_[t] < 0) plain_of_[t] = As(slot_of_[t], PlainMd(dims_[t]));
+  if (plain_of_[t] < 0) plain_of_[t] = As(slot_of_[t], PlainOf(t));
   return plain_of_[t];
 }
 

@@ -27,8 +27,13 @@ inline size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 /// "[2, 3]".
 std::string DimsToString(const Dims& d);
-/// Row-major f32 layout of `dims`; a rank-0 tensor is viewed as [1] (oneDNN has no scalars).
-dnnl::memory::desc PlainMd(Dims dims);
+/// Row-major layout of `dims` (f32 unless `type` says otherwise); a rank-0 tensor is viewed as
+/// [1] (oneDNN has no scalars).
+dnnl::memory::desc PlainMd(Dims dims,
+                           dnnl::memory::data_type type = dnnl::memory::data_type::f32);
+/// The oneDNN data type of a region tensor's dtype (f32, u8, s8, s32; others are f32, which
+/// the runtime never lets through: Bind rejects them).
+dnnl::memory::data_type DataType(DType t);
 /// A row-major tensor stored with its last two dims swapped, described with logical `dims`.
 dnnl::memory::desc TransposedMd(const Dims& dims);
 /// `d` with leading 1s up to `rank` (numpy broadcasting's alignment).
@@ -40,6 +45,18 @@ int64_t Product(const Dims& d);
 /// [prod(out[0, r-1)), out[r-1]]: [1, n] when it broadcasts over all leading dims, [rows, n] when
 /// it has them all; empty when it varies over some leading dims but not others.
 Dims CollapseOperand(const Dims& d, const Dims& out);
+/// A convolution's window in oneDNN's terms.
+struct Window {
+  Dims strides, dilations, pad_l, pad_r, out;  // dilations in oneDNN terms (0 = dense)
+};
+/// Checks a Conv's (or QConv's) X dims `xd`, W dims `wd` and bias dims (null: none) against
+/// each other and resolves the window; `*out` receives the output dims. InvalidArgument naming
+/// the mismatch.
+StatusOr<Window> ConvWindow(const Op& op, const Dims& xd, const Dims& wd, const Dims* bias,
+                            Dims* out);
+/// ONNX weights [O, I / group, k...] as oneDNN's grouped [group, O / group, I / group, k...]
+/// (unchanged for group 1).
+Dims GroupedWeightDims(const Dims& wd, int64_t group);
 dnnl::algorithm EltwiseAlgorithm(EltwiseAlg a);
 dnnl::algorithm BinaryAlgorithm(BinaryAlg a);
 
@@ -79,6 +96,10 @@ class Builder {
   void AddReorder(int from, int to);
   int As(int slot, const dnnl::memory::desc& md);
   int Plain(int32_t t);
+  /// Region tensor `t`'s row-major layout in its own dtype.
+  dnnl::memory::desc PlainOf(int32_t t) const {
+    return PlainMd(dims_[t], DataType(r_.tensors[t].dtype));
+  }
   int PlainView(int32_t t, const Dims& dims) { return View(Plain(t), PlainMd(dims)); }
   int Current(int32_t t, bool plain) { return plain ? Plain(t) : slot_of_[t]; }
 
@@ -100,6 +121,9 @@ class Builder {
                                                const dnnl::primitive_attr& attr);
   int FasterLayout(const dnnl::memory::desc& a_md, const dnnl::memory::desc& out_md,
                    const std::vector<dnnl::memory::desc>& layouts, int stored);
+  Status QConv(const Op& op);  // plan_int8.cc
+  Status QMatMul(const Op& op);
+  StatusOr<dnnl::primitive_attr> Int8Attr(const Op& op, int channel_mask, int64_t channels);
   Status Eltwise(const Op& op, bool plain);  // plan_eltwise_binary.cc
   Status Binary(const Op& op, bool plain);
   Status Concat(const Op& op, bool plain);

@@ -10,10 +10,6 @@ namespace {
 using dnnl::memory;
 using dt = memory::data_type;
 
-struct Window {
-  Dims strides, dilations, pad_l, pad_r, out;  // dilations in oneDNN terms (0 = dense)
-};
-
 // ONNX window semantics (compiler/ops/nn.cc WindowOutput) -> oneDNN paddings and output dims.
 StatusOr<Window> ResolveWindow(const Op& op, const Dims& in, const Dims& kernel, bool pool) {
   Window w;
@@ -50,6 +46,8 @@ StatusOr<Window> ResolveWindow(const Op& op, const Dims& in, const Dims& kernel,
   return w;
 }
 
+}  // namespace
+
 // Checks a Conv's operands against each other (input channels against W and the group, a
 // non-empty W that matches kernel_shape, one bias value per output channel) and resolves its
 // window; `*out` receives the output dims.
@@ -73,7 +71,12 @@ StatusOr<Window> ConvWindow(const Op& op, const Dims& xd, const Dims& wd, const 
   return win;
 }
 
-}  // namespace
+Dims GroupedWeightDims(const Dims& wd, int64_t group) {
+  if (group <= 1) return wd;
+  Dims gw = {group, wd[0] / group};
+  gw.insert(gw.end(), wd.begin() + 1, wd.end());
+  return gw;
+}
 
 Status Builder::Conv(const Op& op, bool plain) {
   int32_t x = op.inputs[0], w = op.inputs[1];
@@ -82,12 +85,7 @@ Status Builder::Conv(const Op& op, bool plain) {
   Dims out;
   ASSIGN_OR_RETURN(Window win, ConvWindow(op, xd, wd, bias, &out));
   dims_[op.output] = out;
-  int64_t g = op.group;
-  Dims gw = wd;
-  if (g > 1) {
-    gw = {g, wd[0] / g};
-    gw.insert(gw.end(), wd.begin() + 1, wd.end());
-  }
+  Dims gw = GroupedWeightDims(wd, op.group);
   memory::desc w_plain = PlainMd(gw);
   memory::desc any_src(xd, dt::f32, memory::format_tag::any);
   memory::desc any_dst(out, dt::f32, memory::format_tag::any);

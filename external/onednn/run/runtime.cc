@@ -38,6 +38,8 @@ class RegionImpl : public OneDnnRegion {
   // Builds the plan for the inputs' static dims (batch 1 where the batch dim is symbolic), so
   // weights are reordered at creation. Skipped when another dim is symbolic.
   Status Prepare(bool may_decline) {
+    if (may_decline && options_.decline_reference_impls)
+      RETURN_IF_ERROR(internal::DeclineSaturatingInt8(data_));
     std::vector<Dims> dims;
     for (const BoundTensor& in : data_.region.inputs) {
       Dims d = in.dims;
@@ -101,7 +103,7 @@ class RegionImpl : public OneDnnRegion {
     for (int i = 0; i < num_inputs; ++i) {
       const Tensor& t = *args[i];
       const BoundTensor& b = r.inputs[i];
-      RETURN_IF_ERROR(CheckTensor(t, "input " + std::to_string(i)));
+      RETURN_IF_ERROR(CheckTensor(t, r.tensors[b.tensor].dtype, "input " + std::to_string(i)));
       bool ok = t.rank() == static_cast<int>(b.dims.size());
       for (int k = 0; ok && k < t.rank(); ++k) ok = b.dims[k] < 0 || b.dims[k] == t.dim(k);
       if (!ok)
@@ -112,7 +114,7 @@ class RegionImpl : public OneDnnRegion {
     ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, GetPlan(dims));
     for (int i = 0; i < num_outputs; ++i) {
       const Tensor& t = *args[num_inputs + i];
-      RETURN_IF_ERROR(CheckTensor(t, "output " + std::to_string(i)));
+      RETURN_IF_ERROR(CheckTensor(t, r.tensors[r.outputs[i]].dtype, "output " + std::to_string(i)));
       const Dims& want = plan->output_dims[i];
       if (Dims(t.shape().data(), t.shape().data() + t.rank()) != want)
         return InvalidArgument("output " + std::to_string(i) + " is " + t.TypeString() +
@@ -190,9 +192,10 @@ class RegionImpl : public OneDnnRegion {
     return 0;
   }
 
-  static Status CheckTensor(const Tensor& t, const std::string& what) {
-    if (t.dtype() != DType::kF32)
-      return InvalidArgument(what + " is " + t.TypeString() + ", the region computes f32");
+  static Status CheckTensor(const Tensor& t, DType dtype, const std::string& what) {
+    if (t.dtype() != dtype)
+      return InvalidArgument(what + " is " + t.TypeString() + ", the region expects " +
+                             DTypeShortName(dtype));
     if (t.empty()) return InvalidArgument(what + " has no storage");
     if (!t.IsContiguous()) return InvalidArgument(what + " is not contiguous");
     return Status::Ok();
@@ -260,9 +263,10 @@ StatusOr<RegionData> Bind(const ExternalRegionSpec& spec) {
                            " outputs, the blob has " + std::to_string(r.inputs.size()) + " and " +
                            std::to_string(r.outputs.size()));
   for (size_t i = 0; i < r.tensors.size(); ++i) {
-    if (r.tensors[i].dtype != DType::kF32)
-      return Unsupported("tensor " + std::to_string(i) + " is " +
-                         DTypeShortName(r.tensors[i].dtype) + "; the oneDNN runtime runs f32 only");
+    DType t = r.tensors[i].dtype;
+    if (t != DType::kF32 && t != DType::kU8 && t != DType::kI8 && t != DType::kI32)
+      return Unsupported("tensor " + std::to_string(i) + " is " + DTypeShortName(t) +
+                         "; the oneDNN runtime runs f32, and u8 / s8 / s32 in integer ops");
   }
   if (spec.constants.size() != r.constants.size())
     return InvalidArgument("the blob refers to " + std::to_string(r.constants.size()) +
@@ -273,10 +277,11 @@ StatusOr<RegionData> Bind(const ExternalRegionSpec& spec) {
     const Tensor& t = spec.constants[i];
     const BoundTensor& c = r.constants[i];
     Dims dims(t.shape().data(), t.shape().data() + t.rank());
-    if (t.empty() || t.dtype() != DType::kF32 || dims != c.dims || !t.IsContiguous())
+    DType want = r.tensors[c.tensor].dtype;
+    if (t.empty() || t.dtype() != want || dims != c.dims || !t.IsContiguous())
       return InvalidArgument("constant " + std::to_string(i) + " is " +
                              (t.empty() ? std::string("missing") : t.TypeString()) +
-                             ", the blob expects a contiguous f32 of " +
+                             ", the blob expects a contiguous " + DTypeShortName(want) + " of " +
                              std::to_string(c.dims.size()) + " dims " + DimsString(c.dims));
     data.constant_data[c.tensor] = t.data();
     data.constants.push_back(t);

@@ -29,8 +29,9 @@ struct OneDnnOptions {
   WeightLayout matmul_weight_layout = WeightLayout::kMeasured;
   /// Decline (VendorRuntime::CreateRegion) a region whose plan at creation spends a material
   /// share of its work in primitives with a reference implementation (the decline rule:
-  /// OneDnnRuntime); the VM runs its JIT fallback instead. False: run it anyway (tests of
-  /// oneDNN's numerics).
+  /// OneDnnRuntime), or has an integer op oneDNN would not compute exactly on this CPU
+  /// (internal::DeclineSaturatingInt8); the VM runs its JIT fallback instead. False: run it
+  /// anyway (tests of oneDNN's numerics).
   bool decline_reference_impls = true;
   /// The decline rule's threshold: the share of the elements the plan's steps write that
   /// reference steps write. 0 declines over any reference primitive (the rule before it
@@ -65,7 +66,7 @@ class OneDnnRegion : public TensorFunction {
 };
 
 /// CreateRegion decodes the blob, checks it against the spec (input/output counts; every
-/// constant present, f32, with the blob's dims) and reorders constant weights once into the
+/// constant present, of the blob's dtype and dims) and reorders constant weights once into the
 /// layout oneDNN prefers (for regions whose inputs are static except the batch dim, the plan
 /// for batch = its static value or 1 is built at creation). Errors name the region:
 /// InvalidFormat / Unsupported from the blob, InvalidArgument for a spec that contradicts it,

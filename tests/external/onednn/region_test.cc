@@ -129,6 +129,58 @@ BOOST_AUTO_TEST_CASE(validation_names_the_op) {
   BOOST_TEST(error(r) == "tensor 5 is never defined");
 }
 
+// u8 x -> QConv(w s8, out_scales f32, zero_points s32, bias s32) + relu -> u8 y (format 1.2).
+RegionProgram Int8Sample() {
+  RegionProgram r;
+  r.tensors = {{DType::kU8, 4}, {DType::kI8, 4},  {DType::kF32, 1},
+               {DType::kI32, 1}, {DType::kI32, 1}, {DType::kU8, 4}};
+  r.inputs = {{0, {1, 8, 16, 16}}};
+  r.constants = {{1, {4, 8, 3, 3}}, {2, {4}}, {3, {2}}, {4, {4}}};
+  Op conv;
+  conv.kind = OpKind::kQConv;
+  conv.inputs = {0, 1, 2, 3, 4};
+  conv.output = 5;
+  conv.strides = {1, 1};
+  conv.dilations = {1, 1};
+  conv.pads = {1, 1, 1, 1};
+  conv.post_ops = {{PostOpKind::kEltwise, EltwiseAlg::kRelu}};
+  r.ops = {conv};
+  r.outputs = {5};
+  return r;
+}
+
+BOOST_AUTO_TEST_CASE(integer_ops_round_trip_and_check_dtypes) {
+  RegionProgram r = Int8Sample();
+  std::vector<uint8_t> blob = EncodeRegion(r);
+  StatusOr<RegionProgram> d = DecodeRegion(blob.data(), blob.size());
+  BOOST_TEST_REQUIRE(d.ok(), d.status().message());
+  BOOST_TEST(EncodeRegion(*d) == blob);
+  StatusOr<std::string> text = DescribeRegion(blob.data(), blob.size());
+  BOOST_REQUIRE(text.ok());
+  BOOST_TEST(text->find("[0] QConv (in0, const0, const1, const2, const3) -> out0  "
+                        "kernel=[3, 3]") != std::string::npos,
+             *text);
+  auto error = [](const RegionProgram& p) { return ValidateRegion(p).message(); };
+  r.tensors[1].dtype = DType::kU8;
+  BOOST_TEST(error(r) == "ops[0] (QConv): w is u8, expected i8");
+  r = Int8Sample();
+  r.tensors[5].dtype = DType::kF32;
+  BOOST_TEST(error(r) == "ops[0] (QConv): the output is f32, expected u8");
+  r = Int8Sample();
+  r.ops[0].post_ops = {{PostOpKind::kSum, EltwiseAlg::kRelu, BinaryAlg::kAdd, 0, 0, 0}};
+  BOOST_TEST(error(r) == "ops[0] (QConv): an integer op takes eltwise post-ops only");
+  r = Int8Sample();
+  r.ops[0].inputs.pop_back();
+  r.ops[0].inputs.pop_back();
+  r.constants.pop_back();
+  r.constants.pop_back();
+  r.tensors.resize(3);
+  r.tensors.push_back({DType::kU8, 4});
+  r.ops[0].output = 3;
+  r.outputs = {3};
+  BOOST_TEST(error(r) == "ops[0] (QConv): 3 inputs");
+}
+
 BOOST_AUTO_TEST_CASE(bad_enum_is_invalid_format) {
   std::vector<uint8_t> blob = EncodeRegion(Sample());
   // The first op's kind byte follows the header, tensors, inputs, outputs and constants.

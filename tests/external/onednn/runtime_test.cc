@@ -376,7 +376,16 @@ BOOST_AUTO_TEST_CASE(f32_only) {
   OneDnnRuntime runtime;
   Status s = runtime.CreateRegion(MakeSpec(code, {}, 1, 1, "ints")).status();
   BOOST_TEST(s.code() == StatusCode::kUnsupported);
-  BOOST_TEST(s.message() == "region 'ints': tensor 0 is i64; the oneDNN runtime runs f32 only");
+  BOOST_TEST(s.message() ==
+             "region 'ints': tensor 0 is i64; the oneDNN runtime runs f32, and u8 / s8 / s32 in "
+             "integer ops");
+  // u8 is an integer op's dtype: a float op on it is a malformed blob.
+  region.tensors = {{DType::kU8, 1}, {DType::kU8, 1}};
+  code.blob = EncodeRegion(region);
+  s = runtime.CreateRegion(MakeSpec(code, {}, 1, 1, "bytes")).status();
+  BOOST_TEST(s.code() == StatusCode::kInvalidFormat);
+  BOOST_TEST(s.message().find("ops[0] (Eltwise): tensor 0 is u8, a float op needs f32") !=
+             std::string::npos, s.message());
 }
 
 BOOST_AUTO_TEST_CASE(registers_as_onednn_in_a_registry) {
