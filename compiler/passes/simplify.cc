@@ -79,6 +79,8 @@ bool BypassPad(Graph& g, const Node& n) {
     }
   }
   return true;
+}
+
 // Gives each reader of a run-time DequantizeLinear after the first its own copy (ONNX Runtime's
 // "dedicated QDQ pair"), so a vendor can fuse DQ -> Conv / MatMul -> Q per reader (a shared DQ
 // output would escape each pattern). A DQ of a constant is folded and left alone; a reader

@@ -480,6 +480,8 @@ class Generator {
     op.inputs = {x};
     consumed_.insert(mul);
     return Emit(std::move(op), g_.node(mul).outputs[0]);
+  }
+
   // ---- Int8 (QDQ form) ----
 
   void FindInt8s() {
