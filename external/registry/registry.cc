@@ -35,13 +35,16 @@ class PluginRegion : public TensorFunction {
   // else Run.
   Status RunProfiled(const Tensor* const* args, int num_inputs, int num_outputs,
                      RegionProfiler* profiler) override {
-    bool has_profiled = has_context() || (vendor_->abi_version >= 2 && vendor_->run_profiled != nullptr);
+    bool has_profiled =
+        has_context() || (vendor_->abi_version >= 2 && vendor_->run_profiled != nullptr);
     return Call(args, num_inputs, num_outputs, has_profiled ? profiler : nullptr);
   }
 
  private:
   // Version 3 structs may have run_in_context; older ones end before it (never read).
-  bool has_context() const { return vendor_->abi_version >= 3 && vendor_->run_in_context != nullptr; }
+  bool has_context() const {
+    return vendor_->abi_version >= 3 && vendor_->run_in_context != nullptr;
+  }
 
   static int ShouldStop(void*) { return DeadlinePassed() ? 1 : 0; }
 

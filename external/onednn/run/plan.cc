@@ -99,7 +99,6 @@ int64_t NowNs() {
       .count();
 }
 
-// Runs the steps one at a time, each waited for, and reports each one's time.
 // DeadlineExceeded for a run that stops before `step` because the run's deadline passed.
 Status StoppedBefore(const Plan& plan, size_t step, const RegionData& data) {
   std::string what;
