@@ -97,12 +97,30 @@ std::vector<bool> AddHostSymbols(llvm::orc::LLJIT& jit, const std::vector<const 
   return loaded;
 }
 
+// FNV-1a over the form's tokens: a digest independent of HashCanonicalForm's (splitmix).
+uint64_t CheckDigest(const std::vector<uint64_t>& form) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint64_t token : form) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (token >> (8 * i)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  }
+  return h;
+}
+
 }  // namespace
 
 struct Engine::Impl : std::enable_shared_from_this<Engine::Impl> {
   struct Entry {
     uint64_t hash = 0;
-    std::vector<uint64_t> form;  // CanonicalForm, compared on every hash hit
+    // A second, independent digest of the CanonicalForm and its length, compared on every hash
+    // hit: 128 bits tell kernels apart as the persistent cache's keys do. Not the form itself:
+    // forms of fused kernels reach megabytes (shared subexpressions are written out each time
+    // they occur), and a server holding hundreds of variants grew by that much per variant
+    // (issue 17, finding 8).
+    uint64_t check = 0;
+    size_t form_size = 0;
     Tier tier = Tier::kOptimized;      // requested; part of the entry's identity
     Tier produced = Tier::kOptimized;  // what the code is; written before the promise is set
     std::promise<StatusOr<KernelFn>> promise;
@@ -189,10 +207,13 @@ std::shared_ptr<Engine::Impl::Entry> Engine::Impl::Find(const Kernel& kernel, Ti
                                                         bool* compile) {
   std::vector<uint64_t> form_of = CanonicalForm(kernel);
   uint64_t hash = HashCanonicalForm(form_of);
+  uint64_t check = CheckDigest(form_of);
+  size_t form_size = form_of.size();
+  form_of = {};  // freed before the lock
   std::lock_guard<std::mutex> lock(mu);
   std::shared_ptr<Entry> entry, optimized;
   for (const auto& candidate : cache[hash]) {
-    if (candidate->form != form_of) continue;
+    if (candidate->check != check || candidate->form_size != form_size) continue;
     if (candidate->tier == tier) entry = candidate;
     // Better code at no cost; an optimized compile still running is not waited for.
     if (tier == Tier::kFast && candidate->tier == Tier::kOptimized && Finished(candidate)) {
@@ -206,7 +227,8 @@ std::shared_ptr<Engine::Impl::Entry> Engine::Impl::Find(const Kernel& kernel, Ti
   } else {
     entry = std::make_shared<Entry>();
     entry->hash = hash;
-    entry->form = std::move(form_of);
+    entry->check = check;
+    entry->form_size = form_size;
     entry->tier = tier;
     entry->result = entry->promise.get_future().share();
     cache[hash].push_back(entry);

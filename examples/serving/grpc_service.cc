@@ -130,14 +130,15 @@ StatusOr<Shape> ShapeOf(const google::protobuf::RepeatedField<int64_t>& dims,
 
 // The request's inputs in parameter order (raw or typed contents, never both).
 StatusOr<std::vector<Tensor>> DecodeInputs(const inference::ModelInferRequest& req,
-                                           const FunctionSignature& sig) {
+                                           const FunctionSignature& sig,
+                                           const InferLimits& limits) {
   bool raw = req.raw_input_contents_size() > 0;
   if (raw && req.raw_input_contents_size() != req.inputs_size()) {
     return InvalidArgument(std::to_string(req.raw_input_contents_size()) +
                            " raw_input_contents for " + std::to_string(req.inputs_size()) +
                            " inputs");
   }
-  InputBinder binder(sig);
+  InputBinder binder(sig, &limits);
   for (int i = 0; i < req.inputs_size(); ++i) {
     const auto& in = req.inputs(i);
     std::string where = "inputs[" + std::to_string(i) + "]";
@@ -165,7 +166,7 @@ Status RunInfer(const ServingCore& core, const Model& model,
                 const inference::ModelInferRequest& req, Clock::time_point deadline,
                 inference::ModelInferResponse* resp) {
   const FunctionSignature& sig = model.signature();
-  ASSIGN_OR_RETURN(std::vector<Tensor> inputs, DecodeInputs(req, sig));
+  ASSIGN_OR_RETURN(std::vector<Tensor> inputs, DecodeInputs(req, sig, core.limits));
   std::vector<int> selected;
   for (int i = 0; i < req.outputs_size(); ++i) {
     ASSIGN_OR_RETURN(int r,
@@ -261,7 +262,39 @@ class GrpcServer::Impl final : public inference::GRPCInferenceService::Service {
     return st;
   }
 
-  // As REST's /v2 lists them (the repository API itself is REST only).
+  grpc::Status RepositoryIndex(grpc::ServerContext*, const inference::RepositoryIndexRequest* req,
+                               inference::RepositoryIndexResponse* resp) override {
+    if (!req->repository_name().empty()) return UnknownRepository(req->repository_name());
+    for (const RepositoryEntry& e : core_->repo->Index()) {
+      if (req->ready() && e.state != "READY") continue;
+      auto* m = resp->add_models();
+      m->set_name(e.name);
+      m->set_version(e.version);
+      m->set_state(e.state);
+      m->set_reason(e.reason);
+    }
+    return grpc::Status::OK;
+  }
+
+  // Runs on this gRPC thread (not a worker): loading reads a file and may warm the model up,
+  // which a synchronous handler may do without holding up inference.
+  grpc::Status RepositoryModelLoad(grpc::ServerContext*,
+                                   const inference::RepositoryModelLoadRequest* req,
+                                   inference::RepositoryModelLoadResponse*) override {
+    if (!req->repository_name().empty()) return UnknownRepository(req->repository_name());
+    if (!req->parameters().empty()) return NoParameters("RepositoryModelLoad");
+    return ToRepositoryStatus(core_->repo->LoadModel(req->model_name(), core_->prepare));
+  }
+
+  grpc::Status RepositoryModelUnload(grpc::ServerContext*,
+                                     const inference::RepositoryModelUnloadRequest* req,
+                                     inference::RepositoryModelUnloadResponse*) override {
+    if (!req->repository_name().empty()) return UnknownRepository(req->repository_name());
+    if (!req->parameters().empty()) return NoParameters("RepositoryModelUnload");
+    return ToRepositoryStatus(core_->repo->UnloadModel(req->model_name()));
+  }
+
+  // As REST's /v2 lists them.
   static constexpr const char* kExtensions[] = {"binary_tensor_data", "model_repository"};
 
  private:
@@ -269,6 +302,23 @@ class GrpcServer::Impl final : public inference::GRPCInferenceService::Service {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         "unknown model '" + name + "'" +
                             (version.empty() ? "" : " version '" + version + "'"));
+  }
+
+  static grpc::Status UnknownRepository(const std::string& name) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        "unknown repository '" + name + "' (kiln_serve has one, named '')");
+  }
+  static grpc::Status NoParameters(const char* rpc) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        std::string(rpc) + ": kiln_serve takes no parameters");
+  }
+  // NotFound stays NOT_FOUND; any other failure (a file that does not load) is the
+  // request's: INVALID_ARGUMENT, as REST answers 400.
+  static grpc::Status ToRepositoryStatus(const Status& st) {
+    if (st.ok()) return grpc::Status::OK;
+    return grpc::Status(st.code() == StatusCode::kNotFound ? grpc::StatusCode::NOT_FOUND
+                                                           : grpc::StatusCode::INVALID_ARGUMENT,
+                        st.ToString());
   }
 
   // The earlier of the invoke timeout and the client's deadline.
@@ -291,14 +341,17 @@ class GrpcServer::Impl final : public inference::GRPCInferenceService::Service {
     // This handler waits for the job whenever it was queued (the job itself stops at the
     // deadline), so the job may use the request and response in place.
     ServingCore* core = core_;
-    bool queued = core_->pool->TrySubmit([core, model, &req, resp, deadline, done] {
-      if (Clock::now() >= deadline) {
-        done->set_value(DeadlineExceeded("model '" + model->name +
-                                         "': the deadline passed while the request was queued"));
-        return;
-      }
-      done->set_value(RunInfer(*core, *model, req, deadline, resp));
-    });
+    // The promise is fulfilled in the second step, once the worker counts as idle, so the
+    // client's next call finds it free (WorkerPool::TrySubmit).
+    auto status = std::make_shared<Status>();
+    bool queued = core_->pool->TrySubmit(
+        [core, model, &req, resp, deadline, status] {
+          *status = Clock::now() >= deadline
+                        ? DeadlineExceeded("model '" + model->name +
+                                           "': the deadline passed while the request was queued")
+                        : RunInfer(*core, *model, req, deadline, resp);
+        },
+        [done, status] { done->set_value(std::move(*status)); });
     if (!queued) {
       return grpc::Status(core_->ready ? grpc::StatusCode::RESOURCE_EXHAUSTED
                                        : grpc::StatusCode::UNAVAILABLE,

@@ -1,6 +1,7 @@
 // Protocol-independent inference: input binding and checks, output lookup, invocation.
 #include "examples/serving/inference.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "examples/serving/tensor_json.h"
@@ -25,6 +26,9 @@ std::string NameList(const std::vector<ValueSpec>& specs) {
   for (const ValueSpec& v : specs) s += (s.empty() ? "'" : ", '") + v.name + "'";
   return s;
 }
+
+// Byte counts saturate here rather than wrap: anything this large is over every limit.
+constexpr uint64_t kSaturated = uint64_t{1} << 62;
 
 int FindSpec(const std::vector<ValueSpec>& specs, std::string_view name) {
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -59,15 +63,32 @@ StatusOr<DType> InputBinder::CheckDatatype(int param, std::string_view datatype,
   return *dtype;
 }
 
-Status InputBinder::CheckShape(int param, const Shape& shape, const std::string& where) const {
+Status CheckRequestBytes(const InferLimits& limits, uint64_t bytes, const std::string& where,
+                         const std::string& what) {
+  if (bytes <= limits.max_request_bytes) return Status::Ok();
+  return ResourceExhausted(where + ": " + what + " " + std::to_string(bytes) +
+                           " bytes, over the request limit of " +
+                           std::to_string(limits.max_request_bytes) +
+                           " bytes (--max-request-bytes)");
+}
+
+Status InputBinder::CheckShape(int param, const Shape& shape, const std::string& where) {
   const ValueSpec& spec = sig_.params[param];
   bool ok = shape.rank() == static_cast<int>(spec.shape.size());
   for (int i = 0; ok && i < shape.rank(); ++i) {
     if (spec.shape[i].fixed() && spec.shape[i].value != shape[i]) ok = false;
   }
-  if (ok) return Status::Ok();
-  return InvalidArgument(where + ": shape " + shape.ToString() + " contradicts the model's " +
-                         SpecShapeString(spec));
+  if (!ok) {
+    return InvalidArgument(where + ": shape " + shape.ToString() + " contradicts the model's " +
+                           SpecShapeString(spec));
+  }
+  if (limits_ == nullptr) return Status::Ok();
+  // Saturating: an element count past 2^47 (or one overflowing) is over any limit.
+  StatusOr<int64_t> n = shape.CheckedNumElements();
+  uint64_t bytes = n.ok() ? static_cast<uint64_t>(*n) * DTypeSize(spec.dtype) : kSaturated;
+  input_bytes_ = std::min(input_bytes_ + bytes, kSaturated);
+  return CheckRequestBytes(*limits_, input_bytes_, where,
+                           "shape " + shape.ToString() + " makes the inputs");
 }
 
 StatusOr<std::vector<Tensor>> InputBinder::Finish() {
@@ -75,6 +96,37 @@ StatusOr<std::vector<Tensor>> InputBinder::Finish() {
     if (!seen_[p]) return InvalidArgument("missing input '" + sig_.params[p].name + "'");
   }
   return std::move(inputs_);
+}
+
+uint64_t TensorBytes(const std::vector<Tensor>& tensors) {
+  uint64_t bytes = 0;
+  for (const Tensor& t : tensors) bytes += t.NumBytes();
+  return bytes;
+}
+
+uint64_t PredictedRequestBytes(const FunctionSignature& sig, const std::vector<Tensor>& inputs) {
+  std::map<std::string_view, int64_t> bound;
+  for (size_t p = 0; p < sig.params.size() && p < inputs.size(); ++p) {
+    const std::vector<DimSpec>& dims = sig.params[p].shape;
+    for (size_t d = 0; d < dims.size() && static_cast<int>(d) < inputs[p].rank(); ++d) {
+      if (!dims[d].fixed() && !dims[d].symbol.empty()) bound.emplace(dims[d].symbol, inputs[p].dim(static_cast<int>(d)));
+    }
+  }
+  uint64_t bytes = TensorBytes(inputs);
+  for (const ValueSpec& out : sig.results) {
+    uint64_t n = DTypeSize(out.dtype);
+    for (const DimSpec& d : out.shape) {
+      auto it = d.fixed() ? bound.end() : bound.find(d.symbol);
+      if (!d.fixed() && it == bound.end()) {
+        n = 0;
+        break;
+      }
+      auto v = static_cast<uint64_t>(d.fixed() ? d.value : it->second);
+      n = (v != 0 && n > kSaturated / v) ? kSaturated : n * v;
+    }
+    bytes = std::min(bytes + n, kSaturated);
+  }
+  return bytes;
 }
 
 StatusOr<int> FindOutput(const FunctionSignature& sig, std::string_view name,
@@ -138,6 +190,8 @@ int HttpStatusOf(StatusCode code) {
     case StatusCode::kInvalidArgument:
     case StatusCode::kOutOfRange:
       return 400;
+    case StatusCode::kResourceExhausted:
+      return 413;
     case StatusCode::kDeadlineExceeded:
       return 504;
     default:

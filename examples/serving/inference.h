@@ -25,13 +25,26 @@ struct InferLimits {
   JsonLimits json;
   /// Deadline for the VM invocation (0: none); past it the reply is 504 / DEADLINE_EXCEEDED.
   std::chrono::milliseconds invoke_timeout{0};
+  /// Tensor bytes one request may hold: its inputs (shape x element size, checked from the
+  /// declared shapes before any data is decoded) plus its outputs (checked before invoking
+  /// where the output shapes follow from the input shapes, and after invoking before a reply
+  /// is encoded). Beyond it: ResourceExhausted naming the limit (413 / RESOURCE_EXHAUSTED).
+  size_t max_request_bytes = kDefaultMaxRequestBytes;
+
+  static constexpr size_t kDefaultMaxRequestBytes = size_t{256} << 20;
 };
+
+/// ResourceExhausted "<where>: <what> is N bytes, over the request limit of L bytes
+/// (--max-request-bytes)" if bytes > limits.max_request_bytes.
+Status CheckRequestBytes(const InferLimits& limits, uint64_t bytes, const std::string& where,
+                         const std::string& what);
 
 /// Collects a request's inputs in the model's parameter order, checking each as it comes.
 class InputBinder {
  public:
-  explicit InputBinder(const FunctionSignature& sig)
-      : sig_(sig), inputs_(sig.params.size()), seen_(sig.params.size(), false) {}
+  /// `limits`: max_request_bytes bounds the inputs' bytes (CheckShape); null: no bound.
+  explicit InputBinder(const FunctionSignature& sig, const InferLimits* limits = nullptr)
+      : sig_(sig), limits_(limits), inputs_(sig.params.size()), seen_(sig.params.size(), false) {}
 
   /// Binds one input by name: a parameter not given before. Appends " 'name'" to `where` and
   /// returns the parameter index; InvalidArgument naming `where` otherwise.
@@ -40,8 +53,10 @@ class InputBinder {
   /// `where` for an unknown or contradicting datatype.
   StatusOr<DType> CheckDatatype(int param, std::string_view datatype,
                                 const std::string& where) const;
-  /// InvalidArgument naming `where` unless `shape` has the declared rank and fixed dims.
-  Status CheckShape(int param, const Shape& shape, const std::string& where) const;
+  /// InvalidArgument naming `where` unless `shape` has the declared rank and fixed dims;
+  /// ResourceExhausted naming the limit once the inputs checked so far (shape x element size)
+  /// hold more than limits.max_request_bytes. Call it before decoding the input's data.
+  Status CheckShape(int param, const Shape& shape, const std::string& where);
   /// The decoded tensor of parameter `param` (an index Bind returned).
   void Set(int param, Tensor t) { inputs_[param] = std::move(t); }
   /// The inputs in parameter order; InvalidArgument naming the first input never given.
@@ -49,9 +64,17 @@ class InputBinder {
 
  private:
   const FunctionSignature& sig_;
+  const InferLimits* limits_;
+  uint64_t input_bytes_ = 0;
   std::vector<Tensor> inputs_;
   std::vector<bool> seen_;
 };
+
+/// Bytes of `inputs` plus the outputs of `sig` whose shapes follow from the inputs' (every dim
+/// fixed or a symbol some input dim binds); outputs of other shapes count 0.
+uint64_t PredictedRequestBytes(const FunctionSignature& sig, const std::vector<Tensor>& inputs);
+/// Bytes of `tensors` (shape x element size).
+uint64_t TensorBytes(const std::vector<Tensor>& tensors);
 
 /// The result index of output `name`; InvalidArgument naming `where` and the model's outputs.
 StatusOr<int> FindOutput(const FunctionSignature& sig, std::string_view name,
@@ -79,7 +102,9 @@ std::chrono::steady_clock::time_point InvokeDeadline(const InferLimits& limits);
 Status WarmUp(const Model& model, const std::map<std::string, int64_t>& dims);
 
 /// The HTTP status for an inference error of `code` (from checking or invoking): 400 for errors
-/// the request caused (InvalidArgument, OutOfRange), 504 DeadlineExceeded, 500 otherwise.
+/// the request caused (InvalidArgument, OutOfRange), 413 ResourceExhausted (a request over
+/// max_request_bytes, or one whose tensors the allocator cannot hold), 504 DeadlineExceeded,
+/// 500 otherwise.
 int HttpStatusOf(StatusCode code);
 
 }  // namespace kiln::serving

@@ -2,7 +2,7 @@
 //
 //   kiln_serve --model NAME=FILE.kiln [--model ...] [--host 127.0.0.1] [--port 8000]
 //              [--workers N] [--threads N] [--io-threads N] [--max-body-bytes N] [--timeout-ms N]
-//              [--max-queue N] [--invoke-timeout-ms N] [--jit-cache DIR|off] [--plugin LIB.so]...
+//              [--max-queue N] [--max-request-bytes N] [--invoke-timeout-ms N] [--jit-cache DIR|off] [--plugin LIB.so]...
 //              [--grpc-port N] [--warmup] [--dim NAME=N]...
 //   (kiln_serve --help describes each flag and its default.)
 #include <pthread.h>
@@ -71,6 +71,12 @@ void AddFlags(kiln::FlagParser& flags, Flags* f) {
                "larger request bodies get 413, larger gRPC messages RESOURCE_EXHAUSTED", 1,
                kMaxBytes,
                &f->server.max_body_bytes, "16 MiB");
+  flags.AddInt("--max-request-bytes", "N",
+               "tensor bytes one inference request may hold, inputs plus outputs (checked from "
+               "the declared shapes before decoding, from the output shapes the inputs imply "
+               "before invoking, and after invoking); over it 413 (gRPC RESOURCE_EXHAUSTED) "
+               "naming the limit. Also bounds the request body",
+               1, kMaxBytes, &f->server.max_request_bytes, "256 MiB");
   flags.AddInt("--timeout-ms", "N",
                "a request must arrive within N ms, an idle keep-alive connection is closed "
                "after it, and a reply must be taken within it",
@@ -83,6 +89,14 @@ void AddFlags(kiln::FlagParser& flags, Flags* f) {
   flags.AddInt("--batch-timeout-us", "N",
                "dynamic batching: how long the first request of a batch waits for more", 0,
                int64_t{60} * 1000 * 1000, &f->server.batch_timeout_us);
+  flags.AddInt("--trim-interval-ms", "N",
+               "every N ms return the C library's free heap memory to the system (bounds RSS "
+               "under varying shapes); 0: never",
+               0, kMaxBytes, &f->server.trim_interval_ms);
+  flags.AddInt("--allocator-cache-bytes", "N",
+               "tensor memory the runtime's allocator keeps cached for reuse (least recently "
+               "released blocks are freed beyond it)",
+               1, kMaxBytes, &f->runtime.allocator_cache_bytes, "256 MiB");
   flags.AddInt("--invoke-timeout-ms", "N", "deadline of one model invocation, past it 504; 0: none",
                0, kMaxBytes, &f->server.invoke_timeout_ms);
 }
@@ -91,6 +105,9 @@ void AddFlags(kiln::FlagParser& flags, Flags* f) {
 
 int main(int argc, char** argv) {
   Flags flags;
+  // A server's allocator cache: enough for the working sets of a few shapes per worker, not
+  // the library's 1 GiB (under random shapes it fills with blocks of every size class).
+  flags.runtime.allocator_cache_bytes = size_t{256} << 20;
   flags.server.workers = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   kiln::FlagParser parser("kiln_serve", "--model NAME=FILE.kiln [--model ...] [flags]",
                           "Serves .kiln models over the KServe v2 REST protocol (and gRPC with "

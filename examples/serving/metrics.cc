@@ -143,6 +143,18 @@ std::string Metrics::Render(const MetricsSnapshot& snapshot) const {
       Header(&out, c.name, "counter", c.help);
       out += std::string(c.name) + " " + Number(c.value) + "\n";
     }
+    // Where a serving process's memory goes (issue 17 finding 8): the allocator's blocks
+    // (handed out, and cached for reuse up to its cap) and the JIT's live kernels.
+    const AllocatorStats& a = snapshot.runtime->allocator;
+    Header(&out, "kiln_allocator_bytes", "gauge",
+           "Tensor memory of the runtime's allocator: in use, or cached for reuse.");
+    out += "kiln_allocator_bytes{state=\"in_use\"} " + std::to_string(a.bytes_in_use) + "\n";
+    out += "kiln_allocator_bytes{state=\"cached\"} " + std::to_string(a.bytes_cached) + "\n";
+    Header(&out, "kiln_jit_cached_kernels", "gauge", "Compiled kernels held by the JIT now.");
+    out += "kiln_jit_cached_kernels " + std::to_string(e.cached_kernels) + "\n";
+    Header(&out, "kiln_jit_dispatch_evictions_total", "counter",
+           "Shape-table entries evicted from kernel dispatch tables.");
+    out += "kiln_jit_dispatch_evictions_total " + std::to_string(d.evictions) + "\n";
   }
   return out;
 }

@@ -78,11 +78,11 @@ StatusOr<std::string_view> TakeBinary(const Json& size, std::string_view* binary
 // The inputs in parameter order from the request's "inputs" list; binary data is consumed from
 // `binary` in order.
 StatusOr<std::vector<Tensor>> DecodeInputs(const Json& request, const FunctionSignature& sig,
-                                           std::string_view binary) {
+                                           std::string_view binary, const InferLimits& limits) {
   const Json* list = request.Find("inputs");
   if (list == nullptr) return InvalidArgument("missing 'inputs'");
   if (!list->is_array()) return InvalidArgument("'inputs' must be a list");
-  InputBinder binder(sig);
+  InputBinder binder(sig, &limits);
   for (size_t i = 0; i < list->size(); ++i) {
     const Json& in = list->items()[i];
     std::string where = "inputs[" + std::to_string(i) + "]";
@@ -226,8 +226,10 @@ Reply RunInfer(const Model& model, std::string_view body, const InferLimits& lim
   if (id != nullptr && !id->is_string()) return ErrorReply(400, "'id' must be a string");
 
   const FunctionSignature& sig = model.signature();
-  auto inputs = DecodeInputs(*request, sig, binary);
-  if (!inputs.ok()) return ErrorReply(400, inputs.status().message());
+  auto inputs = DecodeInputs(*request, sig, binary, limits);
+  if (!inputs.ok()) {
+    return ErrorReply(HttpStatusOf(inputs.status().code()), inputs.status().message());
+  }
   auto selected = SelectOutputs(*request, sig);
   if (!selected.ok()) return ErrorReply(400, selected.status().message());
   auto outputs = invoke(*inputs, InvokeDeadline(limits));

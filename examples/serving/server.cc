@@ -2,11 +2,15 @@
 // I/O threads; inference is handed to the worker pool and the reply posted back to the session.
 #include "examples/serving/server.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast.hpp>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <thread>
@@ -32,6 +36,8 @@ class Server::Impl {
   }
 
   Status Listen();
+  /// Starts the housekeeping thread that trims the heap every options_.trim_interval_ms.
+  void StartTrimmer();
   void StartThreads() {
     for (int i = 0; i < options_.io_threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
   }
@@ -55,6 +61,10 @@ class Server::Impl {
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work_;
   std::vector<std::thread> threads_;
   bool stopped_ = false;
+  std::mutex trim_mu_;
+  std::condition_variable trim_cv_;
+  bool trim_stop_ = false;
+  std::thread trimmer_;
 };
 
 namespace {
@@ -65,6 +75,17 @@ constexpr const char* kHeaderLength = "Inference-Header-Content-Length";
 
 std::chrono::milliseconds Timeout(const ServerOptions& o) {
   return std::chrono::milliseconds(o.timeout_ms);
+}
+
+// A request body may hold neither more than --max-body-bytes nor more than a request's
+// tensors may (--max-request-bytes).
+size_t BodyLimit(const ServerOptions& o) { return std::min(o.max_body_bytes, o.max_request_bytes); }
+
+// "N bytes (--flag)" for the smaller body limit.
+std::string BodyLimitText(const ServerOptions& o) {
+  bool body = o.max_body_bytes <= o.max_request_bytes;
+  return std::to_string(BodyLimit(o)) + " bytes (" +
+         (body ? "--max-body-bytes" : "--max-request-bytes") + ")";
 }
 
 // One connection. All its handlers run on its strand, so members need no locks; a worker
@@ -81,7 +102,7 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   void Read() {
     parser_.emplace();
-    parser_->body_limit(server_->options_.max_body_bytes);
+    parser_->body_limit(BodyLimit(server_->options_));
     parser_->header_limit(16 * 1024);
     // One deadline for the whole request: a client trickling bytes cannot extend it.
     stream_.expires_after(Timeout(server_->options_));
@@ -119,8 +140,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (ec == http::error::body_limit) {
       version_ = parser_->get().version();
-      return Send(ErrorReply(413, "request body larger than " +
-                                      std::to_string(server_->options_.max_body_bytes) + " bytes"),
+      return Send(ErrorReply(413, "request body larger than " + BodyLimitText(server_->options_)),
                   false);
     }
     if (ec) {
@@ -230,20 +250,20 @@ class Session : public std::enable_shared_from_this<Session> {
     if (method != http::verb::post) return SendMethodNotAllowed("POST", keep);
     // Loading reads and verifies a file and may warm the model up: a worker does it, not
     // this I/O thread.
-    auto self = shared_from_this();
     Server::Impl* server = server_;
     bool load = action == "/load";
     ++server->pending_replies_;
-    bool queued = core.pool->TrySubmit([self, server, name = std::string(name), load, keep] {
-      ServingCore& c = server->core_;
-      Status st = load ? c.repo->LoadModel(name, server->Prepare()) : c.repo->UnloadModel(name);
-      Reply reply = st.ok() ? Reply{200, "{}"}
-                            : ErrorReply(st.code() == StatusCode::kNotFound ? 404 : 400,
-                                         st.ToString());
-      net::post(self->stream_.get_executor(), [self, reply = std::move(reply), keep]() mutable {
-        self->Send(std::move(reply), keep, /*counted=*/true);
-      });
-    });
+    auto reply = std::make_shared<Reply>();
+    bool queued = core.pool->TrySubmit(
+        [server, name = std::string(name), load, reply] {
+          ServingCore& c = server->core_;
+          Status st =
+              load ? c.repo->LoadModel(name, c.prepare) : c.repo->UnloadModel(name);
+          *reply = st.ok() ? Reply{200, "{}"}
+                           : ErrorReply(st.code() == StatusCode::kNotFound ? 404 : 400,
+                                        st.ToString());
+        },
+        PostReply(reply, keep));
     if (!queued) {
       --server->pending_replies_;
       Send(ErrorReply(503, core.RefusalMessage()), keep);
@@ -253,33 +273,42 @@ class Session : public std::enable_shared_from_this<Session> {
   void SubmitInfer(std::shared_ptr<const Model> model, std::string body,
                    std::optional<size_t> header_length, bool keep) {
     auto shared_body = std::make_shared<std::string>(std::move(body));
-    auto self = shared_from_this();
     Server::Impl* server = server_;
     ServingCore& core = server->core_;
     auto start = std::chrono::steady_clock::now();
     core.metrics.Begin(model->name);
     ++server->pending_replies_;
-    bool queued = core.pool->TrySubmit([self, server, model, shared_body, header_length, keep,
-                                        start] {
-      ServingCore& c = server->core_;
-      Reply reply = RunInfer(
-          *model, *shared_body, c.limits,
-          [&](const std::vector<Tensor>& inputs, std::chrono::steady_clock::time_point deadline) {
-            return c.Invoke(*model, inputs, deadline);
-          },
-          header_length);
-      if (reply.status == 200) ++server->infer_ok_;
-      c.metrics.End(model->name, "rest", std::to_string(reply.status), Seconds(start));
-      net::post(self->stream_.get_executor(), [self, reply = std::move(reply), keep]() mutable {
-        self->Send(std::move(reply), keep, /*counted=*/true);
-      });
-    });
+    auto reply = std::make_shared<Reply>();
+    bool queued = core.pool->TrySubmit(
+        [server, model, shared_body, header_length, start, reply] {
+          ServingCore& c = server->core_;
+          *reply = RunInfer(
+              *model, *shared_body, c.limits,
+              [&](const std::vector<Tensor>& inputs,
+                  std::chrono::steady_clock::time_point deadline) {
+                return c.Invoke(*model, inputs, deadline);
+              },
+              header_length);
+          if (reply->status == 200) ++server->infer_ok_;
+          c.metrics.End(model->name, "rest", std::to_string(reply->status), Seconds(start));
+        },
+        PostReply(reply, keep));
     if (!queued) {
       --server->pending_replies_;
       ++server->rejected_;
       core.metrics.End(model->name, "rest", "503", Seconds(start));
       Send(ErrorReply(503, core.RefusalMessage()), keep);
     }
+  }
+
+  // A worker's second step (WorkerPool::TrySubmit's `then`, run once the worker counts as
+  // idle): posts the reply a job left in `reply` back to this session's strand.
+  WorkerPool::Job PostReply(std::shared_ptr<Reply> reply, bool keep) {
+    return [self = shared_from_this(), reply, keep] {
+      net::post(self->stream_.get_executor(), [self, reply, keep] {
+        self->Send(std::move(*reply), keep, /*counted=*/true);
+      });
+    };
   }
 
   static double Seconds(std::chrono::steady_clock::time_point start) {
@@ -447,9 +476,29 @@ void Server::Impl::Accept() {
   });
 }
 
+void Server::Impl::StartTrimmer() {
+  if (options_.trim_interval_ms <= 0) return;
+  trimmer_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(trim_mu_);
+    while (!trim_cv_.wait_for(lock, std::chrono::milliseconds(options_.trim_interval_ms),
+                              [this] { return trim_stop_; })) {
+      // Returns whole free pages of every arena (not only the top of the main heap): what the
+      // JIT's compilations and the requests' buffers freed. It takes each arena's lock only
+      // briefly, and a page trimmed and needed again costs one fault.
+      malloc_trim(0);
+    }
+  });
+}
+
 void Server::Impl::Stop() {
   if (stopped_) return;
   stopped_ = true;
+  {
+    std::lock_guard<std::mutex> lock(trim_mu_);
+    trim_stop_ = true;
+  }
+  trim_cv_.notify_all();
+  if (trimmer_.joinable()) trimmer_.join();
   core_.ready = false;
   // gRPC calls in flight finish first (their jobs need the pool); new ones are refused.
   if (grpc_) grpc_->Shutdown(options_.timeout_ms);
@@ -475,9 +524,8 @@ ModelRepository::Prepare Server::Impl::Prepare() const {
 }
 
 Status Server::Impl::WarmUpAll() {
-  ModelRepository::Prepare prepare = Prepare();
-  if (!prepare) return Status::Ok();
-  for (const auto& model : core_.repo->models()) RETURN_IF_ERROR(prepare(*model));
+  if (!core_.prepare) return Status::Ok();
+  for (const auto& model : core_.repo->models()) RETURN_IF_ERROR(core_.prepare(*model));
   return Status::Ok();
 }
 
@@ -492,17 +540,20 @@ StatusOr<std::unique_ptr<Server>> Server::Start(std::shared_ptr<ModelRepository>
   limits.json.max_bytes = options.max_body_bytes;
   limits.json.max_depth = options.max_json_depth;
   limits.invoke_timeout = std::chrono::milliseconds(options.invoke_timeout_ms);
+  limits.max_request_bytes = options.max_request_bytes;
   if (options.batch_timeout_us < 0) return InvalidArgument("batch_timeout_us must be >= 0");
+  impl->core_.prepare = impl->Prepare();
   impl->core_.batching.max_batch = options.max_batch;
   impl->core_.batching.timeout = std::chrono::microseconds(options.batch_timeout_us);
   ASSIGN_OR_RETURN(impl->core_.pool, WorkerPool::Start(options.workers, options.max_queue));
   RETURN_IF_ERROR(impl->Listen());
   if (options.grpc_port >= 0) {
     ASSIGN_OR_RETURN(impl->grpc_, GrpcServer::Start(&impl->core_, options.host, options.grpc_port,
-                                                    options.max_body_bytes));
+                                                    BodyLimit(options)));
   }
   impl->Accept();
   impl->StartThreads();
+  impl->StartTrimmer();
   std::unique_ptr<Server> server(new Server(std::move(impl)));
   // Live but not ready while the first requests' JIT work is done.
   if (Status st = server->impl_->WarmUpAll(); !st.ok()) {

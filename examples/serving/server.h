@@ -8,8 +8,9 @@
 #include <memory>
 #include <string>
 
-#include "examples/serving/model_repository.h"
 #include "base/status.h"
+#include "examples/serving/inference.h"
+#include "examples/serving/model_repository.h"
 
 namespace kiln::serving {
 
@@ -30,6 +31,9 @@ struct ServerOptions {
   /// Inference requests waiting for a busy worker, at most (idle workers take requests at
   /// once); beyond it requests get 503. 0: only as many requests as idle workers.
   size_t max_queue = 64;
+  /// Tensor bytes one inference request may hold, inputs plus outputs (InferLimits); bodies
+  /// (and gRPC messages) larger than it are refused too. Over it: 413 / RESOURCE_EXHAUSTED.
+  size_t max_request_bytes = InferLimits::kDefaultMaxRequestBytes;
   /// Deadline of one model invocation (0: none); past it the reply is 504.
   int64_t invoke_timeout_ms = 0;
   /// Nesting limit for request JSON.
@@ -40,6 +44,11 @@ struct ServerOptions {
   /// zero inputs (WarmUp in inference.h), symbolic dims from `warmup_dims` (else 1).
   bool warmup = false;
   std::map<std::string, int64_t> warmup_dims;
+  /// Every this many ms a housekeeping thread returns the C library's free heap memory to the
+  /// system (malloc_trim); 0: never. Why: JIT compilations and requests of varying shapes leave
+  /// most of glibc's per-thread arenas free but resident, and without trimming the server's RSS
+  /// kept growing under random shapes (issue 17, finding 8; examples/serving/README.md).
+  int64_t trim_interval_ms = 5000;
   /// Dynamic batching (batcher.h) of models whose inputs and outputs share a symbolic dim 0:
   /// up to `max_batch` requests (<= 1: off) waiting together at most `batch_timeout_us` run as
   /// one invocation. A batch only holds requests that workers are running, so it is at most
@@ -53,7 +62,7 @@ struct ServerOptions {
 /// extension with Inference-Header-Content-Length); GET /metrics (Prometheus); POST
 /// /v2/repository/index, /v2/repository/models/{name}/load and .../unload. Errors are JSON
 /// {"error": "..."}: 400 bad request, 404 unknown model, version or path, 405 wrong method
-/// (with Allow), 413 body too large, 503 queue full or shutting down, 504 invoke deadline, 500
+/// (with Allow), 413 body or request tensors too large, 503 queue full or shutting down, 504 invoke deadline, 500
 /// internal. Connections are HTTP/1.1 keep-alive; one request is in flight per connection at a
 /// time. With grpc_port >= 0 the same models are served over gRPC (grpc_service.h).
 class Server {

@@ -22,6 +22,8 @@ struct ServingCore {
   BatchOptions batching;
   size_t max_queue = 0;
   Metrics metrics;
+  /// What a (re)loaded model runs before it is served (the warm-up; null without --warmup).
+  ModelRepository::Prepare prepare;
   /// False until warm-up has finished and again once shutdown begins.
   std::atomic<bool> ready{false};
 
@@ -32,12 +34,24 @@ struct ServingCore {
     return model;
   }
   /// Runs one checked request on `model` from a worker: through its batcher when batching is
-  /// on and the model batchable, else alone on a context from its pool. Errors as InvokeModel's.
+  /// on and the model batchable, else alone on a context from its pool. Errors as InvokeModel's,
+  /// and ResourceExhausted when its inputs and outputs hold more than limits.max_request_bytes
+  /// (checked before invoking for outputs whose shapes the inputs determine, and after).
   StatusOr<std::vector<Tensor>> Invoke(const Model& model, const std::vector<Tensor>& inputs,
                                        std::chrono::steady_clock::time_point deadline) const {
-    if (Batcher* batcher = model.GetBatcher(batching)) return batcher->Run(inputs, deadline);
-    ASSIGN_OR_RETURN(ContextLease ctx, model.AcquireContext());
-    return InvokeModel(model, *ctx, inputs, deadline);
+    const std::string where = "model '" + model.name + "'";
+    RETURN_IF_ERROR(CheckRequestBytes(limits, PredictedRequestBytes(model.signature(), inputs),
+                                      where, "the inputs and the outputs they imply are"));
+    std::vector<Tensor> outputs;
+    if (Batcher* batcher = model.GetBatcher(batching)) {
+      ASSIGN_OR_RETURN(outputs, batcher->Run(inputs, deadline));
+    } else {
+      ASSIGN_OR_RETURN(ContextLease ctx, model.AcquireContext());
+      ASSIGN_OR_RETURN(outputs, InvokeModel(model, *ctx, inputs, deadline));
+    }
+    RETURN_IF_ERROR(CheckRequestBytes(limits, TensorBytes(inputs) + TensorBytes(outputs), where,
+                                      "the inputs and outputs are"));
+    return outputs;
   }
   /// Why a job was refused: "server shutting down" or the queue is full.
   std::string RefusalMessage() const {

@@ -15,13 +15,13 @@ StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Start(int num_workers, size_t 
 
 WorkerPool::~WorkerPool() { Shutdown(); }
 
-bool WorkerPool::TrySubmit(Job job) {
+bool WorkerPool::TrySubmit(Job job, Job then) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     // A worker counts as idle until it pops a job, and a job it is about to take still sits
     // in queue_: capacity is the idle workers plus the queue bound.
     if (stopping_ || queue_.size() >= max_queue_ + idle_) return false;
-    queue_.push_back(std::move(job));
+    queue_.push_back({std::move(job), std::move(then)});
   }
   cv_.notify_one();
   return true;
@@ -50,18 +50,23 @@ size_t WorkerPool::running() const {
 
 void WorkerPool::Loop() {
   while (true) {
-    Job job;
+    Entry entry;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping, and everything queued has run
-      job = std::move(queue_.front());
+      entry = std::move(queue_.front());
       queue_.pop_front();
       --idle_;
     }
-    job();
-    std::lock_guard<std::mutex> lock(mu_);
-    ++idle_;
+    entry.job();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++idle_;
+    }
+    // Idle before the result leaves: a job submitted in reply to it is accepted (it waits in
+    // queue_ the moment this worker needs to finish `then`).
+    if (entry.then) entry.then();
   }
 }
 

@@ -27,7 +27,10 @@ class WorkerPool {
   ~WorkerPool();
 
   /// False (and `job` is dropped unrun) if the queue is full or the pool is shutting down.
-  bool TrySubmit(Job job);
+  /// `then`, if given, runs on the same worker after `job`, once the worker already counts as
+  /// idle: hand the result on there (post a reply, fulfil a promise), so a request that the
+  /// result provokes at once finds this worker free even with max_queue 0.
+  bool TrySubmit(Job job, Job then = nullptr);
   /// Stops taking jobs, runs those already queued, joins the threads. Idempotent.
   void Shutdown();
 
@@ -43,7 +46,11 @@ class WorkerPool {
   size_t max_queue_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Job> queue_;
+  struct Entry {
+    Job job;
+    Job then;
+  };
+  std::deque<Entry> queue_;
   bool stopping_ = false;
   size_t idle_ = 0;  // workers not running a job; each absorbs one submitted job
 

@@ -2,7 +2,7 @@
 grpc_python_plugin generate from the same grpc_predict_v2.proto the server is built from.
 
 Covers ServerLive, ServerReady, ServerMetadata, ModelReady, ModelMetadata, ModelInfer with raw
-and typed contents, and the error codes INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED and
+and typed contents, RepositoryIndex / RepositoryModelLoad / RepositoryModelUnload, and the error codes INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED and
 DEADLINE_EXCEEDED (server-side: the invoke timeout, not the client's deadline).
 """
 import argparse
@@ -27,10 +27,11 @@ grpc = None
 
 # kiln_serve runs with two workers, no queue, a 2 s invoke timeout and a 64 KiB message limit,
 # so the overload, deadline and size tests need no large inputs or long waits. Tests that keep
-# workers busy wait until both are idle again before they end: a worker counts as busy until
-# just after its reply is out, so a request sent at once could otherwise find none idle.
+# workers busy wait until both are idle again before they end, so the next test starts with
+# both workers free. Tensors of one request are capped at MAX_REQUEST_BYTES.
 INVOKE_TIMEOUT_MS = 2000
 MAX_BYTES = 64 * 1024
+MAX_REQUEST_BYTES = 48 * 1024
 
 
 def generate_stubs(proto, out_dir):
@@ -47,7 +48,8 @@ class Server:
         subprocess.run([ARGS.make_demo_model, tmp], check=True, stdout=subprocess.DEVNULL)
         cmd = [ARGS.kiln_serve, '--port', '0', '--grpc-port', '0', '--workers', '2',
                '--max-queue', '0', '--invoke-timeout-ms', str(INVOKE_TIMEOUT_MS),
-               '--max-body-bytes', str(MAX_BYTES), '--threads', '1', '--warmup',
+               '--max-body-bytes', str(MAX_BYTES), '--max-request-bytes',
+               str(MAX_REQUEST_BYTES), '--threads', '1', '--warmup',
                '--jit-cache', 'off']
         for m in ('affine', 'spin', 'add'):
             cmd += ['--model', '%s=%s/%s.kiln' % (m, tmp, m)]
@@ -227,6 +229,68 @@ class GrpcTest(unittest.TestCase):
         x = np.zeros((MAX_BYTES // 16 + 1, 4), dtype=np.float32)  # just over the limit
         req = self.affine_request(x, np.zeros(4, np.float32))
         self.assertCode(grpc.StatusCode.RESOURCE_EXHAUSTED, self.stub.ModelInfer, req)
+
+    def test_request_tensors_too_large(self):
+        limit = '%d bytes (--max-request-bytes)' % MAX_REQUEST_BYTES
+        # Raw: x (32,000 bytes) fits, but with the y and s it implies the request would hold
+        # 72,016 bytes; refused before invoking.
+        x = np.zeros((2000, 4), dtype=np.float32)
+        details = self.assertCode(grpc.StatusCode.RESOURCE_EXHAUSTED, self.stub.ModelInfer,
+                                  self.affine_request(x, np.zeros(4, np.float32)))
+        self.assertIn('the inputs and the outputs they imply are 72016 bytes', details)
+        self.assertIn(limit, details)
+        # Typed: a declared shape over the limit, refused before its contents are read.
+        req = self.affine_request(np.ones((1, 4), np.float32), np.ones(4, np.float32), raw=False)
+        req.inputs[0].shape[:] = [1 << 40, 4]
+        details = self.assertCode(grpc.StatusCode.RESOURCE_EXHAUSTED, self.stub.ModelInfer, req)
+        self.assertIn("inputs[0] 'x': shape [1099511627776, 4] makes the inputs", details)
+        self.assertIn(limit, details)
+        # Under the limit: served.
+        x = np.ones((2, 4), dtype=np.float32)
+        b = np.zeros(4, dtype=np.float32)
+        self.check_affine(self.stub.ModelInfer(self.affine_request(x, b)), x, b)
+
+    def index(self, ready=False):
+        resp = self.stub.RepositoryIndex(pb.RepositoryIndexRequest(ready=ready))
+        return {m.name: (m.version, m.state) for m in resp.models}
+
+    def test_repository_rpcs(self):
+        # The model repository extension over gRPC, on 'add' (served again at the end, so the
+        # other tests find it).
+        self.assertEqual(self.index()['affine'], ('1', 'READY'))
+        before = int(self.index()['add'][0])
+        self.stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name='add'))
+        self.assertEqual(self.index()['add'], (str(before + 1), 'READY'))
+        self.assertTrue(self.stub.ModelReady(pb.ModelReadyRequest(name='add',
+                                                                  version=str(before + 1))).ready)
+        self.stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name='add'))
+        self.assertEqual(self.index()['add'][1], 'UNAVAILABLE')
+        self.assertNotIn('add', self.index(ready=True))
+        self.assertFalse(self.stub.ModelReady(pb.ModelReadyRequest(name='add')).ready)
+        x = np.ones(3, np.float32)
+        req = pb.ModelInferRequest(model_name='add')
+        for name in ('a', 'b'):
+            t, data = raw_input(name, x, 'FP32')
+            req.inputs.append(t)
+            req.raw_input_contents.append(data)
+        self.assertCode(grpc.StatusCode.NOT_FOUND, self.stub.ModelInfer, req)
+        self.assertCode(grpc.StatusCode.NOT_FOUND, self.stub.RepositoryModelUnload,
+                        pb.RepositoryModelUnloadRequest(model_name='add'))
+        self.stub.RepositoryModelLoad(pb.RepositoryModelLoadRequest(model_name='add'))
+        self.assertEqual(self.index(ready=True)['add'], (str(before + 2), 'READY'))
+        resp = self.stub.ModelInfer(req)
+        np.testing.assert_array_equal(output_array(resp, 0, np.float32), x + x)
+        # Errors: unknown model, another repository, parameters.
+        self.assertIn("no model 'nope'", self.assertCode(
+            grpc.StatusCode.NOT_FOUND, self.stub.RepositoryModelLoad,
+            pb.RepositoryModelLoadRequest(model_name='nope')))
+        self.assertCode(grpc.StatusCode.NOT_FOUND, self.stub.RepositoryIndex,
+                        pb.RepositoryIndexRequest(repository_name='other'))
+        load = pb.RepositoryModelLoadRequest(model_name='add')
+        load.parameters['config'].string_param = '{}'
+        self.assertIn('takes no parameters',
+                      self.assertCode(grpc.StatusCode.INVALID_ARGUMENT,
+                                      self.stub.RepositoryModelLoad, load))
 
     def spin_request(self, n):
         req = pb.ModelInferRequest(model_name='spin')

@@ -93,6 +93,59 @@ BOOST_AUTO_TEST_CASE(binary_inputs_and_outputs) {
   BOOST_TEST(plain.headers.at("content-type") == "application/json");
 }
 
+// --max-request-bytes (issue 17 finding 8): 413 naming the limit, never 500, over JSON and
+// binary REST; the connection stays usable and a request under the limit is served.
+BOOST_AUTO_TEST_CASE(request_tensors_over_the_limit_are_413) {
+  ServerOptions o = TestOptions();
+  o.max_request_bytes = 4096;
+  auto server = StartServer(o);
+  auto c = Connect(*server);
+  auto expect_413 = [&](const HttpResponse& r, const std::string& part) {
+    BOOST_TEST(r.status == 413, r.body);
+    BOOST_TEST(ErrorOf(r).find("4096 bytes (--max-request-bytes)") != std::string::npos, r.body);
+    BOOST_TEST(ErrorOf(r).find(part) != std::string::npos, r.body);
+  };
+  const std::string b = R"({"name":"b","shape":[4],"datatype":"FP32","data":[0,0,0,0]})";
+  // (1) JSON: a declared shape over the limit is refused before its data is decoded.
+  expect_413(Call(*c, "POST", "/v2/models/affine/infer",
+                  R"({"inputs":[{"name":"x","shape":[1099511627776,4],"datatype":"FP32",)"
+                  R"("data":[1]},)" + b + "]}"),
+             "inputs[0] 'x': shape [1099511627776, 4] makes the inputs");
+  // (2) JSON: x (150 rows, 2400 bytes) fits, but with the y and s it implies (3000 bytes) the
+  // request would hold 5416.
+  std::string rows;
+  for (int k = 0; k < 150 * 4; ++k) rows += k ? ",1" : "1";
+  expect_413(Call(*c, "POST", "/v2/models/affine/infer",
+                  R"({"inputs":[{"name":"x","shape":[150,4],"datatype":"FP32","data":[)" + rows +
+                      "]}," + b + "]}"),
+             "model 'affine': the inputs and the outputs they imply are 5416 bytes");
+  // (3) Binary: the same request with x as raw data.
+  std::string header =
+      R"({"inputs":[{"name":"x","shape":[150,4],"datatype":"FP32","parameters":{"binary_data_size":2400}},)" +
+      b + "]}";
+  expect_413(PostBinary(*c, "/v2/models/affine/infer",
+                        header + FloatBytes(std::vector<float>(600, 1.0f)), header.size()),
+             "are 5416 bytes");
+  // (4) Binary: a declared shape over the limit.
+  std::string huge =
+      R"({"inputs":[{"name":"x","shape":[4096,4],"datatype":"FP32","parameters":{"binary_data_size":4}},)" +
+      b + "]}";
+  expect_413(PostBinary(*c, "/v2/models/affine/infer", huge + FloatBytes({1.0f}), huge.size()),
+             "shape [4096, 4] makes the inputs 65536 bytes");
+  // (5) A body over the limit (it bounds the body too) is refused from its Content-Length.
+  {
+    auto big = Connect(*server);
+    HttpResponse r = Call(*big, "POST", "/v2/models/affine/infer", std::string(5000, ' '));
+    BOOST_TEST(r.status == 413);
+    BOOST_TEST(ErrorOf(r).find("larger than 4096 bytes (--max-request-bytes)") !=
+               std::string::npos, r.body);
+  }
+  // (6) Under the limit, on the same connection: served.
+  auto [body, len] = BinaryAffineRequest(R"(,"parameters":{"binary_data_output":true})");
+  auto [reply, tail] = SplitBinaryReply(PostBinary(*c, "/v2/models/affine/infer", body, len));
+  BOOST_TEST(tail.size() == 32u + 8u);
+}
+
 BOOST_AUTO_TEST_CASE(binary_errors_are_400_naming_the_problem) {
   auto server = StartServer();
   auto c = Connect(*server);

@@ -349,6 +349,21 @@ BOOST_AUTO_TEST_CASE(full_queue_is_503) {
   BOOST_TEST(again.status == 200);
 }
 
+// A worker counts as idle before its reply leaves, so with no queue at all a client's next
+// request on the same connection (sent the moment the reply arrives) still finds it free.
+BOOST_AUTO_TEST_CASE(sequential_requests_with_no_queue_are_never_refused) {
+  ServerOptions o = TestOptions();
+  o.workers = 1;
+  o.max_queue = 0;
+  auto server = StartServer(o);
+  auto c = Connect(*server);
+  for (int i = 0; i < 300; ++i) {
+    HttpResponse r = Call(*c, "POST", "/v2/models/affine/infer", AffineRequest(1));
+    BOOST_REQUIRE_MESSAGE(r.status == 200, "request " << i << ": " << r.status << " " << r.body);
+  }
+  BOOST_TEST(server->stats().rejected == 0u);
+}
+
 // Order of events, not wall-clock bounds: every request on a fresh connection is answered while
 // the stalled connections are still open (one of them then completes its request and gets its
 // reply), and the stalled and idle connections are closed afterwards. A server whose worker

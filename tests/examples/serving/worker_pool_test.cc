@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -71,6 +72,30 @@ BOOST_AUTO_TEST_CASE(zero_queue_still_uses_idle_workers) {
   gate.Open();
   (*pool)->Shutdown();
   BOOST_TEST(gate.finished.load() == 1);
+}
+
+// A worker hands its result on in `then`, already counted idle: a job submitted in reply (as a
+// client's next request on a keep-alive connection is) is accepted even with no queue.
+BOOST_AUTO_TEST_CASE(a_finished_worker_is_idle_before_its_result_leaves) {
+  auto pool = WorkerPool::Start(1, 0);
+  BOOST_REQUIRE(pool.ok());
+  WorkerPool* p = pool->get();
+  std::atomic<int> accepted{0}, refused{0}, ran{0};
+  std::function<void(int)> chain = [&](int left) {
+    bool ok = p->TrySubmit([&ran] { ++ran; }, [&chain, left] {
+      if (left > 1) chain(left - 1);
+    });
+    ++(ok ? accepted : refused);
+  };
+  chain(100);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (accepted + refused < 100 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  (*pool)->Shutdown();
+  BOOST_TEST(refused.load() == 0);
+  BOOST_TEST(accepted.load() == 100);
+  BOOST_TEST(ran.load() == 100);
 }
 
 BOOST_AUTO_TEST_CASE(concurrent_jobs_run_on_distinct_workers) {
