@@ -12,6 +12,7 @@ const LoweringTable& LoweringTable::Global() {
     AddShapeLowerings(*t);
     AddIndexingLowerings(*t);
     AddQuantizeLowerings(*t);
+    AddSignalLowerings(*t);
     return t;
   }();
   return *table;

@@ -189,6 +189,7 @@ void AddNnLowerings(LoweringTable& table);           // nn.cc
 void AddShapeLowerings(LoweringTable& table);        // shape_ops.cc
 void AddIndexingLowerings(LoweringTable& table);     // indexing.cc
 void AddQuantizeLowerings(LoweringTable& table);     // quantize.cc
+void AddSignalLowerings(LoweringTable& table);       // signal.cc
 
 /// The result of lowering one node.
 struct LoweredNode {

@@ -79,6 +79,10 @@ void AddNnLowerings(LoweringTable& table) {
   add("SpaceToDepth", 1, INT32_MAX, nn::LowerSpaceToDepth);
   add("Resize", 10, INT32_MAX, nn::LowerResize, nn::ResizeShape);
   add("Upsample", 7, 9, nn::LowerUpsample, nn::UpsampleShape);
+  add("MaxUnpool", 9, INT32_MAX, nn::LowerMaxUnpool, nn::MaxUnpoolShape);
+  add("Det", 11, INT32_MAX, nn::LowerDet);
+  add("GridSample", 16, INT32_MAX, nn::LowerGridSample);
+  add("RoiAlign", 10, INT32_MAX, nn::LowerRoiAlign);
 }
 
 }  // namespace kiln::compiler

@@ -118,6 +118,11 @@ Status LowerResize(LowerContext& ctx);
 Status ResizeShape(ShapeFuncContext& ctx);
 Status LowerUpsample(LowerContext& ctx);
 Status UpsampleShape(ShapeFuncContext& ctx);
+Status LowerMaxUnpool(LowerContext& ctx);  // nn_sample.cc
+Status MaxUnpoolShape(ShapeFuncContext& ctx);
+Status LowerDet(LowerContext& ctx);
+Status LowerGridSample(LowerContext& ctx);
+Status LowerRoiAlign(LowerContext& ctx);
 
 }  // namespace kiln::compiler::nn
 

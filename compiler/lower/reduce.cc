@@ -108,7 +108,7 @@ class StaticReduce {
 
   Stmt Build() const {
     if (reduced_.empty()) {
-      // Nothing reduced (a rank-0 input): the result of the one element.
+      // Nothing reduced (a rank-0 input, or noop_with_empty_axes): each element mapped alone.
       return ParallelFlat(ctx_.OutputDims(0), [&](const std::vector<Expr>& o) {
         Expr x = Element(o, {});
         Expr acc = Pre(kind_, x, kind_ == Kind::kLogSumExp ? ToFloat(x) : Expr());
@@ -383,7 +383,8 @@ StatusOr<std::optional<std::set<int>>> ReducedDims(const NodeContext& ctx,
   std::set<int> reduced;
   if (axes.empty()) {
     ASSIGN_OR_RETURN(int64_t noop, ctx.GetInt("noop_with_empty_axes", 0));
-    if (noop && ctx.has_input(1)) return std::optional<std::set<int>>();
+    // Empty and omitted axes alike (ONNX: "when axes is empty and this attribute is set").
+    if (noop) return std::optional<std::set<int>>();
     for (int d = 0; d < rank; ++d) reduced.insert(d);
   }
   for (int64_t a : axes) {
@@ -405,8 +406,15 @@ Status LowerReduce(LowerContext& ctx) {
   }
   ASSIGN_OR_RETURN(std::optional<std::set<int>> reduced, ReducedDims(ctx, *axes));
   if (!reduced) {
-    // noop_with_empty_axes (ReduceSum only in the opsets registered): the input unchanged.
-    ctx.SetView(0);
+    // noop_with_empty_axes: nothing is reduced, but L1, L2, SumSquare and LogSum still map each
+    // element (their ONNX function bodies: ReduceL2 is Sqrt(ReduceSumSquare(x)), so |x|); the
+    // others give the input unchanged.
+    if (kind == Kind::kL1 || kind == Kind::kL2 || kind == Kind::kSumSquare ||
+        kind == Kind::kLogSum) {
+      ctx.SetBody(StaticReduce(ctx, kind, {}, true).Build());
+    } else {
+      ctx.SetView(0);
+    }
     return Status::Ok();
   }
   ctx.SetBody(StaticReduce(ctx, kind, std::move(*reduced), keepdims != 0).Build());

@@ -9,6 +9,7 @@
 
 #include "compiler/onnx/expand_quant.h"
 #include "compiler/onnx/expand_rnn.h"
+#include "compiler/onnx/expand_scan.h"
 #include "compiler/onnx/function_expand.h"
 #include "compiler/onnx/tensor_import.h"
 #include "compiler/ops/registry.h"
@@ -68,6 +69,7 @@ class Importer {
         }));
     ForEachGraph(model.graph(), [this](const onnx::GraphProto& g) { ReserveDimParams(g); });
     if (auto it = opsets_.find(""); it != opsets_.end()) {
+      RETURN_IF_ERROR(ExpandScanOps(model.mutable_graph(), it->second));
       RETURN_IF_ERROR(ExpandRecurrentOps(model.mutable_graph(), it->second));
       RETURN_IF_ERROR(ExpandQuantizedOps(model.mutable_graph(), it->second));
     }

@@ -112,6 +112,25 @@ StatusOr<PoolAttributes> ParsePoolAttributes(const Node& node, int spatial) {
   return p;
 }
 
+// ---- DFT ----------------------------------------------------------------------------------------
+
+StatusOr<int> DftAxis(const NodeContextBase& ctx, int rank,
+                      const std::optional<std::vector<int64_t>>& axis_input) {
+  int64_t axis = 1;
+  if (ctx.opset() >= 20) {
+    if (ctx.has_input(2) && !axis_input)
+      return ctx.UnsupportedError("needs the axis input known at compile time");
+    axis = axis_input && !axis_input->empty() ? (*axis_input)[0] : -2;
+  } else {
+    ASSIGN_OR_RETURN(axis, ctx.GetInt("axis", 1));
+  }
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank - 1)
+    return ctx.Error("axis must name a dim other than the last (rank " + std::to_string(rank) +
+                     ")");
+  return static_cast<int>(axis);
+}
+
 // ---- Einsum ---------------------------------------------------------------------------------
 
 std::optional<int> EinsumEquation::Term::EllipsisRank(int rank) const {

@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "compiler/ir/graph.h"
+#include "compiler/ops/node_context.h"
 
 namespace kiln::compiler {
 
@@ -71,6 +72,14 @@ StatusOr<ConvAttributes> ParseConvAttributes(
 /// Reads a pooling node's window (kernel_shape required) for `spatial` dims, as
 /// ParseConvAttributes does, plus ceil_mode, count_include_pad, storage_order and p.
 StatusOr<PoolAttributes> ParsePoolAttributes(const Node& node, int spatial);
+
+// ---- DFT ----------------------------------------------------------------------------------------
+
+/// DFT's axis for an input of `rank`: the `axis` attribute (default 1) before opset 20, from
+/// opset 20 input 2 (`axis_input`, its compile-time value; default -2), normalized. Error when it
+/// names the last dim (re/im) or is out of range; Unsupported when input 2 is a run-time value.
+StatusOr<int> DftAxis(const NodeContextBase& ctx, int rank,
+                      const std::optional<std::vector<int64_t>>& axis_input);
 
 // ---- Einsum ---------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 // Neural-network ops: Conv, ConvTranspose, pooling, normalisation, Gemm, MatMul, Einsum,
-// DepthToSpace/SpaceToDepth, Resize/Upsample.
+// DepthToSpace/SpaceToDepth, Resize/Upsample, GridSample, RoiAlign, MaxUnpool, Det.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -398,6 +398,76 @@ Status UpsampleRule(InferenceContext& ctx) {
   return Status::Ok();
 }
 
+// ---- Sampling and linear algebra (GridSample, RoiAlign, MaxUnpool, Det) ---------------------
+
+// GridSample: X [N, C, H, W] sampled at grid [N, Ho, Wo, 2] -> [N, C, Ho, Wo]. kiln implements
+// the 2-D form (opset 20 also defines N-d).
+Status GridSampleRule(InferenceContext& ctx) {
+  RETURN_IF_ERROR(CheckRank(ctx, 0, 4, "X"));
+  RETURN_IF_ERROR(CheckRank(ctx, 1, 4, "grid"));
+  const SymbolicShape& x = ctx.input_shape(0);
+  const SymbolicShape& g = ctx.input_shape(1);
+  ASSIGN_OR_RETURN(DimExpr n, MergeDim(ctx, x[0], g[0], "X batch vs grid batch"));
+  RETURN_IF_ERROR(MergeDim(ctx, g[3], DimExpr(2), "grid's last dim").status());
+  ctx.SetOutput(0, ctx.input_dtype(0), {n, x[1], g[1], g[2]});
+  return Status::Ok();
+}
+
+// RoiAlign: X [N, C, H, W], rois [R, 4], batch_indices [R] -> [R, C, output_height,
+// output_width].
+Status RoiAlignRule(InferenceContext& ctx) {
+  RETURN_IF_ERROR(CheckRank(ctx, 0, 4, "X"));
+  RETURN_IF_ERROR(CheckRank(ctx, 1, 2, "rois"));
+  RETURN_IF_ERROR(CheckRank(ctx, 2, 1, "batch_indices"));
+  RETURN_IF_ERROR(CheckSameDType(ctx, 0, 1));
+  const SymbolicShape& rois = ctx.input_shape(1);
+  RETURN_IF_ERROR(MergeDim(ctx, rois[1], DimExpr(4), "rois' last dim").status());
+  ASSIGN_OR_RETURN(DimExpr r, MergeDim(ctx, rois[0], ctx.input_shape(2)[0],
+                                       "rois count vs batch_indices count"));
+  ASSIGN_OR_RETURN(int64_t oh, ctx.GetInt("output_height", 1));
+  ASSIGN_OR_RETURN(int64_t ow, ctx.GetInt("output_width", 1));
+  if (oh < 1 || ow < 1) return ctx.Error("output_height and output_width must be >= 1");
+  ctx.SetOutput(0, ctx.input_dtype(0), {r, ctx.input_shape(0)[1], DimExpr(oh), DimExpr(ow)});
+  return Status::Ok();
+}
+
+// MaxUnpool: output_shape (input 2) when given, else per spatial dim
+// (in - 1) * stride + kernel - pad_begin - pad_end.
+Status MaxUnpoolRule(InferenceContext& ctx) {
+  RETURN_IF_ERROR(CheckMinRank(ctx, 0, 3, "X"));
+  int rank = ctx.input_rank(0);
+  RETURN_IF_ERROR(CheckRank(ctx, 1, rank, "I"));
+  if (ctx.has_input(2)) {
+    if (std::optional<std::vector<DimExpr>> shape = ctx.InputValues(2)) {
+      if (static_cast<int>(shape->size()) != rank) return ctx.Error("output_shape length");
+      ctx.SetOutput(0, ctx.input_dtype(0), *shape);
+    } else {
+      ctx.MarkDataDependent();
+      ctx.SetOutput(0, ctx.input_dtype(0), FreshShape(ctx, rank));
+    }
+    return Status::Ok();
+  }
+  ASSIGN_OR_RETURN(PoolAttributes a, ParsePoolAttributes(ctx.node(), rank - 2));
+  const SymbolicShape& x = ctx.input_shape(0);
+  SymbolicShape out = {x[0], x[1]};
+  for (int i = 0; i < rank - 2; ++i) {
+    out.push_back((x[i + 2] - DimExpr(1)) * DimExpr(a.strides[i]) +
+                  DimExpr(a.kernel[i] - a.pads[i] - a.pads[i + rank - 2]));
+  }
+  ctx.SetOutput(0, ctx.input_dtype(0), std::move(out));
+  return Status::Ok();
+}
+
+// Det: [*, M, M] -> [*].
+Status DetRule(InferenceContext& ctx) {
+  RETURN_IF_ERROR(CheckMinRank(ctx, 0, 2, "X"));
+  SymbolicShape x = ctx.input_shape(0);
+  RETURN_IF_ERROR(MergeDim(ctx, x[x.size() - 2], x[x.size() - 1], "rows vs columns").status());
+  x.resize(x.size() - 2);
+  ctx.SetOutput(0, ctx.input_dtype(0), std::move(x));
+  return Status::Ok();
+}
+
 }  // namespace
 
 void RegisterNnOps(OpRegistry& r) {
@@ -431,6 +501,10 @@ void RegisterNnOps(OpRegistry& r) {
   add(MakeDef("Resize", 10, 10, ResizeRule, 2, 2), kAllTypes);
   add(MakeDef("Resize", 11, kLatestOpset, ResizeRule, 1, 4), kAllTypes);
   add(MakeDef("Upsample", 7, 9, UpsampleRule, 1, 2), kAllTypes);
+  add(MakeDef("GridSample", 16, kLatestOpset, GridSampleRule, 2, 2), kFloatTypes);
+  add(MakeDef("RoiAlign", 10, kLatestOpset, RoiAlignRule, 3, 3), kFloatTypes);
+  add(MakeDef("MaxUnpool", 9, kLatestOpset, MaxUnpoolRule, 2, 3), kFloatTypes);
+  add(MakeDef("Det", 11, kLatestOpset, DetRule), kFloatTypes);
 }
 
 }  // namespace kiln::compiler::ops

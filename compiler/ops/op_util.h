@@ -18,6 +18,7 @@ void RegisterIndexingOps(OpRegistry& registry);     // indexing.cc
 void RegisterReduceOps(OpRegistry& registry);       // reduce.cc
 void RegisterControlFlowOps(OpRegistry& registry);  // control_flow.cc
 void RegisterQuantizeOps(OpRegistry& registry);     // quantize.cc
+void RegisterSignalOps(OpRegistry& registry);       // signal.cc
 
 /// A def with the common fields; callers adjust the rest.
 OpDef MakeDef(std::string op_type, int since, int until, ShapeRule rule, int min_inputs = 1,

@@ -34,7 +34,8 @@ Status ReduceRule(InferenceContext& ctx) {
     return Status::Ok();
   }
   if (!axes || axes->empty()) {
-    if (noop && axes_input) return SameAsInput0(ctx);
+    // ONNX: empty or omitted axes with noop_with_empty_axes leave the input unchanged.
+    if (noop) return SameAsInput0(ctx);
     axes.emplace();
     for (int i = 0; i < rank; ++i) axes->push_back(i);
   }

@@ -31,6 +31,7 @@ const OpRegistry& OpRegistry::Global() {
     ops::RegisterReduceOps(*r);
     ops::RegisterControlFlowOps(*r);
     ops::RegisterQuantizeOps(*r);
+    ops::RegisterSignalOps(*r);
     return r;
   }();
   return *registry;

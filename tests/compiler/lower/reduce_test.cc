@@ -291,6 +291,25 @@ BOOST_AUTO_TEST_CASE(reduce_sum_axes_input) {
          x, 0, 0);
   Expect(*Run(Model(13, "(float[2, 3, 4] x) => (y)", "y = ReduceSum <keepdims = 0> (x)"), {x})[0],
          ReduceRef(*x, {0, 1, 2}, false, sum, DType::kF32));
+  // Omitted axes with noop_with_empty_axes reduce nothing, as empty axes do (ONNX: "when axes
+  // is empty"; an omitted optional input is empty), for every Reduce* from opset 18. What is
+  // left is each element mapped alone: the input itself, |x| for L1 and L2 (ReduceL2's function
+  // body is Sqrt(ReduceSumSquare(x))), x * x for SumSquare.
+  std::vector<double> xs = testing::ToNd(x).v, abs = xs, square = xs;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    abs[i] = std::fabs(xs[i]);
+    square[i] = static_cast<double>(static_cast<float>(xs[i] * xs[i]));
+  }
+  const std::pair<const char*, const std::vector<double>*> kNoops[] = {
+      {"ReduceSum", &xs}, {"ReduceMax", &xs}, {"ReduceMean", &xs},         {"ReduceLogSumExp", &xs},
+      {"ReduceL1", &abs}, {"ReduceL2", &abs}, {"ReduceSumSquare", &square}};
+  for (const auto& [op, want] : kNoops) {
+    int opset = std::string(op) == "ReduceSum" ? 13 : 18;
+    Expect(*Run(Model(opset, "(float[2, 3, 4] x) => (y)",
+                      std::string("y = ") + op + " <noop_with_empty_axes = 1, keepdims = 0> (x)"),
+                {x})[0],
+           testing::F32({2, 3, 4}, *want), 1e-6, 1e-6);
+  }
   // keepdims=0 with axes only known at run time: the axes' length fixes the output rank, their
   // values which dims go (same model, different axes).
   std::string drop1 = Model(13, "(float[2, 3, 4] x, int64[1] a) => (y)",

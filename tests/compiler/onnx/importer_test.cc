@@ -381,23 +381,23 @@ BOOST_AUTO_TEST_CASE(lists_every_unsupported_op_with_its_nodes) {
   onnx::ModelProto m = ParseModel(R"(
     <ir_version: 8, opset_import: ["" : 13, "com.acme" : 1]>
     g (float[2, 3, 4] x, bool c) => (y) {
-      a = Det(x)
-      b = Det(x)
+      a = RandomNormalLike(x)
+      b = RandomNormalLike(x)
       f = com.acme.Frob(x)
       h = HardSwish(x)
-      y = If (c) <then_branch = t () => (float[2] p) { p = MaxUnpool(x) },
+      y = If (c) <then_branch = t () => (float[2] p) { p = RandomUniformLike(x) },
                   else_branch = e () => (float[2] q) { q = Relu(x) }>
     }
   )");
-  m.mutable_graph()->mutable_node(0)->set_name("det1");
-  m.mutable_graph()->mutable_node(1)->set_name("det2");
+  m.mutable_graph()->mutable_node(0)->set_name("rand1");
+  m.mutable_graph()->mutable_node(1)->set_name("rand2");
   StatusOr<Graph> g = ImportOnnxBytes(Serialize(m));
   BOOST_TEST(g.status().code() == StatusCode::kUnsupported);
   BOOST_TEST(g.status().message() ==
-             "the model uses 4 unsupported op types: Det is not supported (nodes 'det1', 'det2'); "
-             "HardSwish needs opset >= 14 (the model imports 13) (node 'HardSwish_3'); "
-             "MaxUnpool is not supported (node 'MaxUnpool_0'); com.acme.Frob is not supported "
-             "(node 'Frob_2')");
+             "the model uses 4 unsupported op types: HardSwish needs opset >= 14 (the model "
+             "imports 13) (node 'HardSwish_3'); RandomNormalLike is not supported (nodes 'rand1', "
+             "'rand2'); RandomUniformLike is not supported (node 'RandomUniformLike_0'); "
+             "com.acme.Frob is not supported (node 'Frob_2')");
 }
 
 BOOST_AUTO_TEST_CASE(rejects_opsets_outside_the_supported_range) {
