@@ -152,7 +152,8 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   st.folded_nodes = folded;
   SimplifyStats simplified;
   RETURN_IF_ERROR(Simplify(graph, &simplified));
-  st.simplified_nodes = simplified.transposes_merged + simplified.views_shortcut;
+  st.simplified_nodes =
+      simplified.transposes_merged + simplified.views_shortcut + simplified.castlikes_to_cast;
   st.nodes_after_passes = graph.num_nodes();
   EmitOptions eo;
   if (external.compiler != nullptr) RETURN_IF_ERROR(Offload(graph, external, options, &eo, &st));

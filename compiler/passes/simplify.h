@@ -12,6 +12,7 @@ namespace kiln::compiler {
 struct SimplifyStats {
   int transposes_merged = 0;  // Transpose(Transpose(x)) -> one Transpose
   int views_shortcut = 0;     // Reshape/Flatten/Squeeze/Unsqueeze of a view -> of its source
+  int castlikes_to_cast = 0;  // CastLike(x, like) -> Cast(x, to = like's dtype)
 };
 
 /// Runs on an inferred main graph. Output shapes never change, so shape inference need not
