@@ -14,7 +14,8 @@ constexpr DTypeInfo kInfo[kNumDTypes] = {
     {"invalid", "invalid", 0}, {"float32", "f32", 4}, {"float16", "f16", 2},
     {"bfloat16", "bf16", 2},   {"float64", "f64", 8}, {"int8", "i8", 1},
     {"uint8", "u8", 1},        {"int16", "i16", 2},   {"int32", "i32", 4},
-    {"int64", "i64", 8},       {"bool", "bool", 1},
+    {"int64", "i64", 8},       {"bool", "bool", 1},   {"uint16", "u16", 2},
+    {"uint32", "u32", 4},      {"uint64", "u64", 8},
 };
 
 }  // namespace
@@ -48,8 +49,12 @@ bool IsFloat(DType t) {
 }
 
 bool IsInteger(DType t) {
-  return t == DType::kI8 || t == DType::kU8 || t == DType::kI16 || t == DType::kI32 ||
-         t == DType::kI64;
+  return t == DType::kI8 || t == DType::kI16 || t == DType::kI32 || t == DType::kI64 ||
+         IsUnsignedInteger(t);
+}
+
+bool IsUnsignedInteger(DType t) {
+  return t == DType::kU8 || t == DType::kU16 || t == DType::kU32 || t == DType::kU64;
 }
 
 }  // namespace kiln

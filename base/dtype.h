@@ -23,9 +23,12 @@ enum class DType : uint8_t {
   kI32 = 8,
   kI64 = 9,
   kBool = 10,
+  kU16 = 11,  // added in format 1.x: the unsigned types came after bool (numbering is frozen)
+  kU32 = 12,
+  kU64 = 13,
 };
 
-inline constexpr int kNumDTypes = 11;
+inline constexpr int kNumDTypes = 14;
 
 /// Bytes per element (bool is one byte); 0 for kInvalid.
 size_t DTypeSize(DType t);
@@ -35,10 +38,12 @@ const char* DTypeName(DType t);
 const char* DTypeShortName(DType t);
 /// Parses either spelling; nullopt if unknown.
 std::optional<DType> ParseDType(std::string_view name);
-/// True for a value in [kF32, kBool].
+/// True for a value in [kF32, kU64].
 bool IsValidDType(uint8_t raw);
 bool IsFloat(DType t);
 bool IsInteger(DType t);  // signed or unsigned integers, not bool
+/// u8, u16, u32, u64 (not bool).
+bool IsUnsignedInteger(DType t);
 
 }  // namespace kiln
 

@@ -153,7 +153,8 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   SimplifyStats simplified;
   RETURN_IF_ERROR(Simplify(graph, &simplified));
   st.simplified_nodes =
-      simplified.transposes_merged + simplified.views_shortcut + simplified.pads_bypassed;
+      simplified.transposes_merged + simplified.views_shortcut + simplified.pads_bypassed +
+      simplified.castlikes_to_cast;
   st.nodes_after_passes = graph.num_nodes();
   EmitOptions eo;
   if (external.compiler != nullptr) RETURN_IF_ERROR(Offload(graph, external, options, &eo, &st));

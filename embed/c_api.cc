@@ -14,6 +14,10 @@
 #include "vm/context.h"
 #include "embed/runtime.h"
 
+// The C enum numbers the dtypes as kiln::DType does (both follow the file format).
+static_assert(KILN_BOOL == static_cast<int>(kiln::DType::kBool) &&
+              KILN_U64 == static_cast<int>(kiln::DType::kU64) && KILN_U64 == kiln::kNumDTypes - 1);
+
 struct kiln_status {
   kiln_status_code code;
   std::string message;

@@ -51,7 +51,10 @@ typedef enum kiln_dtype {
   KILN_I16 = 7,
   KILN_I32 = 8,
   KILN_I64 = 9,
-  KILN_BOOL = 10
+  KILN_BOOL = 10,
+  KILN_U16 = 11,
+  KILN_U32 = 12,
+  KILN_U64 = 13
 } kiln_dtype;
 
 #define KILN_MAX_RANK 8

@@ -23,7 +23,13 @@ bool ToDType(DLDataType t, DType* out) {
              : t.bits == 64 ? DType::kI64
                             : DType::kInvalid;
       break;
-    case kDLUInt: *out = t.bits == 8 ? DType::kU8 : DType::kInvalid; break;
+    case kDLUInt:
+      *out = t.bits == 8    ? DType::kU8
+             : t.bits == 16 ? DType::kU16
+             : t.bits == 32 ? DType::kU32
+             : t.bits == 64 ? DType::kU64
+                            : DType::kInvalid;
+      break;
     case kDLBoolCode: *out = t.bits == 8 ? DType::kBool : DType::kInvalid; break;
     default: *out = DType::kInvalid;
   }
@@ -37,7 +43,10 @@ DLDataType FromDType(DType t) {
     case DType::kF16:
     case DType::kF64: return {kDLFloat, bits, 1};
     case DType::kBF16: return {kDLBfloat, bits, 1};
-    case DType::kU8: return {kDLUInt, bits, 1};
+    case DType::kU8:
+    case DType::kU16:
+    case DType::kU32:
+    case DType::kU64: return {kDLUInt, bits, 1};
     case DType::kBool: return {kDLBoolCode, bits, 1};
     default: return {kDLInt, bits, 1};
   }

@@ -27,13 +27,13 @@ llvm::Value* CodeGenerator::EmitCast(llvm::Value* v, DType from, DType to) {
   if (to == DType::kF16) return b_.CreateFPTrunc(ToF32ForNarrowing(v, from), b_.getHalfTy());
   if (to == DType::kBF16) return F32ToBF16(ToF32ForNarrowing(v, from));
   llvm::Type* dst = ValueType(to);
-  bool from_unsigned = from == DType::kU8;
+  bool from_unsigned = IsUnsignedInteger(from);
   if (IsFloatCompute(from) && IsFloatCompute(to)) {
     return from == DType::kF32 ? b_.CreateFPExt(v, dst) : b_.CreateFPTrunc(v, dst);
   }
   if (IsFloatCompute(to)) return from_unsigned ? b_.CreateUIToFP(v, dst) : b_.CreateSIToFP(v, dst);
   if (IsFloatCompute(from)) {  // saturating, NaN -> 0
-    auto id = to == DType::kU8 ? llvm::Intrinsic::fptoui_sat : llvm::Intrinsic::fptosi_sat;
+    auto id = IsUnsignedInteger(to) ? llvm::Intrinsic::fptoui_sat : llvm::Intrinsic::fptosi_sat;
     return b_.CreateIntrinsic(id, {dst, v->getType()}, {v});
   }
   return b_.CreateIntCast(v, dst, /*isSigned=*/!from_unsigned);
@@ -56,7 +56,6 @@ llvm::Value* CodeGenerator::NonZero(llvm::Value* v, DType from) {
 
 // An f32 from which one more round-to-nearest-even step to f16/bf16 gives the correctly rounded
 // result: exact where f32 can hold the value, otherwise rounded to odd (no double rounding).
-// Caveat: i64 magnitudes above 2^53 are first rounded to f64.
 llvm::Value* CodeGenerator::ToF32ForNarrowing(llvm::Value* v, DType from) {
   switch (from) {
     case DType::kF32:
@@ -67,10 +66,33 @@ llvm::Value* CodeGenerator::ToF32ForNarrowing(llvm::Value* v, DType from) {
     case DType::kI16:
       return b_.CreateSIToFP(v, b_.getFloatTy());
     case DType::kU8:
+    case DType::kU16:
       return b_.CreateUIToFP(v, b_.getFloatTy());
-    default:
-      return RoundToOddF32(b_.CreateSIToFP(v, b_.getDoubleTy()));  // i32, i64
+    case DType::kI32:
+      return RoundToOddF32(b_.CreateSIToFP(v, b_.getDoubleTy()));  // exact in f64
+    case DType::kU32:
+      return RoundToOddF32(b_.CreateUIToFP(v, b_.getDoubleTy()));
+    case DType::kU64:
+      return RoundToOddF32(U64ToF64Sticky(v));
+    default: {  // i64: the magnitude as u64 (|INT64_MIN| = 2^63 fits), the sign put back after
+      llvm::Value* negative = b_.CreateICmpSLT(v, b_.getInt64(0));
+      llvm::Value* magnitude = b_.CreateSelect(negative, b_.CreateNeg(v), v);
+      llvm::Value* f = RoundToOddF32(U64ToF64Sticky(magnitude));
+      return b_.CreateSelect(negative, b_.CreateFNeg(f), f);
+    }
   }
+}
+
+// A u64 as an f64 that rounds to f32 (to odd) as the integer itself would: below 2^40 exact;
+// above, bits 0-11 are folded into a sticky bit 12, leaving at most 52 significant bits (exact
+// in f64) while every bit an f32 keeps (bit 17 and up) and whether any lower one was set survive.
+llvm::Value* CodeGenerator::U64ToF64Sticky(llvm::Value* v) {
+  llvm::Value* low = b_.CreateAnd(v, b_.getInt64(0xfff));
+  llvm::Value* sticky =
+      b_.CreateSelect(b_.CreateICmpNE(low, b_.getInt64(0)), b_.getInt64(0x1000), b_.getInt64(0));
+  llvm::Value* folded = b_.CreateOr(b_.CreateAnd(v, b_.getInt64(~int64_t{0xfff})), sticky);
+  llvm::Value* big = b_.CreateICmpUGE(v, b_.getInt64(int64_t{1} << 40));
+  return b_.CreateUIToFP(b_.CreateSelect(big, folded, v), b_.getDoubleTy());
 }
 
 // f64 -> f32 rounding to odd: truncate toward zero, and set the last bit if anything was lost.

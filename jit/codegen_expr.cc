@@ -11,7 +11,7 @@ namespace kiln::jit {
 namespace {
 
 bool IsFloatCompute(DType t) { return t == DType::kF32 || t == DType::kF64; }
-bool IsUnsigned(DType t) { return t == DType::kU8 || t == DType::kBool; }
+bool IsUnsigned(DType t) { return IsUnsignedInteger(t) || t == DType::kBool; }
 
 // Bits of `value` rounded (to nearest even) to the IEEE format `semantics`.
 llvm::APInt RoundedBits(double value, const llvm::fltSemantics& semantics) {
@@ -31,11 +31,14 @@ llvm::Type* CodeGenerator::ValueType(DType t) {
     case DType::kU8:
       return b_.getInt8Ty();
     case DType::kI16:
+    case DType::kU16:
     case DType::kBF16:
       return b_.getInt16Ty();
     case DType::kI32:
+    case DType::kU32:
       return b_.getInt32Ty();
     case DType::kI64:
+    case DType::kU64:
       return b_.getInt64Ty();
     case DType::kF16:
       return b_.getHalfTy();

@@ -97,6 +97,7 @@ class CodeGenerator {
   llvm::Value* NonZero(llvm::Value* v, DType from);
   llvm::Value* ToF32ForNarrowing(llvm::Value* v, DType from);
   llvm::Value* RoundToOddF32(llvm::Value* v);
+  llvm::Value* U64ToF64Sticky(llvm::Value* v);
   llvm::Value* F32ToBF16(llvm::Value* v);
   llvm::Value* BF16ToF32(llvm::Value* v);
   llvm::Type* ValueType(DType t);   // SSA type: i1 for bool, half for f16, i16 bits for bf16

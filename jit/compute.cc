@@ -46,14 +46,9 @@ Expr InitValue(Reduction r, DType t) {
     case Reduction::kProd:
       return Const(t, 1);
     case Reduction::kMax:
-      if (is_float) return FloatImm(-std::numeric_limits<double>::infinity(), t);
-      return IntImm(
-          t == DType::kU8 ? 0 : std::numeric_limits<int64_t>::min() >> (64 - 8 * DTypeSize(t)), t);
+      return Lowest(t);
     case Reduction::kMin:
-      if (is_float) return FloatImm(std::numeric_limits<double>::infinity(), t);
-      return IntImm(
-          t == DType::kU8 ? 255 : std::numeric_limits<int64_t>::max() >> (64 - 8 * DTypeSize(t)),
-          t);
+      return Highest(t);
     default:
       return Const(t, 0);
   }

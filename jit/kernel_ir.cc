@@ -1,6 +1,7 @@
 // Kernel IR builders and type inference.
 #include "jit/kernel_ir.h"
 
+#include <limits>
 #include <utility>
 
 namespace kiln::jit {
@@ -246,7 +247,27 @@ Expr FloatImm(double value, DType dtype) {
 
 Expr Const(DType dtype, double value) {
   if (IsFloat(dtype)) return FloatImm(value, dtype);
+  if (IsUnsignedInteger(dtype) && value >= 0x1p63) {
+    return IntImm(static_cast<int64_t>(static_cast<uint64_t>(value)), dtype);
+  }
   return IntImm(static_cast<int64_t>(value), dtype);
+}
+
+Expr Lowest(DType dtype) {
+  if (IsFloat(dtype)) return FloatImm(-std::numeric_limits<double>::infinity(), dtype);
+  if (IsUnsignedInteger(dtype) || dtype == DType::kBool) return IntImm(0, dtype);
+  return IntImm(std::numeric_limits<int64_t>::min() >> (64 - 8 * DTypeSize(dtype)), dtype);
+}
+
+Expr Highest(DType dtype) {
+  if (IsFloat(dtype)) return FloatImm(std::numeric_limits<double>::infinity(), dtype);
+  if (dtype == DType::kBool) return IntImm(1, dtype);
+  int64_t signed_max = std::numeric_limits<int64_t>::max() >> (64 - 8 * DTypeSize(dtype));
+  // An unsigned type's all-ones bits: 2 * signed max + 1 (-1 for u64, whose IntImm wraps).
+  return IntImm(IsUnsignedInteger(dtype)
+                    ? static_cast<int64_t>(2 * static_cast<uint64_t>(signed_max) + 1)
+                    : signed_max,
+                dtype);
 }
 
 Expr Load(const Buffer& buffer, std::vector<Expr> indices) {

@@ -203,8 +203,13 @@ struct Kernel {
 Expr IntImm(int64_t value, DType dtype = DType::kI64);
 /// A float constant; rounded to dtype when generated.
 Expr FloatImm(double value, DType dtype = DType::kF32);
-/// A constant of `dtype` holding `value` (IntImm or FloatImm as the dtype asks).
+/// A constant of `dtype` holding `value` (IntImm or FloatImm as the dtype asks). Unsigned
+/// values up to 2^64 are kept (an IntImm holds an unsigned type's bits).
 Expr Const(DType dtype, double value);
+/// The lowest value of `dtype` (-inf for floats) and the highest (+inf): identities of Max and
+/// Min, bit patterns for the unsigned types (u64's highest is the IntImm -1).
+Expr Lowest(DType dtype);
+Expr Highest(DType dtype);
 /// buffer[indices...]: one i64 index per dim, through the buffer's strides.
 Expr Load(const Buffer& buffer, std::vector<Expr> indices);
 /// The runtime size of `buffer`'s dim `axis` (constant for local buffers).

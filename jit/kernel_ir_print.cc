@@ -145,7 +145,9 @@ class Printer {
     switch (n.op) {
       case ExprOp::kIntImm: {
         if (n.dtype == DType::kBool) return n.int_value ? "true" : "false";
-        std::string s = std::to_string(n.int_value);
+        std::string s = IsUnsignedInteger(n.dtype)
+                            ? std::to_string(static_cast<uint64_t>(n.int_value))
+                            : std::to_string(n.int_value);
         return n.dtype == DType::kI64 ? s : s + ":" + DTypeShortName(n.dtype);
       }
       case ExprOp::kFloatImm: {

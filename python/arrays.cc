@@ -21,10 +21,13 @@ struct DTypePair {
 };
 constexpr int kNpyLong = 7;      // int64 on LP64 Linux
 constexpr int kNpyLongLong = 9;  // also 64 bits there
+constexpr int kNpyULong = 8;     // uint64 on LP64 Linux
+constexpr int kNpyULongLong = 10;  // also 64 bits there
 constexpr DTypePair kDTypes[] = {
-    {DType::kF32, 11}, {DType::kF16, 23}, {DType::kF64, 12}, {DType::kI8, 1},
-    {DType::kU8, 2},   {DType::kI16, 3},  {DType::kI32, 5},  {DType::kI64, kNpyLong},
-    {DType::kBool, 0}, {DType::kBF16, 4},  // numpy has no bfloat16: its bits, as uint16
+    {DType::kF32, 11}, {DType::kF16, 23}, {DType::kF64, 12},        {DType::kI8, 1},
+    {DType::kU8, 2},   {DType::kI16, 3},  {DType::kI32, 5},         {DType::kI64, kNpyLong},
+    {DType::kU16, 4},  {DType::kU32, 6},  {DType::kU64, kNpyULong}, {DType::kBool, 0},
+    {DType::kBF16, 4},  // numpy has no bfloat16: its bits, as uint16
 };
 
 int NpyTypeOf(DType dtype) {
@@ -34,10 +37,11 @@ int NpyTypeOf(DType dtype) {
   return -1;
 }
 
-// The kiln dtype of a numpy dtype, or kInvalid (uint16-64, complex, strings, objects, ...).
+// The kiln dtype of a numpy dtype, or kInvalid (complex, strings, objects, ...).
 DType KilnDTypeOf(const py::dtype& dtype) {
   int npy = dtype.num();
   if (npy == kNpyLongLong && dtype.itemsize() == 8) npy = kNpyLong;
+  if (npy == kNpyULongLong && dtype.itemsize() == 8) npy = kNpyULong;
   for (const DTypePair& p : kDTypes) {
     if (p.npy == npy && p.kiln != DType::kBF16) return p.kiln;  // uint16 data is not bfloat16
   }

@@ -120,6 +120,9 @@ void FillDeterministic(Tensor& t, uint64_t seed) {
       case DType::kI16: t.data_as<int16_t>()[i] = static_cast<int16_t>(r % 10); break;
       case DType::kI8: t.data_as<int8_t>()[i] = static_cast<int8_t>(r % 10); break;
       case DType::kU8: t.data_as<uint8_t>()[i] = static_cast<uint8_t>(r % 10); break;
+      case DType::kU16: t.data_as<uint16_t>()[i] = static_cast<uint16_t>(r % 10); break;
+      case DType::kU32: t.data_as<uint32_t>()[i] = static_cast<uint32_t>(r % 10); break;
+      case DType::kU64: t.data_as<uint64_t>()[i] = r % 10; break;
       case DType::kBool: t.data_as<uint8_t>()[i] = static_cast<uint8_t>(i % 2); break;
       default:
         std::memset(static_cast<char*>(t.data()) + i * DTypeSize(t.dtype()), 0,

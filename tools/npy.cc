@@ -38,6 +38,7 @@ constexpr NpyType kTypes[] = {
     {DType::kF32, 'f', 4, '<'}, {DType::kF16, 'f', 2, '<'}, {DType::kF64, 'f', 8, '<'},
     {DType::kI8, 'i', 1, '|'},  {DType::kU8, 'u', 1, '|'},  {DType::kI16, 'i', 2, '<'},
     {DType::kI32, 'i', 4, '<'}, {DType::kI64, 'i', 8, '<'}, {DType::kBool, 'b', 1, '|'},
+    {DType::kU16, 'u', 2, '<'}, {DType::kU32, 'u', 4, '<'}, {DType::kU64, 'u', 8, '<'},
 };
 
 StatusOr<DType> DTypeFromDescr(const std::string& descr) {

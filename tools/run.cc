@@ -118,6 +118,9 @@ std::string Preview(const Tensor& t) {
       case DType::kU8:
       case DType::kBool: std::snprintf(buf, sizeof(buf), "%u", *static_cast<const uint8_t*>(p)); break;
       case DType::kI16: std::snprintf(buf, sizeof(buf), "%d", *static_cast<const int16_t*>(p)); break;
+      case DType::kU16: std::snprintf(buf, sizeof(buf), "%u", *static_cast<const uint16_t*>(p)); break;
+      case DType::kU32: std::snprintf(buf, sizeof(buf), "%u", *static_cast<const uint32_t*>(p)); break;
+      case DType::kU64: std::snprintf(buf, sizeof(buf), "%" PRIu64, *static_cast<const uint64_t*>(p)); break;
       default: std::snprintf(buf, sizeof(buf), "?"); break;
     }
     s += (i ? ", " : "") + std::string(buf);

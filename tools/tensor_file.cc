@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "compiler/ir/graph.h"
 #include "compiler/onnx/importer.h"
 #include "tools/npy.h"
 
@@ -63,32 +64,7 @@ StatusOr<std::string> ReadWholeFile(const std::string& path) {
 
 }  // namespace
 
-int OnnxDataType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return onnx::TensorProto::FLOAT;
-    case DType::kF16:
-      return onnx::TensorProto::FLOAT16;
-    case DType::kBF16:
-      return onnx::TensorProto::BFLOAT16;
-    case DType::kF64:
-      return onnx::TensorProto::DOUBLE;
-    case DType::kI8:
-      return onnx::TensorProto::INT8;
-    case DType::kU8:
-      return onnx::TensorProto::UINT8;
-    case DType::kI16:
-      return onnx::TensorProto::INT16;
-    case DType::kI32:
-      return onnx::TensorProto::INT32;
-    case DType::kI64:
-      return onnx::TensorProto::INT64;
-    case DType::kBool:
-      return onnx::TensorProto::BOOL;
-    default:
-      return 0;
-  }
-}
+int OnnxDataType(DType dtype) { return compiler::DTypeToOnnx(dtype); }
 
 StatusOr<Tensor> ParseTensorProto(std::string_view bytes, Allocator& allocator,
                                   std::string* name) {

@@ -204,7 +204,7 @@ Offset<fb::TensorSpec> WriteSpec(FlatBufferBuilder& b, const ValueSpec& s) {
     dims.push_back(fb::CreateDim(b, d.value, d.symbol.empty() ? 0 : b.CreateString(d.symbol)));
   }
   return fb::CreateTensorSpec(b, b.CreateString(s.name), static_cast<fb::DType>(s.dtype),
-                              b.CreateVector(dims), s.is_tuple);
+                              b.CreateVector(dims), s.is_tuple, s.dtype_only);
 }
 
 Offset<flatbuffers::Vector<Offset<fb::TensorSpec>>> WriteSpecs(FlatBufferBuilder& b,

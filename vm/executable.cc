@@ -51,6 +51,7 @@ ValueSpec ToValueSpec(const fb::TensorSpec* spec) {
   if (spec->name()) v.name = spec->name()->str();
   v.dtype = static_cast<DType>(spec->dtype());
   v.is_tuple = spec->is_tuple();
+  v.dtype_only = spec->dtype_only();
   if (spec->shape()) {
     for (const fb::Dim* d : *spec->shape()) {
       v.shape.push_back(DimSpec{d->value(), d->symbol() ? d->symbol()->str() : ""});
@@ -96,7 +97,7 @@ std::string ValueSpec::ToString() const {
       s += shape[i].symbol.empty() ? "?" : shape[i].symbol;
     }
   }
-  return s + "]";
+  return s + (dtype_only ? "] (any shape)" : "]");
 }
 
 Executable::~Executable() = default;

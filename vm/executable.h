@@ -34,7 +34,10 @@ struct ValueSpec {
   DType dtype = DType::kInvalid;
   std::vector<DimSpec> shape;
   bool is_tuple = false;
-  /// "input_ids: i64[batch, seq]"
+  /// Only the dtype is checked at Invoke: the function never reads this parameter (e.g.
+  /// CastLike's `like`), so a tensor of any shape is accepted. `shape` is the declared one.
+  bool dtype_only = false;
+  /// "input_ids: i64[batch, seq]"; "like: f32[3, 4] (any shape)" when dtype_only
   std::string ToString() const;
 };
 

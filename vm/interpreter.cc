@@ -39,12 +39,15 @@ bool ReadCondition(const Obj* o, bool* out) {
     case DType::kBool:
     case DType::kI8:
     case DType::kU8: *out = *static_cast<const uint8_t*>(p) != 0; return true;
-    case DType::kI16: *out = *static_cast<const uint16_t*>(p) != 0; return true;
+    case DType::kI16:
+    case DType::kU16: *out = *static_cast<const uint16_t*>(p) != 0; return true;
     case DType::kF16:
     case DType::kBF16: *out = (*static_cast<const uint16_t*>(p) & 0x7fff) != 0; return true;  // -0 is false
-    case DType::kI32: *out = *static_cast<const int32_t*>(p) != 0; return true;
+    case DType::kI32:
+    case DType::kU32: *out = *static_cast<const int32_t*>(p) != 0; return true;
     case DType::kF32: *out = *static_cast<const float*>(p) != 0.0f; return true;
-    case DType::kI64: *out = *static_cast<const int64_t*>(p) != 0; return true;
+    case DType::kI64:
+    case DType::kU64: *out = *static_cast<const int64_t*>(p) != 0; return true;
     case DType::kF64: *out = *static_cast<const double*>(p) != 0.0; return true;
     case DType::kInvalid: return false;
   }

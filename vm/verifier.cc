@@ -29,6 +29,10 @@ std::string Named(const char* table, size_t i, const flatbuffers::String* name) 
   return w;
 }
 
+// The schema's DType enum and kiln::DType must number the same types.
+static_assert(static_cast<int>(fb::DType::MAX) == kNumDTypes - 1);
+static_assert(static_cast<int>(fb::DType::U64) == static_cast<int>(DType::kU64));
+
 Status CheckDType(uint8_t raw, const std::string& where) {
   if (!IsValidDType(raw)) return InvalidFormat(where + ": invalid dtype " + Str(raw));
   return Status::Ok();

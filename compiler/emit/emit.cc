@@ -25,6 +25,24 @@ ValueSpec SpecOf(const Value& v) {
   return spec;
 }
 
+namespace {
+
+// A graph input no node reads — such as CastLike's `like` once Simplify made the CastLike a
+// Cast — and no output returns: the function never reads its dims or elements, so Invoke need
+// not hold the caller to the declared shape (the ONNX node tests feed `like` as a [1] tensor
+// against a declared [3, 4]). Only for fixed dims, so that no symbol is bound from a tensor
+// whose shape is not checked.
+bool OnlyItsDTypeIsRead(const Graph& g, ValueId v) {
+  const Value& val = g.value(v);
+  if (val.kind != ValueKind::kGraphInput || !g.Users(v).empty() || !val.shape) return false;
+  for (const DimExpr& d : *val.shape) {
+    if (!d.is_const()) return false;
+  }
+  return std::find(g.outputs().begin(), g.outputs().end(), v) == g.outputs().end();
+}
+
+}  // namespace
+
 std::string Shared::UniqueFunctionName(const std::string& parent, const Node& node, NodeId id,
                                        const std::string& role) {
   // Node names are unique within one graph only (the importer names unnamed nodes
@@ -68,7 +86,9 @@ Status Emitter::BindParams() {
   for (ValueId v : params) {
     const Value& val = g_.value(v);
     if (!val.shape) return Internal("graph input '" + val.name + "' has no shape");
-    int r = fb_.AddParam(SpecOf(val));
+    ValueSpec spec = SpecOf(val);
+    spec.dtype_only = parent_ == nullptr && OnlyItsDTypeIsRead(g_, v);
+    int r = fb_.AddParam(spec);
     vals_[v].reg = r;
     next_reg_ = std::max(next_reg_, r + 1);
     BindSymbols(val, r);

@@ -47,6 +47,8 @@ StatusOr<DType> DTypeFromOnnx(int64_t onnx_type) {
       return DType::kU8;
     case 3:
       return DType::kI8;
+    case 4:
+      return DType::kU16;
     case 5:
       return DType::kI16;
     case 6:
@@ -59,6 +61,10 @@ StatusOr<DType> DTypeFromOnnx(int64_t onnx_type) {
       return DType::kF16;
     case 11:
       return DType::kF64;
+    case 12:
+      return DType::kU32;
+    case 13:
+      return DType::kU64;
     case 16:
       return DType::kBF16;
     default:
@@ -67,6 +73,14 @@ StatusOr<DType> DTypeFromOnnx(int64_t onnx_type) {
   if (onnx_type > 0 && onnx_type < kNumOnnxTypes)
     return Unsupported("element type " + OnnxTypeName(onnx_type) + " is not supported by kiln");
   return InvalidFormat("unknown ONNX element type " + std::to_string(onnx_type));
+}
+
+int DTypeToOnnx(DType dtype) {
+  for (int code = 1; code < kNumOnnxTypes; ++code) {
+    StatusOr<DType> d = DTypeFromOnnx(code);
+    if (d.ok() && *d == dtype) return code;
+  }
+  return 0;
 }
 
 // ---- TensorData ----------------------------------------------------------------------------
@@ -160,10 +174,16 @@ double ElementAsDouble(DType t, const void* p, int64_t i) {
       return Load<uint8_t>(p, i);
     case DType::kI16:
       return Load<int16_t>(p, i);
+    case DType::kU16:
+      return Load<uint16_t>(p, i);
     case DType::kI32:
       return Load<int32_t>(p, i);
+    case DType::kU32:
+      return Load<uint32_t>(p, i);
     case DType::kI64:
       return static_cast<double>(Load<int64_t>(p, i));
+    case DType::kU64:
+      return static_cast<double>(Load<uint64_t>(p, i));
     case DType::kBool:
       return Load<uint8_t>(p, i) ? 1.0 : 0.0;
     default:
@@ -192,6 +212,20 @@ StatusOr<std::vector<int64_t>> TensorData::ToInt64s() const {
       case DType::kU8:
         out[i] = Load<uint8_t>(data_, i);
         break;
+      case DType::kU16:
+        out[i] = Load<uint16_t>(data_, i);
+        break;
+      case DType::kU32:
+        out[i] = Load<uint32_t>(data_, i);
+        break;
+      case DType::kU64: {
+        uint64_t v = Load<uint64_t>(data_, i);
+        if (v > static_cast<uint64_t>(INT64_MAX))
+          return InvalidArgument("element " + std::to_string(i) + " (" + std::to_string(v) +
+                                 ") does not fit in int64");
+        out[i] = static_cast<int64_t>(v);
+        break;
+      }
       case DType::kBool:
         out[i] = Load<uint8_t>(data_, i) != 0;
         break;

@@ -32,9 +32,11 @@ using SymbolicShape = std::vector<DimExpr>;
 std::string ShapeToString(const SymbolicShape& shape);
 
 /// The kiln dtype for an ONNX TensorProto.DataType code. Unsupported naming the ONNX type for
-/// types kiln has no dtype for (string, complex, uint16/32/64, float8); InvalidFormat for codes
-/// that are not ONNX types.
+/// types kiln has no dtype for (string, complex, float8); InvalidFormat for codes that are not
+/// ONNX types.
 StatusOr<DType> DTypeFromOnnx(int64_t onnx_type);
+/// The ONNX TensorProto.DataType code of a kiln dtype (the inverse); 0 (UNDEFINED) for kInvalid.
+int DTypeToOnnx(DType dtype);
 /// "FLOAT", "UINT16", ... or "TYPE(<code>)".
 std::string OnnxTypeName(int64_t onnx_type);
 

@@ -295,16 +295,17 @@ Expr PowValue(const Expr& base, const Expr& exponent) {
   return jit::Pow(jit::Cast(t, base), jit::Cast(t, exponent));
 }
 
-// BitShift on unsigned x by y, as a product or quotient by 2^y in i64 (exact for y < 63):
-// narrowing the product back to x's width drops the bits shifted out, as << does. Shifts by the
-// width or more (undefined in C, so in ONNX Runtime) give 0 here.
+// BitShift on unsigned x by y, as a product or quotient by 2^y in u64 (2^y is exact in f64 and
+// u64 for y < 64): the product wraps modulo 2^64 and narrowing it back to x's width drops the
+// bits shifted out, as << does; the unsigned quotient is >>. Shifts by the width or more
+// (undefined in C, so in ONNX Runtime) give 0 here.
 Expr ShiftValue(const Expr& x, const Expr& y, bool left) {
-  Expr wide = jit::Cast(DType::kI64, x), n = jit::Cast(DType::kI64, y);
-  Expr p = jit::Cast(DType::kI64, jit::Pow(jit::FloatImm(2.0, DType::kF64),
-                                           jit::Cast(DType::kF64, n)));
-  Expr in_range = jit::Lt(n, jit::IntImm(8 * static_cast<int64_t>(DTypeSize(x.dtype()))));
-  Expr shifted = left ? wide * p : jit::FloorDiv(wide, p);
-  return jit::Select(in_range, jit::Cast(x.dtype(), shifted), jit::Const(x.dtype(), 0));
+  Expr wide = jit::Cast(DType::kU64, x), n = jit::Cast(DType::kU64, y);
+  Expr p =
+      jit::Cast(DType::kU64, jit::Pow(jit::FloatImm(2.0, DType::kF64), jit::Cast(DType::kF64, n)));
+  Expr width = jit::IntImm(8 * static_cast<int64_t>(DTypeSize(x.dtype())), DType::kU64);
+  Expr shifted = left ? wide * p : jit::Div(wide, p);
+  return jit::Select(jit::Lt(n, width), jit::Cast(x.dtype(), shifted), jit::Const(x.dtype(), 0));
 }
 
 Status LowerBinary(LowerContext& ctx) {

@@ -10,11 +10,7 @@ namespace nn {
 
 DType AccType(DType t) { return t == DType::kF16 || t == DType::kBF16 ? DType::kF32 : t; }
 
-Expr Lowest(DType t) {
-  if (IsFloat(t)) return jit::FloatImm(-std::numeric_limits<double>::infinity(), AccType(t));
-  if (t == DType::kU8) return jit::IntImm(0, t);
-  return jit::IntImm(std::numeric_limits<int64_t>::min() >> (64 - 8 * DTypeSize(t)), t);
-}
+Expr Lowest(DType t) { return jit::Lowest(AccType(t)); }
 
 Expr InBounds(const Expr& p, const Expr& n) { return jit::And(jit::Ge(p, I(0)), jit::Lt(p, n)); }
 

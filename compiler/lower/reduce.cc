@@ -251,11 +251,9 @@ class StaticReduce {
       case ReduceOp::kProd:
         return jit::Const(t, 1);
       case ReduceOp::kMax:
-        if (IsFloat(t)) return jit::FloatImm(-INFINITY, t);
-        return jit::IntImm(t == DType::kU8 ? 0 : INT64_MIN >> (64 - 8 * DTypeSize(t)), t);
+        return jit::Lowest(t);
       case ReduceOp::kMin:
-        if (IsFloat(t)) return jit::FloatImm(INFINITY, t);
-        return jit::IntImm(t == DType::kU8 ? 255 : INT64_MAX >> (64 - 8 * DTypeSize(t)), t);
+        return jit::Highest(t);
       default:
         return jit::Const(t, 0);
     }

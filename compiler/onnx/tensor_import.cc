@@ -175,17 +175,20 @@ StatusOr<TensorDataRef> FromTypedField(const Field& field, DType dtype, std::vec
         std::memcpy(&buf[i * 8], &d, 8);
         break;
       }
-      case DType::kI64: {
+      case DType::kI64:
+      case DType::kU64: {
         int64_t x = static_cast<int64_t>(v);
         std::memcpy(&buf[i * 8], &x, 8);
         break;
       }
-      case DType::kI32: {
-        int32_t x = static_cast<int32_t>(v);
+      case DType::kI32:
+      case DType::kU32: {
+        uint32_t x = static_cast<uint32_t>(v);
         std::memcpy(&buf[i * 4], &x, 4);
         break;
       }
       case DType::kI16:
+      case DType::kU16:
       case DType::kF16:
       case DType::kBF16: {
         uint16_t x = static_cast<uint16_t>(v);
@@ -250,7 +253,11 @@ StatusOr<TensorDataRef> ConvertTensor(onnx::TensorProto& tensor, const std::stri
     case DType::kI64:
       return FromTypedField<int64_t>(tensor.int64_data(), dtype, std::move(dims), numel, what,
                                      "int64_data");
-    default:  // int32, int16, int8, uint8, bool, float16, bfloat16 all live in int32_data
+    case DType::kU32:
+    case DType::kU64:
+      return FromTypedField<uint64_t>(tensor.uint64_data(), dtype, std::move(dims), numel, what,
+                                      "uint64_data");
+    default:  // int32, int16, uint16, int8, uint8, bool, float16, bfloat16 live in int32_data
       return FromTypedField<int32_t>(tensor.int32_data(), dtype, std::move(dims), numel, what,
                                      "int32_data");
   }

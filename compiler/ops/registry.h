@@ -32,10 +32,11 @@ using DTypeSet = uint32_t;
 constexpr DTypeSet DTypeBit(DType t) { return 1u << static_cast<int>(t); }
 inline constexpr DTypeSet kFloatTypes =
     DTypeBit(DType::kF32) | DTypeBit(DType::kF16) | DTypeBit(DType::kBF16) | DTypeBit(DType::kF64);
-inline constexpr DTypeSet kIntTypes = DTypeBit(DType::kI8) | DTypeBit(DType::kU8) |
-                                      DTypeBit(DType::kI16) | DTypeBit(DType::kI32) |
-                                      DTypeBit(DType::kI64);
-inline constexpr DTypeSet kUnsignedTypes = DTypeBit(DType::kU8);
+inline constexpr DTypeSet kUnsignedTypes =
+    DTypeBit(DType::kU8) | DTypeBit(DType::kU16) | DTypeBit(DType::kU32) | DTypeBit(DType::kU64);
+inline constexpr DTypeSet kIntTypes = DTypeBit(DType::kI8) | DTypeBit(DType::kI16) |
+                                      DTypeBit(DType::kI32) | DTypeBit(DType::kI64) |
+                                      kUnsignedTypes;
 inline constexpr DTypeSet kNumericTypes = kFloatTypes | kIntTypes;
 inline constexpr DTypeSet kBoolTypes = DTypeBit(DType::kBool);
 inline constexpr DTypeSet kAllTypes = kNumericTypes | kBoolTypes;

@@ -141,6 +141,18 @@ Status Simplify(Graph& g, SimplifyStats* stats) {
       node.attributes["perm"] = Attribute::Ints(composed);
       g.SetNodeInput(n, 0, source);
       ++st.transposes_merged;
+    } else if (node.op_type == "CastLike" && node.inputs.size() == 2 &&
+               node.inputs[1] != kNoValue) {
+      // Only `like`'s dtype matters, and inference knows it: as a Cast the node no longer reads
+      // `like`, so its kernel does not take it and a graph input used only there may have any
+      // shape (the emitter declares such an input dtype-only).
+      int to = DTypeToOnnx(g.value(node.inputs[1]).dtype);
+      if (to == 0) continue;
+      node.op_type = "Cast";
+      node.attributes["to"] = Attribute::Int(to);
+      g.SetNodeInput(n, 1, kNoValue);
+      g.mutable_node(n).inputs.resize(1);
+      ++st.castlikes_to_cast;
     } else if (kViews.count(node.op_type)) {
       // Reshape(Reshape(x)) reads x: the element order is the same, the node's own target
       // (its shape input or axes, and its inferred output shape) decides the result. Only the

@@ -1,6 +1,6 @@
 // Graph simplification after shape inference: chains of Transposes become one, chains of
 // Reshape-like views read the original tensor, Pads that pad nothing are bypassed, and each
-// reader of a run-time DequantizeLinear reads a copy of its own. The nodes left without users
+// reader of a run-time DequantizeLinear reads a copy of its own, and CastLike becomes Cast. The nodes left without users
 // are dropped by the emitter's dead-code elimination.
 #ifndef KILN_COMPILER_PASSES_SIMPLIFY_H_
 #define KILN_COMPILER_PASSES_SIMPLIFY_H_
@@ -15,6 +15,7 @@ struct SimplifyStats {
   int views_shortcut = 0;     // Reshape/Flatten/Squeeze/Unsqueeze of a view -> of its source
   int pads_bypassed = 0;      // Pad with all pads 0: its readers read its input
   int dequantize_dedicated = 0;  // copies of a DequantizeLinear, one per further reader
+  int castlikes_to_cast = 0;  // CastLike(x, like) -> Cast(x, to = like's dtype)
 };
 
 /// Runs on an inferred main graph. Output shapes never change, so shape inference need not

@@ -106,6 +106,12 @@ StatusOr<Tensor> DecodeTyped(const inference::InferTensorContents& c, DType dtyp
       return FromTyped<int64_t>(c.int64_contents(), dtype, shape, where);
     case DType::kU8:
       return FromTyped<uint8_t>(c.uint_contents(), dtype, shape, where);
+    case DType::kU16:
+      return FromTyped<uint16_t>(c.uint_contents(), dtype, shape, where);
+    case DType::kU32:
+      return FromTyped<uint32_t>(c.uint_contents(), dtype, shape, where);
+    case DType::kU64:
+      return FromTyped<uint64_t>(c.uint64_contents(), dtype, shape, where);
     case DType::kBool:
       return FromTyped<bool>(c.bool_contents(), dtype, shape, where);
     default:

@@ -19,9 +19,11 @@ struct DatatypeName {
 };
 
 constexpr DatatypeName kDatatypes[] = {
-    {DType::kF32, "FP32"},  {DType::kF16, "FP16"},  {DType::kBF16, "BF16"}, {DType::kF64, "FP64"},
-    {DType::kI8, "INT8"},   {DType::kU8, "UINT8"},  {DType::kI16, "INT16"}, {DType::kI32, "INT32"},
-    {DType::kI64, "INT64"}, {DType::kBool, "BOOL"},
+    {DType::kF32, "FP32"},   {DType::kF16, "FP16"},   {DType::kBF16, "BF16"},
+    {DType::kF64, "FP64"},   {DType::kI8, "INT8"},    {DType::kU8, "UINT8"},
+    {DType::kI16, "INT16"},  {DType::kI32, "INT32"},  {DType::kI64, "INT64"},
+    {DType::kBool, "BOOL"},  {DType::kU16, "UINT16"}, {DType::kU32, "UINT32"},
+    {DType::kU64, "UINT64"},
 };
 
 uint32_t FloatBits(float f) {
@@ -205,6 +207,17 @@ Status StoreElement(const Json& v, DType dtype, std::string_view what, int64_t i
       return StoreInt<int32_t>(v, what, index, out);
     case DType::kI64:
       return StoreInt<int64_t>(v, what, index, out);
+    case DType::kU16:
+      return StoreInt<uint16_t>(v, what, index, out);
+    case DType::kU32:
+      return StoreInt<uint32_t>(v, what, index, out);
+    case DType::kU64: {
+      // JSON numbers are exact only up to int64 here; larger UINT64 values go as binary data.
+      int64_t i;
+      RETURN_IF_ERROR(IntElement(v, what, index, 0, std::numeric_limits<int64_t>::max(), &i));
+      static_cast<uint64_t*>(out)[index] = static_cast<uint64_t>(i);
+      return Status::Ok();
+    }
     case DType::kBool:
       if (!v.is_bool()) return ElementError(what, index, "is not true or false");
       static_cast<uint8_t*>(out)[index] = v.bool_value() ? 1 : 0;
@@ -279,6 +292,15 @@ void WriteElement(const char* p, DType dtype, JsonWriter& w) {
       break;
     case DType::kI64:
       w.Int(load(int64_t{0}));
+      break;
+    case DType::kU16:
+      w.Int(load(uint16_t{0}));
+      break;
+    case DType::kU32:
+      w.Int(load(uint32_t{0}));
+      break;
+    case DType::kU64:
+      w.Uint(load(uint64_t{0}));
       break;
     case DType::kBool:
       w.Bool(load(uint8_t{0}) != 0);

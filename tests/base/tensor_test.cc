@@ -209,22 +209,25 @@ struct DTypeRow {
   const char* name;
   const char* short_name;
   size_t size;
-  bool is_float, is_integer;
+  bool is_float, is_integer, is_unsigned;
 };
 
 std::ostream& operator<<(std::ostream& os, const DTypeRow& r) { return os << r.name; }
 
 const std::vector<DTypeRow> kDTypes = {
-    {DType::kF32, "float32", "f32", 4, true, false},
-    {DType::kF16, "float16", "f16", 2, true, false},
-    {DType::kBF16, "bfloat16", "bf16", 2, true, false},
-    {DType::kF64, "float64", "f64", 8, true, false},
-    {DType::kI8, "int8", "i8", 1, false, true},
-    {DType::kU8, "uint8", "u8", 1, false, true},
-    {DType::kI16, "int16", "i16", 2, false, true},
-    {DType::kI32, "int32", "i32", 4, false, true},
-    {DType::kI64, "int64", "i64", 8, false, true},
-    {DType::kBool, "bool", "bool", 1, false, false},
+    {DType::kF32, "float32", "f32", 4, true, false, false},
+    {DType::kF16, "float16", "f16", 2, true, false, false},
+    {DType::kBF16, "bfloat16", "bf16", 2, true, false, false},
+    {DType::kF64, "float64", "f64", 8, true, false, false},
+    {DType::kI8, "int8", "i8", 1, false, true, false},
+    {DType::kU8, "uint8", "u8", 1, false, true, true},
+    {DType::kI16, "int16", "i16", 2, false, true, false},
+    {DType::kI32, "int32", "i32", 4, false, true, false},
+    {DType::kI64, "int64", "i64", 8, false, true, false},
+    {DType::kBool, "bool", "bool", 1, false, false, false},
+    {DType::kU16, "uint16", "u16", 2, false, true, true},
+    {DType::kU32, "uint32", "u32", 4, false, true, true},
+    {DType::kU64, "uint64", "u64", 8, false, true, true},
 };
 
 BOOST_DATA_TEST_CASE(dtype_names_sizes_and_parsing, data::make(kDTypes), row) {
@@ -234,6 +237,7 @@ BOOST_DATA_TEST_CASE(dtype_names_sizes_and_parsing, data::make(kDTypes), row) {
   BOOST_TEST(IsValidDType(static_cast<uint8_t>(row.dtype)));
   BOOST_TEST(IsFloat(row.dtype) == row.is_float);
   BOOST_TEST(IsInteger(row.dtype) == row.is_integer);
+  BOOST_TEST(IsUnsignedInteger(row.dtype) == row.is_unsigned);
   BOOST_TEST((ParseDType(row.name) == row.dtype));
   BOOST_TEST((ParseDType(row.short_name) == row.dtype));
   BOOST_TEST((ParseDType(DTypeName(row.dtype)) == row.dtype));  // round trip

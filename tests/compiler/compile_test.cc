@@ -1,6 +1,7 @@
 // The whole compiler on small models: ONNX text -> CompileOnnxBytes -> VM on the JIT (and the
 // oneDNN runtime), checked against plain references. Dynamic shapes at several values in one
-// process, data-dependent shapes, --external=onednn vs none, and bad input.
+// process, data-dependent shapes, --external=onednn vs none, bad input, and the unsigned
+// element types.
 #define BOOST_TEST_MODULE compile_test
 #include "compiler/compile.h"
 
@@ -8,6 +9,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <set>
@@ -702,6 +704,158 @@ BOOST_AUTO_TEST_CASE(inputs_too_large_for_any_tensor_say_so) {
              bad.status().ToString());
   auto ok = Run(c, {I64({2}, {2, 3})});
   BOOST_TEST(ok[0]->num_elements() == 6);
+}
+
+// ---- uint16/32/64 end to end, with values a signed type would get wrong (above 2^31 / 2^63),
+// and CastLike whose `like` may have any shape. ----
+
+template <typename T>
+TensorDataRef Make(DType dtype, std::vector<int64_t> dims, const std::vector<T>& v) {
+  StatusOr<TensorDataRef> t =
+      TensorData::Copy(dtype, std::move(dims), v.data(), v.size() * sizeof(T));
+  if (!t.ok()) BOOST_FAIL(t.status().message());
+  return *t;
+}
+
+template <typename T>
+std::vector<T> Values(const TensorData& t) {
+  std::vector<T> v(t.num_elements());
+  std::memcpy(v.data(), t.data(), v.size() * sizeof(T));
+  return v;
+}
+
+constexpr uint64_t kTwo63 = uint64_t{1} << 63;
+
+// Binary ops, comparisons, shifts and the min/max family on u64 values at and above 2^63.
+BOOST_AUTO_TEST_CASE(uint64_elementwise_ops_use_unsigned_semantics) {
+  Compiled c = Compile(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (uint64[4] a, uint64[4] b) => (uint64[4] q, uint64[4] m, uint64[4] hi, bool[4] gt,
+                                     uint64[4] shl, uint64[4] shr) {
+      q = Div(a, b)
+      m = Mod(a, b)
+      hi = Max(a, b)
+      gt = Greater(a, b)
+      shl = BitShift <direction = "LEFT"> (a, b)
+      shr = BitShift <direction = "RIGHT"> (a, b)
+    }
+  )");
+  std::vector<uint64_t> a = {kTwo63 + 5, ~uint64_t{0}, 7, kTwo63};
+  std::vector<uint64_t> b = {10, 2, kTwo63 + 1, 63};
+  auto out = Run(c, {Make(DType::kU64, {4}, a), Make(DType::kU64, {4}, b)});
+  for (const auto& t : out) BOOST_TEST(t->dims() == std::vector<int64_t>{4});
+  std::vector<uint64_t> q = Values<uint64_t>(*out[0]), m = Values<uint64_t>(*out[1]),
+                        hi = Values<uint64_t>(*out[2]), shl = Values<uint64_t>(*out[4]),
+                        shr = Values<uint64_t>(*out[5]);
+  std::vector<uint8_t> gt = Values<uint8_t>(*out[3]);
+  for (int i = 0; i < 4; ++i) {
+    BOOST_TEST_INFO("i = " << i << ", a = " << a[i] << ", b = " << b[i]);
+    BOOST_TEST(q[i] == a[i] / b[i]);
+    BOOST_TEST(m[i] == a[i] % b[i]);
+    BOOST_TEST(hi[i] == std::max(a[i], b[i]));
+    BOOST_TEST(gt[i] == (a[i] > b[i] ? 1 : 0));
+    uint64_t want_shl = b[i] < 64 ? a[i] << b[i] : 0, want_shr = b[i] < 64 ? a[i] >> b[i] : 0;
+    BOOST_TEST(shl[i] == want_shl);
+    BOOST_TEST(shr[i] == want_shr);
+  }
+}
+
+// uint32 and uint16 through reductions, ArgMax, Where, Concat, Gather, Clip and Cast.
+BOOST_AUTO_TEST_CASE(uint32_and_uint16_through_reductions_indexing_and_casts) {
+  Compiled c = Compile(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (uint32[2, 3] x, uint16[3] s, bool[3] pick) => (uint32[2, 1] rmax, int64[2] amax,
+        uint16[3] w, uint32[4, 3] cat, uint32[2, 2] gat, uint32[2, 3] clip, float[2, 3] f,
+        uint32[2, 3] half) {
+      rmax = ReduceMax <axes = [1], keepdims = 1> (x)
+      amax = ArgMax <axis = 1, keepdims = 0> (x)
+      zero = Constant <value = uint16[1] {0}> ()
+      w = Where(pick, s, zero)
+      cat = Concat <axis = 0> (x, x)
+      idx = Constant <value = int64[2] {2, 0}> ()
+      gat = Gather <axis = 1> (x, idx)
+      lo64 = Constant <value_int = 5> ()
+      up64 = Constant <value_int = 3000000000> ()
+      lo = Cast <to = 12> (lo64)
+      up = Cast <to = 12> (up64)
+      clip = Clip(x, lo, up)
+      f = Cast <to = 1> (x)
+      two64 = Constant <value_int = 2> ()
+      two = Cast <to = 12> (two64)
+      half = Div(x, two)
+    }
+  )");
+  std::vector<uint32_t> x = {0xFFFFFFFFu, 1, 0x80000000u, 3, 4000000000u, 2};
+  std::vector<uint16_t> s = {0xFFFF, 0x8000, 9};
+  std::vector<uint8_t> pick = {1, 0, 1};
+  auto out = Run(
+      c, {Make(DType::kU32, {2, 3}, x), Make(DType::kU16, {3}, s), Make(DType::kBool, {3}, pick)});
+  BOOST_TEST((Values<uint32_t>(*out[0]) == std::vector<uint32_t>{0xFFFFFFFFu, 4000000000u}));
+  BOOST_TEST((Values<int64_t>(*out[1]) == std::vector<int64_t>{0, 1}));
+  BOOST_TEST((Values<uint16_t>(*out[2]) == std::vector<uint16_t>{0xFFFF, 0, 9}));
+  std::vector<uint32_t> cat = x;
+  cat.insert(cat.end(), x.begin(), x.end());
+  BOOST_TEST(Values<uint32_t>(*out[3]) == cat);
+  BOOST_TEST((Values<uint32_t>(*out[4]) == std::vector<uint32_t>{0x80000000u, 0xFFFFFFFFu, 2, 3}));
+  BOOST_TEST((Values<uint32_t>(*out[5]) ==
+              std::vector<uint32_t>{3000000000u, 5, 0x80000000u, 5, 3000000000u, 5}));
+  std::vector<float> f = Values<float>(*out[6]);
+  for (int i = 0; i < 6; ++i) BOOST_TEST(f[i] == static_cast<float>(x[i]));
+  std::vector<uint32_t> half = Values<uint32_t>(*out[7]);
+  for (int i = 0; i < 6; ++i) BOOST_TEST(half[i] == x[i] / 2);  // 0xFFFFFFFF / 2 = 0x7FFFFFFF
+}
+
+// An unsigned subgraph of constants folds at compile time (same kernels, run by the evaluator)
+// and keeps unsigned wrap-around: 4294967295 + 1 wraps to 0 in uint32. (ONNX 1.12's text parser
+// has no uint32 literals: the constants are cast from int64.)
+BOOST_AUTO_TEST_CASE(unsigned_constants_fold) {
+  Compiled c = Compile(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (uint32[2] x) => (uint32[2] y) {
+      k64 = Constant <value = int64[2] {4294967295, 7}> ()
+      one64 = Constant <value = int64[1] {1}> ()
+      k = Cast <to = 12> (k64)
+      one = Cast <to = 12> (one64)
+      k1 = Add(k, one)
+      y = Add(x, k1)
+    }
+  )");
+  BOOST_TEST(c.stats.folded_nodes == 3);  // k, one, k1
+  auto out = Run(c, {Make(DType::kU32, {2}, std::vector<uint32_t>{5, 5})});
+  BOOST_TEST((Values<uint32_t>(*out[0]) == std::vector<uint32_t>{5, 13}));
+}
+
+// CastLike reads only its `like` input's dtype: the compiler makes it a Cast, the input is
+// declared dtype-only, and a `like` of any shape (the ONNX node tests pass [1] for [3, 4]) runs.
+BOOST_AUTO_TEST_CASE(castlike_takes_a_like_of_any_shape) {
+  Compiled c = Compile(R"(
+    <ir_version: 8, opset_import: ["" : 15]>
+    g (float[2, 2] x, uint16[2, 2] like) => (uint16[2, 2] y) {
+      y = CastLike(x, like)
+    }
+  )");
+  const FunctionSignature& sig = c.exe->signature(c.exe->FindFunction(c.exe->entry_function()));
+  BOOST_REQUIRE(sig.params.size() == 2u);
+  BOOST_TEST(!sig.params[0].dtype_only);
+  BOOST_TEST(sig.params[1].dtype_only);
+  BOOST_TEST(sig.params[1].ToString() == "like: u16[2, 2] (any shape)");
+  BOOST_TEST(c.stats.simplified_nodes == 1);
+  auto x = testing::F32({2, 2}, {1.5, 65535, 70000.0, 2});
+  for (std::vector<int64_t> like_dims :
+       {std::vector<int64_t>{1}, std::vector<int64_t>{2, 2}, std::vector<int64_t>{}}) {
+    int64_t n = 1;
+    for (int64_t d : like_dims) n *= d;
+    auto like = Make(DType::kU16, like_dims, std::vector<uint16_t>(n, 0));
+    auto out = Run(c, {x, like});
+    // float -> uint16 truncates toward zero; out of range saturates.
+    BOOST_TEST((Values<uint16_t>(*out[0]) == std::vector<uint16_t>{1, 65535, 65535, 2}));
+  }
+  // The dtype is still checked.
+  auto bad = testing::RunExecutable(c.exe, {x, testing::F32({1}, {0})});
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_TEST(
+      bad.status().message().find("input 1 'like': dtype f32, expected u16") != std::string::npos,
+      bad.status().message());
 }
 
 }  // namespace

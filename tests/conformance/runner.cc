@@ -127,6 +127,28 @@ std::string IndexString(const Shape& shape, int64_t flat) {
   return s + "]";
 }
 
+// bf16 bits of element i as a signed magnitude: adjacent values differ by 1.
+bool WithinBf16Ulps(const Tensor& got, const Tensor& want, int64_t i, const Tolerance& tol) {
+  auto bits = [i](const Tensor& t) { return static_cast<const uint16_t*>(t.data())[i]; };
+  uint16_t g = bits(got), w = bits(want);
+  if ((g ^ w) & 0x8000) return false;
+  return std::abs(int{g & 0x7fff} - int{w & 0x7fff}) <= tol.bf16_ulps;
+}
+
+// ONNX 1.12's generator made these references by truncating f32 to bf16; the Cast spec (made
+// explicit in ONNX 1.14, which regenerated them) and kiln round to nearest even, so a result
+// may be one bf16 ulp above the reference. Every other test keeps the default tolerance.
+Tolerance TolerancesFor(const std::string& dir, Tolerance tol) {
+  static const char* const kTruncatedBf16[] = {"test_cast_FLOAT_to_BFLOAT16",
+                                               "test_castlike_FLOAT_to_BFLOAT16",
+                                               "test_castlike_FLOAT_to_BFLOAT16_expanded"};
+  std::string name = dir.substr(dir.find_last_of('/') + 1);
+  for (const char* t : kTruncatedBf16) {
+    if (name == t) tol.bf16_ulps = std::max(tol.bf16_ulps, 1);
+  }
+  return tol;
+}
+
 std::string Num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.9g", v);
@@ -220,6 +242,8 @@ Status CompareTensors(const Tensor& got, const Tensor& want, const Tolerance& to
         excess = g == w ? 0 : INFINITY;
       } else {
         excess = std::fabs(g - w) - (tol.atol + tol.rtol * std::fabs(w));
+        if (excess > 0 && got.dtype() == DType::kBF16 && WithinBf16Ulps(got, want, i, tol))
+          excess = 0;
       }
     } else {
       excess = AsInt(got, i) == AsInt(want, i) ? 0 : 1;
@@ -247,7 +271,8 @@ StatusOr<std::unique_ptr<Runner>> Runner::Create(const RunnerOptions& options) {
   return r;
 }
 
-Status Runner::RunDataSet(const std::shared_ptr<const Executable>& exe, const std::string& dir) {
+Status Runner::RunDataSet(const std::shared_ptr<const Executable>& exe, const std::string& dir,
+                          const Tolerance& tolerance) {
   int function = exe->FindFunction(exe->entry_function());
   if (function < 0) {
     return NotFound("no entry function '" + std::string(exe->entry_function()) + "'");
@@ -277,7 +302,7 @@ Status Runner::RunDataSet(const std::shared_ptr<const Executable>& exe, const st
     DType dtype = i < sig.results.size() ? sig.results[i].dtype : DType::kInvalid;
     ASSIGN_OR_RETURN(Tensor want, ReadTestTensor(dir + "/" + output_files[i], dtype));
     std::string name = i < sig.results.size() ? sig.results[i].name : "";
-    Status s = CompareTensors((*outputs)[i], want, options_.tolerance);
+    Status s = CompareTensors((*outputs)[i], want, tolerance);
     if (!s.ok()) return s.WithContext("output " + std::to_string(i) + " '" + name + "'");
   }
   return Status::Ok();
@@ -304,8 +329,9 @@ TestResult Runner::Run(const std::string& dir) {
   if (!exe.ok()) return finish("load", exe.status());
   std::vector<std::string> sets = NumberedEntries(dir, "test_data_set_");
   if (sets.empty()) return finish("data", NotFound("no test_data_set_* in " + dir));
+  Tolerance tolerance = TolerancesFor(dir, options_.tolerance);
   for (const std::string& set : sets) {
-    Status s = RunDataSet(*exe, dir + "/" + set);
+    Status s = RunDataSet(*exe, dir + "/" + set, tolerance);
     if (!s.ok()) return finish(set, s);
     ++result.data_sets;
   }

@@ -129,6 +129,27 @@ BOOST_AUTO_TEST_CASE(half_precision_is_widened) {
   BOOST_TEST(Contains(s.message(), "expected 1.5"), s.message());
 }
 
+// Tolerance::bf16_ulps admits exactly that many bf16 steps, never a sign change.
+BOOST_AUTO_TEST_CASE(bf16_ulps_admit_adjacent_values_only) {
+  Tolerance one_ulp;
+  one_ulp.bf16_ulps = 1;
+  std::vector<uint16_t> want = {0x3fc0, 0x3f80, 0x0000};  // 1.5, 1, +0
+  std::vector<uint16_t> got = {0x3fc1, 0x3f7f, 0x0001};   // one step away each
+  BOOST_TEST(
+      CompareTensors(Wrap(got, DType::kBF16, Shape{3}), Wrap(want, DType::kBF16, Shape{3}), one_ulp)
+          .ok());
+  got[0] = 0x3fc2;  // two steps
+  BOOST_TEST(!CompareTensors(Wrap(got, DType::kBF16, Shape{3}), Wrap(want, DType::kBF16, Shape{3}),
+                             one_ulp)
+                  .ok());
+  got = {0x3fc0, 0x3f80, 0x8001};  // -2^-133 against +0: a sign change, tiny but not one step
+  Tolerance loose = one_ulp;
+  loose.atol = 0;
+  BOOST_TEST(
+      !CompareTensors(Wrap(got, DType::kBF16, Shape{3}), Wrap(want, DType::kBF16, Shape{3}), loose)
+           .ok());
+}
+
 BOOST_AUTO_TEST_CASE(dtype_and_shape_must_match) {
   std::vector<float> a = {1, 2, 3, 4};
   std::vector<double> d = {1, 2, 3, 4};

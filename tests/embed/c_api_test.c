@@ -145,6 +145,9 @@ static void TestNullsAndBadTensors(void) {
   CHECK(kiln_tensor_dtype(t) == KILN_I32);
   CHECK(((int32_t*)kiln_tensor_data(t))[3] == 0);
   kiln_tensor_free(t);
+  CHECK(kiln_tensor_create(KILN_U64, shape, 1, &t) == NULL);
+  CHECK(kiln_tensor_dtype(t) == KILN_U64 && ((uint64_t*)kiln_tensor_data(t))[3] == 0);
+  kiln_tensor_free(t);
   CHECK(kiln_executable_num_functions(NULL) == -1);
   CHECK(kiln_tensor_rank(NULL) == -1);
   CHECK(kiln_tensor_dtype(NULL) == KILN_DTYPE_INVALID);

@@ -17,9 +17,9 @@ using testing::SameFloat;
 using testing::TestBuffer;
 namespace data = boost::unit_test::data;
 
-const std::vector<DType> kAllTypes = {DType::kBool, DType::kI8,  DType::kU8,  DType::kI16,
-                                      DType::kI32,  DType::kI64, DType::kF16, DType::kBF16,
-                                      DType::kF32,  DType::kF64};
+const std::vector<DType> kAllTypes = {
+    DType::kBool, DType::kI8,  DType::kU8,  DType::kI16,  DType::kU16, DType::kI32, DType::kU32,
+    DType::kI64,  DType::kU64, DType::kF16, DType::kBF16, DType::kF32, DType::kF64};
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -71,10 +71,33 @@ std::vector<double> FloatSamples(DType t) {
 }
 
 std::vector<int64_t> IntSamples(DType t) {
-  std::vector<int64_t> xs = {0,         1,         -1,        2,          7,       -7,   100,
-                             -100,      127,       -128,      255,        256,     -129, 32767,
-                             -32768,    65504,     65520,     1077936129,  // 2^30+2^22+1: bf16 trap
-                             INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN,  16777217};
+  std::vector<int64_t> xs = {0,
+                             1,
+                             -1,
+                             2,
+                             7,
+                             -7,
+                             100,
+                             -100,
+                             127,
+                             -128,
+                             255,
+                             256,
+                             -129,
+                             32767,
+                             -32768,
+                             65504,
+                             65520,
+                             1077936129,  // 2^30+2^22+1: bf16 trap
+                             INT32_MAX,
+                             INT32_MIN,
+                             INT64_MAX,
+                             INT64_MIN,
+                             16777217,
+                             65535,
+                             UINT32_MAX,     // unsigned maxima; u64's are the bits below
+                             INT64_MIN + 1,  // u64 2^63 + 1
+                             -4096};         // u64 2^64 - 4096: exact in f64, f32 rounds up
   std::vector<int64_t> out;
   for (int64_t x : xs) {
     TestBuffer probe(t, {1});
@@ -100,6 +123,18 @@ int64_t Saturate(double v, DType to) {
     case DType::kI32:
       lo = INT32_MIN, hi = INT32_MAX;
       break;
+    case DType::kU16:
+      lo = 0, hi = UINT16_MAX;
+      break;
+    case DType::kU32:
+      lo = 0, hi = UINT32_MAX;
+      break;
+    case DType::kU64: {  // the result's bits
+      long double t = std::trunc(static_cast<long double>(v));
+      if (t <= 0) return 0;
+      if (t >= 0x1p64L) return -1;
+      return static_cast<int64_t>(static_cast<uint64_t>(t));
+    }
     default:
       lo = INT64_MIN, hi = INT64_MAX;
       break;
@@ -121,8 +156,12 @@ int64_t WrapInt(int64_t v, DType to) {
       return static_cast<int16_t>(u);
     case DType::kI32:
       return static_cast<int32_t>(u);
+    case DType::kU16:
+      return static_cast<uint16_t>(u);
+    case DType::kU32:
+      return static_cast<uint32_t>(u);
     default:
-      return v;
+      return v;  // i64, u64 (the bits)
   }
 }
 
@@ -133,17 +172,26 @@ struct Expected {
   int64_t i;
 };
 
-Expected Reference(bool src_float, double fv, int64_t iv, DType to) {
+// `iv` of a u64 source holds its bits. The samples are exact in f64 or far from a tie of the
+// narrower types, so `exact` may round through f64 (64-bit ties are tested on their own below).
+Expected Reference(bool src_float, double fv, int64_t iv, DType from, DType to) {
   if (to == DType::kBool) return {false, 0, src_float ? (fv != 0 || std::isnan(fv)) : iv != 0};
   if (IsFloat(to)) {
-    double exact = src_float ? fv : static_cast<double>(iv);
+    bool u64 = from == DType::kU64;
+    double exact = src_float ? fv
+                   : u64     ? static_cast<double>(static_cast<uint64_t>(iv))
+                             : static_cast<double>(iv);
     switch (to) {
       case DType::kF16:
         return {true, testing::RoundToHalf(exact), 0};
       case DType::kBF16:
         return {true, testing::RoundToBFloat16(exact), 0};
       case DType::kF32:
-        return {true, src_float ? static_cast<float>(fv) : static_cast<float>(iv), 0};
+        return {true,
+                src_float ? static_cast<float>(fv)
+                : u64     ? static_cast<float>(static_cast<uint64_t>(iv))
+                          : static_cast<float>(iv),
+                0};
       default:
         return {true, exact, 0};
     }
@@ -175,7 +223,7 @@ BOOST_DATA_TEST_CASE(cast_every_dtype_pair, data::make(kAllTypes) * data::make(k
   }
   Call(fn, {&a, &b});
   for (int64_t k = 0; k < n; ++k) {
-    Expected e = Reference(src_float, a.At(k), a.IntAt(k), to);
+    Expected e = Reference(src_float, a.At(k), a.IntAt(k), from, to);
     if (e.is_float) {
       BOOST_TEST(SameFloat(b.At(k), e.f), "cast(" << (src_float ? a.At(k) : a.IntAt(k))
                                                   << ") = " << b.At(k) << " want " << e.f);
@@ -240,6 +288,48 @@ BOOST_AUTO_TEST_CASE(storage_float_arithmetic_computes_in_f32) {
           t == DType::kF16 ? testing::RoundToHalf(exact) : testing::RoundToBFloat16(exact);
       BOOST_TEST(z.At(k) == want, "k=" << k);
     }
+  }
+}
+
+// 64-bit integers just above a tie of bf16 / f16: rounding through f64 would land on the tie and
+// round to even (down); a correct cast rounds up. Known answers, worked out by hand.
+BOOST_AUTO_TEST_CASE(wide_integers_to_storage_floats_round_once) {
+  struct Case {
+    DType from, to;
+    int64_t bits;
+    double want;
+  };
+  const Case cases[] = {
+      // u64 2^63 + 2^55 + 1: bf16 keeps 8 bits, its ulp there is 2^56.
+      {DType::kU64, DType::kBF16,
+       static_cast<int64_t>((uint64_t{1} << 63) + (uint64_t{1} << 55) + 1),
+       std::ldexp(1, 63) + std::ldexp(1, 56)},
+      {DType::kI64, DType::kBF16, (int64_t{1} << 62) + (int64_t{1} << 54) + 1,
+       std::ldexp(1, 62) + std::ldexp(1, 55)},
+      {DType::kI64, DType::kBF16, -((int64_t{1} << 62) + (int64_t{1} << 54) + 1),
+       -(std::ldexp(1, 62) + std::ldexp(1, 55))},
+      {DType::kI64, DType::kBF16, INT64_MIN, -std::ldexp(1, 63)},
+      // f16's largest finite is 65504; anything from 65520 up is +inf.
+      {DType::kU64, DType::kF16, -1, std::numeric_limits<double>::infinity()},
+      {DType::kU32, DType::kBF16, static_cast<int64_t>(0xFFFFFFFFu), std::ldexp(1, 32)},
+      // u32 2^31 + 2^23 + 1 (a bf16 tie plus one; exact in f64, not in f32).
+      {DType::kU32, DType::kBF16, (int64_t{1} << 31) + (int64_t{1} << 23) + 1,
+       std::ldexp(1, 31) + std::ldexp(1, 24)},
+  };
+  for (const Case& c : cases) {
+    Buffer in = Buffer::Param("in", c.from, 1), out = Buffer::Param("out", c.to, 1);
+    Var i("i");
+    KernelFn fn = CompileOrFail(
+        {"cast",
+         {in, out},
+         {},
+         For(i, DimOf(out, 0), ForKind::kSerial, Store(out, {i}, Cast(c.to, Load(in, {i}))))});
+    BOOST_REQUIRE(fn);
+    TestBuffer a(c.from, {1}), b(c.to, {1});
+    a.SetI(0, c.bits);
+    Call(fn, {&a, &b});
+    BOOST_TEST(b.At(0) == c.want, DTypeShortName(c.from)
+                                      << " bits " << c.bits << " -> " << DTypeShortName(c.to));
   }
 }
 

@@ -18,8 +18,8 @@ using testing::TestBuffer;
 using testing::UlpDistance;
 namespace data = boost::unit_test::data;
 
-const std::vector<DType> kIntTypes = {DType::kI8, DType::kU8, DType::kI16, DType::kI32,
-                                      DType::kI64};
+const std::vector<DType> kIntTypes = {DType::kI8,  DType::kU8,  DType::kI16, DType::kU16,
+                                      DType::kI32, DType::kU32, DType::kI64, DType::kU64};
 const std::vector<DType> kFloatTypes = {DType::kF32, DType::kF64};
 
 // out[i] = op(a[i], b[i]) over n elements (n is out's runtime dim).
@@ -66,8 +66,12 @@ int64_t MaxOf(DType t) {
       return UINT8_MAX;
     case DType::kI16:
       return INT16_MAX;
+    case DType::kU16:
+      return UINT16_MAX;
     case DType::kI32:
       return INT32_MAX;
+    case DType::kU32:
+      return UINT32_MAX;
     default:
       return INT64_MAX;
   }
@@ -84,12 +88,20 @@ int64_t Wrap(uint64_t v, DType t) {
       return static_cast<int16_t>(v);
     case DType::kI32:
       return static_cast<int32_t>(v);
+    case DType::kU16:
+      return static_cast<uint16_t>(v);
+    case DType::kU32:
+      return static_cast<uint32_t>(v);
     default:
-      return static_cast<int64_t>(v);
+      return static_cast<int64_t>(v);  // i64, u64 (the bits)
   }
 }
 
+// Values of `t` (u64 as its bits: 2^63 is INT64_MIN, the maximum -1).
 std::vector<int64_t> IntSamples(DType t) {
+  if (t == DType::kU64) {
+    return {0, 1, 2, 3, 7, 100, INT64_MAX, INT64_MIN, INT64_MIN + 1, -2, -1};
+  }
   std::vector<int64_t> out;
   for (int64_t v :
        {int64_t{0}, int64_t{1}, int64_t{-1}, int64_t{2}, int64_t{-2}, int64_t{3}, int64_t{-7},
@@ -102,7 +114,7 @@ std::vector<int64_t> IntSamples(DType t) {
 // The documented integer semantics (kernel_ir.h), written plainly.
 int64_t IntReference(ExprOp op, DType t, int64_t a, int64_t b) {
   auto ua = static_cast<uint64_t>(a), ub = static_cast<uint64_t>(b);
-  bool is_unsigned = t == DType::kU8;
+  bool is_unsigned = IsUnsignedInteger(t);
   switch (op) {
     case ExprOp::kAdd:
       return Wrap(ua + ub, t);
@@ -111,16 +123,16 @@ int64_t IntReference(ExprOp op, DType t, int64_t a, int64_t b) {
     case ExprOp::kMul:
       return Wrap(ua * ub, t);
     case ExprOp::kMin:
-      return std::min(a, b);
+      return is_unsigned ? static_cast<int64_t>(std::min(ua, ub)) : std::min(a, b);
     case ExprOp::kMax:
-      return std::max(a, b);
+      return is_unsigned ? static_cast<int64_t>(std::max(ua, ub)) : std::max(a, b);
     default:
       break;
   }
   if (b == 0) return 0;
   bool quotient = op == ExprOp::kDiv || op == ExprOp::kFloorDiv;
+  if (is_unsigned) return static_cast<int64_t>(quotient ? ua / ub : ua % ub);
   if (b == -1) return quotient ? Wrap(0 - ua, t) : 0;
-  if (is_unsigned) return quotient ? a / b : a % b;
   int64_t q = a / b, r = a % b;
   bool adjust = r != 0 && ((r < 0) != (b < 0));
   switch (op) {
@@ -370,7 +382,7 @@ BOOST_DATA_TEST_CASE(integer_neg_and_abs_wrap, data::make(kIntTypes), dt) {
     Call(fn, {&a, &out});
     for (int64_t k = 0; k < n; ++k) {
       int64_t x = s[k];
-      bool negate = op == ExprOp::kNeg || (x < 0 && dt != DType::kU8);
+      bool negate = op == ExprOp::kNeg || (x < 0 && !IsUnsignedInteger(dt));
       int64_t expected = negate ? Wrap(0 - static_cast<uint64_t>(x), dt) : x;
       BOOST_TEST(out.IntAt(k) == expected, ExprOpName(op) << "(" << x << ")");
     }
@@ -446,8 +458,9 @@ bool CompareReference(ExprOp op, T a, T b) {
 
 BOOST_DATA_TEST_CASE(comparisons_on_every_numeric_dtype,
                      data::make(kCompareOps) *
-                         data::make({DType::kI8, DType::kU8, DType::kI16, DType::kI32, DType::kI64,
-                                     DType::kF32, DType::kF64, DType::kF16, DType::kBF16}),
+                         data::make({DType::kI8, DType::kU8, DType::kI16, DType::kU16, DType::kI32,
+                                     DType::kU32, DType::kI64, DType::kU64, DType::kF32,
+                                     DType::kF64, DType::kF16, DType::kBF16}),
                      op, dt) {
   KernelFn fn = CompileOrFail(BinaryKernel(op, dt, DType::kBool));
   BOOST_REQUIRE(fn);
@@ -468,7 +481,10 @@ BOOST_DATA_TEST_CASE(comparisons_on_every_numeric_dtype,
   Call(fn, {&a, &b, &out});
   for (int64_t k = 0; k < n; ++k) {
     bool expected = is_float ? CompareReference(op, a.At(k), b.At(k))
-                             : CompareReference(op, a.IntAt(k), b.IntAt(k));
+                    : IsUnsignedInteger(dt)
+                        ? CompareReference(op, static_cast<uint64_t>(a.IntAt(k)),
+                                           static_cast<uint64_t>(b.IntAt(k)))
+                        : CompareReference(op, a.IntAt(k), b.IntAt(k));
     BOOST_TEST(out.IntAt(k) == expected, ExprOpName(op)
                                              << "(" << a.At(k) << ", " << b.At(k) << ")");
   }
@@ -740,6 +756,41 @@ BOOST_AUTO_TEST_CASE(empty_reductions_give_identities) {
   TestBuffer in(DType::kI32, {1, 0, 1}), out(DType::kI32, {1, 1});
   Call(fn, {&in, &out});
   BOOST_TEST(out.IntAt(0) == INT32_MIN);
+}
+
+// The unsigned edge cases a signed instruction would get wrong, as known answers.
+BOOST_AUTO_TEST_CASE(unsigned_edge_cases_known_answers) {
+  struct Case {
+    ExprOp op;
+    DType t;
+    int64_t a, b;  // bits
+    int64_t want;  // bits (bool: 0 / 1)
+  };
+  const int64_t two63 = INT64_MIN;  // u64 2^63
+  const Case cases[] = {
+      {ExprOp::kDiv, DType::kU32, 0xFFFFFFFF, 2, 0x7FFFFFFF},  // sdiv would give 0 (-1 / 2)
+      {ExprOp::kMod, DType::kU32, 0xFFFFFFFF, 10, 5},
+      {ExprOp::kDiv, DType::kU64, -1, 2, INT64_MAX},
+      {ExprOp::kFloorMod, DType::kU64, two63 + 5, 10, 3},  // 9223372036854775813 % 10
+      {ExprOp::kGt, DType::kU64, two63 + 1, 0, 1},         // signed: negative, not > 0
+      {ExprOp::kLt, DType::kU64, two63, 1, 0},
+      {ExprOp::kGe, DType::kU32, 0x80000000, 0x7FFFFFFF, 1},
+      {ExprOp::kMax, DType::kU64, two63, 1, two63},
+      {ExprOp::kMin, DType::kU16, 0xFFFF, 1, 1},
+      {ExprOp::kMax, DType::kU16, 0x8000, 0x7FFF, 0x8000},
+  };
+  for (const Case& c : cases) {
+    bool compare = c.op >= ExprOp::kEq && c.op <= ExprOp::kGe;
+    DType out_type = compare ? DType::kBool : c.t;
+    KernelFn fn = CompileOrFail(BinaryKernel(c.op, c.t, out_type));
+    BOOST_REQUIRE(fn);
+    TestBuffer a(c.t, {1}), b(c.t, {1}), out(out_type, {1});
+    a.SetI(0, c.a);
+    b.SetI(0, c.b);
+    Call(fn, {&a, &b, &out});
+    BOOST_TEST(out.IntAt(0) == c.want,
+               ExprOpName(c.op) << "." << DTypeShortName(c.t) << "(" << c.a << ", " << c.b << ")");
+  }
 }
 
 }  // namespace

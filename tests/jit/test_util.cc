@@ -106,6 +106,8 @@ double TestBuffer::GetDouble(int64_t offset) const {
       return HalfToDouble(Read<uint16_t>(storage_, offset));
     case DType::kBF16:
       return BFloat16ToDouble(Read<uint16_t>(storage_, offset));
+    case DType::kU64:
+      return static_cast<double>(Read<uint64_t>(storage_, offset));
     default:
       return static_cast<double>(GetInt(offset));
   }
@@ -125,6 +127,12 @@ int64_t TestBuffer::GetInt(int64_t offset) const {
       return Read<int32_t>(storage_, offset);
     case DType::kI64:
       return Read<int64_t>(storage_, offset);
+    case DType::kU16:
+      return Read<uint16_t>(storage_, offset);
+    case DType::kU32:
+      return Read<uint32_t>(storage_, offset);
+    case DType::kU64:  // the bits: values above 2^63 read as negative
+      return Read<int64_t>(storage_, offset);
     default:
       return static_cast<int64_t>(GetDouble(offset));
   }
@@ -140,6 +148,8 @@ void TestBuffer::SetDouble(int64_t offset, double v) {
       return Write<uint16_t>(storage_, offset, EncodeHalf(RoundToHalf(v)));
     case DType::kBF16:
       return Write<uint16_t>(storage_, offset, EncodeBFloat16(RoundToBFloat16(v)));
+    case DType::kU64:
+      return Write<uint64_t>(storage_, offset, static_cast<uint64_t>(v));
     default:
       return SetInt(offset, static_cast<int64_t>(v));
   }
@@ -158,7 +168,12 @@ void TestBuffer::SetInt(int64_t offset, int64_t v) {
     case DType::kI32:
       return Write<int32_t>(storage_, offset, static_cast<int32_t>(v));
     case DType::kI64:
+    case DType::kU64:
       return Write<int64_t>(storage_, offset, v);
+    case DType::kU16:
+      return Write<uint16_t>(storage_, offset, static_cast<uint16_t>(v));
+    case DType::kU32:
+      return Write<uint32_t>(storage_, offset, static_cast<uint32_t>(v));
     default:
       return SetDouble(offset, static_cast<double>(v));
   }

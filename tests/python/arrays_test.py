@@ -6,6 +6,7 @@ import pytest
 
 import kiln
 import models
+from onnx import TensorProto, helper
 from conftest import assert_matches
 
 
@@ -87,3 +88,25 @@ def test_dlpack_capsules_are_consumed_once_and_strides_refused():
         kiln.from_dlpack(x[:, ::2])
     with pytest.raises(kiln.InvalidArgument, match="__dlpack__"):
         kiln.from_dlpack(object())
+
+
+@pytest.mark.parametrize("dtype, onnx_type", [
+    (np.uint16, TensorProto.UINT16),
+    (np.uint32, TensorProto.UINT32),
+    (np.uint64, TensorProto.UINT64),
+])
+def test_unsigned_arrays_map_to_kiln_dtypes_both_ways(dtype, onnx_type):
+    model = models.make_model(
+        [helper.make_node("Max", ["a", "b"], ["y"])],
+        [helper.make_tensor_value_info("a", onnx_type, [3]),
+         helper.make_tensor_value_info("b", onnx_type, [3])],
+        [helper.make_tensor_value_info("y", onnx_type, [3])], [])
+    session = kiln.Runtime(threads=1, jit_cache="off").load(model)
+    top = np.iinfo(dtype).max
+    a = np.array([top, 1, top // 2 + 1], dtype)  # the high bit set: a signed max would differ
+    b = np.array([0, 2, top // 2], dtype)
+    (y,) = session.run(None, {"a": a, "b": b})
+    assert y.dtype == dtype
+    np.testing.assert_array_equal(y, np.maximum(a, b))
+    back = np.from_dlpack(kiln.from_dlpack(y))  # DLPack keeps the unsigned type
+    assert back.dtype == dtype and np.shares_memory(back, y)

@@ -21,7 +21,7 @@ def test_exception_classes_follow_status_codes():
     (np.zeros((16,), np.float32), r"input 0 'x': rank 1"),
     (np.zeros((1, 15), np.float32), r"input 0 'x': dim 1 is 15, expected 16"),
     (np.zeros((1, 16), np.complex64), r"input 'x': numpy dtype complex64 has no kiln equivalent"),
-    (np.zeros((1, 16), np.uint32), r"input 'x': numpy dtype uint32"),
+    (np.zeros((1, 16), np.uint32), r"input 0 'x': dtype u32, expected f32"),
 ])
 def test_bad_inputs_raise_naming_the_input(mlp, feed, message):
     _, session = mlp

@@ -83,6 +83,22 @@ constexpr char kF16Version3[] =
     "\223NUMPY\003\000t\000\000\000{'descr': '<f2', 'fortran_order': False, 'shape': (3,), }"
     "                                                          \012"
     "\000<\000\300\0008";
+// np.save(f, np.array([0, 2**63 + 2048, 2**64 - 2048], np.uint64))
+constexpr char kU64Vector[] =
+    "\223NUMPY\001\000v\000{'descr': '<u8', 'fortran_order': False, 'shape': (3,), }"
+    "                                                            \012"
+    "\000\000\000\000\000\000\000\000\000\010\000\000\000\000\000\200\000\370\377\377\377\377\377"
+    "\377";
+// np.save(f, np.array([[65535, 1]], np.uint16))
+constexpr char kU16Row[] =
+    "\223NUMPY\001\000v\000{'descr': '<u2', 'fortran_order': False, 'shape': (1, 2), }"
+    "                                                          \012"
+    "\377\377\001\000";
+// np.save(f, np.array([4294967295, 7], np.uint32))
+constexpr char kU32Vector[] =
+    "\223NUMPY\001\000v\000{'descr': '<u4', 'fortran_order': False, 'shape': (2,), }"
+    "                                                            \012"
+    "\377\377\377\377\007\000\000\000";
 
 struct Golden {
   const char* name;
@@ -106,6 +122,9 @@ const std::vector<Golden> kGoldens = {
     {KILN_GOLDEN(kI32Square), 1, DType::kI32, {2, 2}, {1, -2, 70000, -2147483648.0}},
     {KILN_GOLDEN(kI16Version2), 2, DType::kI16, {3}, {0, -1, 300}},
     {KILN_GOLDEN(kF16Version3), 3, DType::kF16, {3}, {1, -2, 0.5}},
+    {KILN_GOLDEN(kU64Vector), 1, DType::kU64, {3}, {0, 0x1p63 + 2048, 0x1p64 - 2048}},
+    {KILN_GOLDEN(kU16Row), 1, DType::kU16, {1, 2}, {65535, 1}},
+    {KILN_GOLDEN(kU32Vector), 1, DType::kU32, {2}, {4294967295.0, 7}},
 };
 #undef KILN_GOLDEN
 
@@ -136,6 +155,12 @@ double Element(const Tensor& t, int64_t i) {
     case DType::kI16: return t.data_as<int16_t>()[i];
     case DType::kI32: return t.data_as<int32_t>()[i];
     case DType::kI64: return static_cast<double>(t.data_as<int64_t>()[i]);
+    case DType::kU16:
+      return t.data_as<uint16_t>()[i];
+    case DType::kU32:
+      return t.data_as<uint32_t>()[i];
+    case DType::kU64:
+      return static_cast<double>(t.data_as<uint64_t>()[i]);
     case DType::kBool: return t.data_as<uint8_t>()[i];
     default: return NAN;
   }
@@ -171,8 +196,9 @@ std::ostream& operator<<(std::ostream& os, const RoundTrip& c) {
 }
 
 std::vector<RoundTrip> RoundTrips() {
-  const DType dtypes[] = {DType::kF32, DType::kF16, DType::kF64, DType::kI8,  DType::kU8,
-                          DType::kI16, DType::kI32, DType::kI64, DType::kBool};
+  const DType dtypes[] = {DType::kF32,  DType::kF16, DType::kF64, DType::kI8,
+                          DType::kU8,   DType::kI16, DType::kI32, DType::kI64,
+                          DType::kBool, DType::kU16, DType::kU32, DType::kU64};
   const Shape shapes[] = {{},           {0},          {3, 0, 2},          {5},
                           {2, 3},       {2, 1, 3},    {1, 2, 3, 2},       {2, 1, 2, 1, 2},
                           {1, 2, 1, 2, 1, 3}, {2, 1, 1, 2, 1, 1, 2}, {1, 2, 1, 2, 1, 2, 1, 2},
@@ -323,7 +349,7 @@ std::vector<Bad> BadInputs() {
       {"complex", Image(1, 0, Dict("'<c8'", "()"), 8), "unsupported dtype '<c8'"},
       {"unicode", Image(1, 0, Dict("'<U3'", "()"), 12), "unsupported dtype '<U3'"},
       {"object", Image(1, 0, Dict("'|O'", "()"), 8), "unsupported dtype '|O'"},
-      {"uint32", Image(1, 0, Dict("'<u4'", "()"), 4), "unsupported dtype '<u4'"},
+      {"timedelta", Image(1, 0, Dict("'<m8'", "()"), 8), "unsupported dtype '<m8'"},
       {"structured", Image(1, 0, Dict("[('a', '<f4')]", "()"), 4), "structured dtypes"},
       {"negative dim", Image(1, 0, Dict("'<f4'", "(2, -1)"), 0), "negative dimension (-1)"},
       {"dim overflows int64", Image(1, 0, Dict("'<f4'", "(9223372036854775808,)"), 0),

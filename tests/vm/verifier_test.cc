@@ -154,6 +154,20 @@ BOOST_AUTO_TEST_CASE(base_tables_load_and_bind) {
   BOOST_TEST((*exe)->bound());
 }
 
+// The unsigned types appended to the DType enum (u16, u32, u64) are valid instruction dtypes
+// (dtype 0 and kNumDTypes are rejected below).
+BOOST_AUTO_TEST_CASE(unsigned_dtypes_are_valid_instruction_dtypes) {
+  for (DType dtype : {DType::kU16, DType::kU32, DType::kU64}) {
+    ExecutableBuilder b;
+    FunctionBuilder& main = AddBaseTables(b);
+    main.AllocTensor(0, 1, 0, dtype, {2, 3});
+    main.Ret({});
+    std::vector<uint8_t> bytes = FinishOrDie(b);
+    Status s = LoadStatus(bytes);
+    BOOST_TEST(s.ok(), DTypeShortName(dtype) << ": " << s.ToString());
+  }
+}
+
 // ---- Layer 3: bytecode ----------------------------------------------------------------------
 
 const std::vector<Case> kBytecodeCases = {
@@ -598,11 +612,11 @@ const std::vector<Case> kSemanticCases = {
     {"kernel_with_invalid_dtype",
      [](ExecutableBuilder& b, FunctionBuilder& f) {
        f.Ret({});
-       b.AddKernel(Kernel("bad", {DType::kI64, static_cast<DType>(12)}, {DType::kI64}));
+       b.AddKernel(Kernel("bad", {DType::kI64, static_cast<DType>(kNumDTypes)}, {DType::kI64}));
      },
      nullptr,
      StatusCode::kInvalidFormat,
-     {"kernels[1] 'bad'.input_dtypes[1]: invalid dtype 12"}},
+     {"kernels[1] 'bad'.input_dtypes[1]: invalid dtype " + std::to_string(kNumDTypes)}},
     {"kernel_output_with_invalid_dtype",
      [](ExecutableBuilder& b, FunctionBuilder& f) {
        f.Ret({});

@@ -298,9 +298,14 @@ BOOST_AUTO_TEST_CASE(onnx_dtype_codes) {
   const std::pair<int, DType> kSupported[] = {
       {1, DType::kF32},  {2, DType::kU8},   {3, DType::kI8},   {5, DType::kI16},
       {6, DType::kI32},  {7, DType::kI64},  {9, DType::kBool}, {10, DType::kF16},
-      {11, DType::kF64}, {16, DType::kBF16}};
-  for (auto [code, dtype] : kSupported) BOOST_TEST((*DTypeFromOnnx(code) == dtype), code);
-  for (int code : {4, 8, 12, 13, 14, 15}) {
+      {11, DType::kF64}, {16, DType::kBF16}, {4, DType::kU16}, {12, DType::kU32},
+      {13, DType::kU64}};
+  for (auto [code, dtype] : kSupported) {
+    BOOST_TEST((*DTypeFromOnnx(code) == dtype), code);
+    BOOST_TEST(DTypeToOnnx(dtype) == code);  // the inverse
+  }
+  BOOST_TEST(DTypeToOnnx(DType::kInvalid) == 0);
+  for (int code : {8, 14, 15, 17, 18}) {
     StatusOr<DType> d = DTypeFromOnnx(code);
     BOOST_TEST(d.status().code() == StatusCode::kUnsupported);
     BOOST_TEST(d.status().message() ==

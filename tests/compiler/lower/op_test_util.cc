@@ -57,6 +57,15 @@ void Store(DType dtype, void* p, size_t i, double v) {
     case DType::kI16: static_cast<int16_t*>(p)[i] = static_cast<int16_t>(v); break;
     case DType::kI32: static_cast<int32_t*>(p)[i] = static_cast<int32_t>(v); break;
     case DType::kI64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); break;
+    case DType::kU16:
+      static_cast<uint16_t*>(p)[i] = static_cast<uint16_t>(v);
+      break;
+    case DType::kU32:
+      static_cast<uint32_t*>(p)[i] = static_cast<uint32_t>(v);
+      break;
+    case DType::kU64:
+      static_cast<uint64_t*>(p)[i] = static_cast<uint64_t>(v);
+      break;
     case DType::kBool: static_cast<uint8_t*>(p)[i] = v != 0; break;
     default: break;
   }

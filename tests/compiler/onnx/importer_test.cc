@@ -250,6 +250,9 @@ const InitCase kInitCases[] = {
     {"bool", 9, DType::kBool, {1, 0}, {1, 0}},
     {"float16", 10, DType::kF16, {0x3e00, 0xc000}, {1.5, -2}},
     {"bfloat16", 16, DType::kBF16, {0x3fc0, 0xc000}, {1.5, -2}},
+    {"uint16", 4, DType::kU16, {65535, 1}, {65535, 1}},                // typed: int32_data
+    {"uint32", 12, DType::kU32, {4294967295, 1}, {4294967295.0, 1}},  // typed: uint64_data
+    {"uint64", 13, DType::kU64, {INT64_MIN, 1}, {0x1p63, 1}},         // 2^63 (as its bits)
 };
 
 // A model whose only output is the initializer "w" (two elements).
@@ -290,7 +293,20 @@ onnx::ModelProto InitializerModel(const InitCase& c, bool raw) {
         t->add_int32_data(v);
         break;
       }
+      case DType::kU32: {
+        uint32_t v = static_cast<uint32_t>(c.typed[i]);
+        put(&v, 4);
+        t->add_uint64_data(v);
+        break;
+      }
+      case DType::kU64: {
+        uint64_t v = static_cast<uint64_t>(c.typed[i]);
+        put(&v, 8);
+        t->add_uint64_data(v);
+        break;
+      }
       case DType::kI16:
+      case DType::kU16:
       case DType::kF16:
       case DType::kBF16: {
         uint16_t v = static_cast<uint16_t>(c.typed[i]);
@@ -310,6 +326,7 @@ onnx::ModelProto InitializerModel(const InitCase& c, bool raw) {
     t->clear_double_data();
     t->clear_int32_data();
     t->clear_int64_data();
+    t->clear_uint64_data();
     t->set_raw_data(bytes);
   }
   return m;
@@ -340,7 +357,7 @@ BOOST_AUTO_TEST_CASE(raw_data_size_must_match_dims) {
 }
 
 BOOST_AUTO_TEST_CASE(string_and_complex_initializers_are_unsupported) {
-  for (auto [code, name] : {std::pair{8, "STRING"}, {14, "COMPLEX64"}, {4, "UINT16"}}) {
+  for (auto [code, name] : {std::pair{8, "STRING"}, {14, "COMPLEX64"}, {17, "FLOAT8E4M3FN"}}) {
     onnx::ModelProto m = InitializerModel(kInitCases[0], true);
     m.mutable_graph()->mutable_initializer(0)->set_data_type(code);
     EXPECT_ERROR(

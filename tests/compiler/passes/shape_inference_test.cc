@@ -259,7 +259,7 @@ BOOST_AUTO_TEST_CASE(input_counts_and_dtypes_are_checked_before_rules) {
   BOOST_TEST(g.status().message() ==
              "node 'Relu_0' (Relu): input 0 'x' has dtype bool; Relu accepts float32, float16, "
              "bfloat16, float64, "
-             "int8, uint8, int16, int32, int64");
+             "int8, uint8, int16, int32, int64, uint16, uint32, uint64");
 }
 
 }  // namespace

@@ -48,15 +48,17 @@ std::string Encode(const Tensor& t) {
 
 BOOST_AUTO_TEST_CASE(datatype_names_round_trip) {
   const std::pair<DType, const char*> expected[] = {
-      {DType::kF32, "FP32"},  {DType::kF16, "FP16"}, {DType::kBF16, "BF16"}, {DType::kF64, "FP64"},
-      {DType::kI8, "INT8"},   {DType::kU8, "UINT8"}, {DType::kI16, "INT16"}, {DType::kI32, "INT32"},
-      {DType::kI64, "INT64"}, {DType::kBool, "BOOL"}};
+      {DType::kF32, "FP32"},  {DType::kF16, "FP16"},   {DType::kBF16, "BF16"},
+      {DType::kF64, "FP64"},  {DType::kI8, "INT8"},    {DType::kU8, "UINT8"},
+      {DType::kI16, "INT16"}, {DType::kI32, "INT32"},  {DType::kI64, "INT64"},
+      {DType::kBool, "BOOL"}, {DType::kU16, "UINT16"}, {DType::kU32, "UINT32"},
+      {DType::kU64, "UINT64"}};
   for (const auto& [dtype, name] : expected) {
     BOOST_TEST(KServeDatatype(dtype) == std::string(name));
     BOOST_TEST((ParseKServeDatatype(name) == dtype));
   }
   BOOST_TEST(KServeDatatype(DType::kInvalid) == std::string("INVALID"));
-  for (const char* other : {"fp32", "UINT32", "BYTES", "FLOAT", ""}) {
+  for (const char* other : {"fp32", "UINT128", "BYTES", "FLOAT", ""}) {
     BOOST_TEST(!ParseKServeDatatype(other).has_value());
   }
 }
@@ -112,6 +114,19 @@ BOOST_AUTO_TEST_CASE(integer_types_check_range_and_integrality) {
   auto u8 = Decode("[0, 255]", DType::kU8, Shape({2}));
   BOOST_REQUIRE(u8.ok());
   BOOST_TEST(Values<uint8_t>(*u8) == (std::vector<uint8_t>{0, 255}),
+             boost::test_tools::per_element());
+  ExpectError("[65536]", DType::kU16, Shape({1}), "outside [0, 65535]");
+  ExpectError("[-1]", DType::kU32, Shape({1}), "outside [0, 4294967295]");
+  // UINT64 in JSON: exact up to 2^63 - 1 (larger values go as binary data).
+  ExpectError("[-1]", DType::kU64, Shape({1}), "outside [0, 9223372036854775807]");
+  ExpectError("[9223372036854775808]", DType::kU64, Shape({1}), "out of range");
+  auto u32 = Decode("[4294967295, 0]", DType::kU32, Shape({2}));
+  BOOST_REQUIRE(u32.ok());
+  BOOST_TEST(Values<uint32_t>(*u32) == (std::vector<uint32_t>{4294967295u, 0}),
+             boost::test_tools::per_element());
+  auto u64 = Decode("[9223372036854775807, 1]", DType::kU64, Shape({2}));
+  BOOST_REQUIRE(u64.ok());
+  BOOST_TEST(Values<uint64_t>(*u64) == (std::vector<uint64_t>{9223372036854775807u, 1}),
              boost::test_tools::per_element());
 }
 
@@ -204,6 +219,11 @@ BOOST_AUTO_TEST_CASE(encodes_every_dtype) {
   auto u8 = Decode("[255, 0]", DType::kU8, Shape({2}));
   BOOST_REQUIRE(u8.ok());
   BOOST_TEST(Encode(*u8) == "[255,0]");
+  auto u16 = Decode("[65535, 1]", DType::kU16, Shape({2}));
+  BOOST_REQUIRE(u16.ok());
+  BOOST_TEST(Encode(*u16) == "[65535,1]");
+  uint64_t big[] = {18446744073709551615u, 0};  // above int64: written as an unsigned number
+  BOOST_TEST(Encode(Tensor::Wrap(big, DType::kU64, Shape({2}))) == "[18446744073709551615,0]");
   auto b = Decode("[true, false]", DType::kBool, Shape({1, 2}));
   BOOST_REQUIRE(b.ok());
   BOOST_TEST(Encode(*b) == "[true,false]");
