@@ -1,6 +1,11 @@
 // Per-kernel dispatch: shape-keyed variant table, background specialization, bucket hints.
 #include "jit/dispatch.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -90,10 +95,27 @@ class Folder {
   std::unordered_map<const ExprNode*, Expr> memo_;
 };
 
+int64_t ThreadCpuNanos() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Compiles through the engine and counts it; *cpu_nanos (if given) is the CPU time it took on
+// this thread (what the payback rule and the budget reason about: wall time on a loaded machine
+// says more about the other processes).
 StatusOr<KernelRef> CompileTimed(Engine& engine, DispatchCounters& counters, const Kernel& k,
-                                 Tier tier = Tier::kOptimized) {
+                                 Tier tier = Tier::kOptimized, int64_t* cpu_nanos = nullptr) {
   auto start = std::chrono::steady_clock::now();
+  int64_t cpu_start = cpu_nanos != nullptr ? ThreadCpuNanos() : 0;
   StatusOr<KernelRef> fn = engine.Acquire(k, tier);
+  if (cpu_nanos != nullptr) *cpu_nanos = ThreadCpuNanos() - cpu_start;
   auto nanos =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
@@ -137,25 +159,40 @@ DispatchStats DispatchCounters::Snapshot() const {
 // destroyed from inside one of its own tasks (the last owner of a dispatcher can be a task). ----
 
 struct BackgroundCompiler::State {
+  State(double cpu_share, int window_ms)
+      : budget(cpu_share, int64_t{window_ms} * 1'000'000) {}
   std::mutex mu;
   std::condition_variable cv, idle_cv;
   std::deque<std::function<void()>> queue;
   bool running_task = false, stop = false;
+  CpuBudget budget;  // used by the worker thread only
 };
 
-BackgroundCompiler::BackgroundCompiler() : state_(std::make_shared<State>()) {
+BackgroundCompiler::BackgroundCompiler(double cpu_share, int window_ms)
+    : state_(std::make_shared<State>(cpu_share, window_ms)) {
   thread_ = std::thread([state = state_] {
+    // Requests come first: a compile only makes later calls faster. (Raising one's own nice
+    // value needs no privilege; a failure just leaves the default priority.)
+    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
     std::unique_lock<std::mutex> lock(state->mu);
     for (;;) {
       state->cv.wait(lock, [&] { return state->stop || !state->queue.empty(); });
       if (state->stop) break;
+      // Over budget: wait (queued tasks stay queued and count as work for WaitIdle).
+      if (int64_t delay = state->budget.Delay(SteadyNanos()); delay > 0) {
+        state->cv.wait_for(lock, std::chrono::nanoseconds(delay), [&] { return state->stop; });
+        continue;
+      }
       std::function<void()> task = std::move(state->queue.front());
       state->queue.pop_front();
       state->running_task = true;
       lock.unlock();
+      int64_t cpu_start = ThreadCpuNanos();
       task();
       task = nullptr;
+      int64_t cpu = ThreadCpuNanos() - cpu_start;
       lock.lock();
+      state->budget.Charge(SteadyNanos(), cpu);
       state->running_task = false;
       if (state->queue.empty()) state->idle_cv.notify_all();
     }
@@ -221,8 +258,10 @@ std::shared_ptr<KernelDispatcher> KernelDispatcher::Create(
   d->counters_ = std::move(counters);
   d->payload_ = std::move(payload);
   d->options_ = options;
-  d->table_ = std::make_shared<Table>();
+  d->table_ = std::make_shared<Table>(
+      options.min_share, options.payback, static_cast<int64_t>(options.assumed_compile_ms * 1e6));
   d->table_->counters = d->counters_;
+  d->table_->measure_compiles = options.clock == nullptr;
   if (generic) {
     // Code compiled ahead of time is the optimized tier: nothing to tier up.
     d->table_->generic_code = std::move(generic);
@@ -288,7 +327,8 @@ StatusOr<KernelFn> KernelDispatcher::Generic() {
   if (fn) return fn;
   if (!t.generic_error.ok()) return t.generic_error;
   Tier tier = options_.tiering && !OptimizedTierScope::Active() ? Tier::kFast : Tier::kOptimized;
-  StatusOr<KernelRef> compiled = CompileTimed(*engine_, *counters_, payload_.kernel, tier);
+  int64_t cpu = 0;
+  StatusOr<KernelRef> compiled = CompileTimed(*engine_, *counters_, payload_.kernel, tier, &cpu);
   if (!compiled.ok()) {
     t.generic_error = compiled.status();
     return t.generic_error;
@@ -298,6 +338,7 @@ StatusOr<KernelFn> KernelDispatcher::Generic() {
     counters_->fast_generics.fetch_add(1);
   } else {
     t.generic_final.store(true);  // optimized already (e.g. from the persistent cache)
+    if (t.measure_compiles) t.payback.RecordCompile(cpu);
   }
   t.generic.store(compiled->fn(), std::memory_order_release);
   return compiled->fn();
@@ -313,9 +354,12 @@ void KernelDispatcher::CountFirstTierCall() {
   if (t.tier_up_started.exchange(true)) return;
   compiler_->Submit([weak = std::weak_ptr<Table>(table_), job = Job()] {
     if (weak.expired()) return;
-    StatusOr<KernelRef> fn = CompileTimed(*job.engine, *job.counters, job.kernel, Tier::kOptimized);
+    int64_t cpu = 0;
+    StatusOr<KernelRef> fn =
+        CompileTimed(*job.engine, *job.counters, job.kernel, Tier::kOptimized, &cpu);
     std::shared_ptr<Table> table = weak.lock();
     if (!table) return;
+    if (table->measure_compiles) table->payback.RecordCompile(cpu);
     // Released after the lock; a call that loaded the first tier's address keeps running it
     // safely: the engine frees that code only once no EpochGuard alive now remains.
     KernelRef replaced;
@@ -349,7 +393,7 @@ KernelFn KernelDispatcher::FindHintVariant(const int64_t* key) const {
 }
 
 KernelFn KernelDispatcher::Lookup(const int64_t* key, bool* submit, uint64_t* hash, Entry** hot,
-                                  KernelRef* evicted) {
+                                  KernelRef* evicted, int64_t* price) {
   Table& t = *table_;
   const int n = key_size_;
   if (t.first_key.empty()) {
@@ -399,7 +443,8 @@ KernelFn KernelDispatcher::Lookup(const int64_t* key, bool* submit, uint64_t* ha
     return nullptr;
   }
   if (KernelFn fn = e.code.fn()) return fn;
-  if (!e.pending && ++e.count >= options_.specialize_after) {
+  // A hot entry waits (counting on) until the kernel's run time pays for its compile.
+  if (!e.pending && ++e.count >= options_.specialize_after && t.payback.TrySpend(counters_->run_nanos.load(std::memory_order_relaxed), price)) {
     e.pending = true;
     *submit = true;
     *hash = h;
@@ -408,7 +453,8 @@ KernelFn KernelDispatcher::Lookup(const int64_t* key, bool* submit, uint64_t* ha
   return nullptr;
 }
 
-void KernelDispatcher::SubmitSpecialization(uint64_t h, const Entry& entry, const int64_t* key) {
+void KernelDispatcher::SubmitSpecialization(uint64_t h, const Entry& entry, const int64_t* key,
+                                            int64_t price) {
   // Which key positions the variant folds: all for an exact entry, else those that never varied
   // (their values are the same for every shape of the bucket).
   std::vector<bool> fold_shape, fold_dim;
@@ -420,18 +466,25 @@ void KernelDispatcher::SubmitSpecialization(uint64_t h, const Entry& entry, cons
   }
   std::weak_ptr<Table> weak = table_;
   std::vector<int64_t> k(key, key + key_size_);
-  compiler_->Submit([weak, h, k = std::move(k), table_key = entry.key, job = Job(),
+  compiler_->Submit([weak, h, price, k = std::move(k), table_key = entry.key, job = Job(),
                      fold_shape = std::move(fold_shape), fold_dim = std::move(fold_dim)] {
     if (weak.expired()) return;
     std::vector<const int64_t*> shapes;
     for (int off : job.key_offset) shapes.push_back(k.data() + off);
     std::vector<int64_t> dims;
     for (const DimBinding& b : job.bindings) dims.push_back(k[job.key_offset[b.buffer] + b.axis]);
+    int64_t cpu = 0;
     StatusOr<KernelRef> fn =
         CompileTimed(*job.engine, *job.counters,
-                     SpecializeKernel(job.kernel, shapes, dims.data(), fold_dim, fold_shape));
+                     SpecializeKernel(job.kernel, shapes, dims.data(), fold_dim, fold_shape),
+                     Tier::kOptimized, &cpu);
     std::shared_ptr<Table> table = weak.lock();
     if (!table) return;
+    if (table->measure_compiles) {
+      // The price was a guess: a variant another bucket had compiled already cost nothing.
+      table->payback.Settle(price, cpu);
+      table->payback.RecordCompile(cpu);
+    }
     std::lock_guard<std::mutex> lock(table->mu);
     auto it = table->entries.find(h);
     // Evicted meanwhile: the variant is not installed (and freed with `fn`). A failed
@@ -443,30 +496,46 @@ void KernelDispatcher::SubmitSpecialization(uint64_t h, const Entry& entry, cons
   });
 }
 
-StatusOr<KernelFn> KernelDispatcher::Select(const int64_t* key) {
+StatusOr<KernelFn> KernelDispatcher::Select(const int64_t* key, CallTiming* timing) {
+  if (timing != nullptr) *timing = CallTiming::kNone;
   ASSIGN_OR_RETURN(KernelFn generic, Generic());
   KernelFn fn = nullptr;
   Table& t = *table_;
-  if (options_.specialize_after > 0 && options_.max_shapes > 0) {
+  const bool specializing = options_.specialize_after > 0 && options_.max_shapes > 0;
+  if (specializing) {
     bool submit = false;
     uint64_t h = 0;
     Entry* hot = nullptr;
+    int64_t price = 0;
     KernelRef evicted;  // released after the lock: the last reference retires the code
     std::lock_guard<std::mutex> lock(t.mu);
-    fn = Lookup(key, &submit, &h, &hot, &evicted);
-    if (submit) SubmitSpecialization(h, *hot, key);
+    fn = Lookup(key, &submit, &h, &hot, &evicted, &price);
+    if (submit) SubmitSpecialization(h, *hot, key, price);
   }
   if (!fn && !t.hint_variants.empty()) fn = FindHintVariant(key);
+  const bool timed = timing != nullptr && specializing && t.payback.enabled();
   if (fn) {
     counters_->hits.fetch_add(1, std::memory_order_relaxed);
+    if (timed) *timing = CallTiming::kSpecialized;
     return fn;
   }
   counters_->misses.fetch_add(1, std::memory_order_relaxed);
+  if (timed) *timing = CallTiming::kUnspecialized;
   if (!t.generic_final.load(std::memory_order_relaxed) &&
       !t.tier_up_started.load(std::memory_order_relaxed)) {
     CountFirstTierCall();
   }
   return generic;
+}
+
+void KernelDispatcher::Record(CallTiming timing, int64_t run_nanos) {
+  if (timing == CallTiming::kNone) return;
+  counters_->run_nanos.fetch_add(run_nanos, std::memory_order_relaxed);
+  table_->payback.Record(run_nanos, timing == CallTiming::kSpecialized);
+}
+
+int64_t KernelDispatcher::Now() const {
+  return options_.clock != nullptr ? options_.clock() : SteadyNanos();
 }
 
 int KernelDispatcher::tracked_shapes() const {
