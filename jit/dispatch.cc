@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <utility>
 
 namespace kiln::jit {
@@ -169,8 +170,61 @@ struct BackgroundCompiler::State {
   CpuBudget budget;  // used by the worker thread only
 };
 
+namespace {
+
+// Every compiler's state, for the exit hook. Leaked: it is used while the process exits.
+struct LiveCompilers {
+  std::mutex mu;
+  std::vector<std::weak_ptr<BackgroundCompiler::State>> states;
+  bool exiting = false;
+};
+
+LiveCompilers& Live() {
+  static LiveCompilers* live = new LiveCompilers();
+  return *live;
+}
+
+// Stops one compiler: queued tasks are dropped, a task in progress is waited for, and the
+// thread leaves its loop (so it never touches LLVM again).
+void Stop(BackgroundCompiler::State& state) {
+  std::unique_lock<std::mutex> lock(state.mu);
+  state.stop = true;
+  state.queue.clear();
+  state.cv.notify_all();
+  state.idle_cv.wait(lock, [&] { return !state.running_task; });
+}
+
+// At exit, before the static destructors of LLVM (whose statics were constructed before the
+// hook was registered, so they are destroyed after it runs): a compiler of a Runtime the
+// program leaked would otherwise keep compiling while LLVM's globals are torn down.
+void StopEveryCompilerAtExit() {
+  std::vector<std::shared_ptr<BackgroundCompiler::State>> states;
+  {
+    std::lock_guard<std::mutex> lock(Live().mu);
+    Live().exiting = true;
+    for (auto& weak : Live().states) {
+      if (auto state = weak.lock()) states.push_back(std::move(state));
+    }
+  }
+  for (auto& state : states) Stop(*state);
+}
+
+}  // namespace
+
 BackgroundCompiler::BackgroundCompiler(double cpu_share, int window_ms)
     : state_(std::make_shared<State>(cpu_share, window_ms)) {
+  {
+    // Registered once, by the first compiler: after the engine has set LLVM up.
+    static const bool registered = std::atexit(StopEveryCompilerAtExit) == 0;
+    (void)registered;
+    std::lock_guard<std::mutex> lock(Live().mu);
+    auto& states = Live().states;
+    states.erase(std::remove_if(states.begin(), states.end(),
+                                [](const auto& w) { return w.expired(); }),
+                 states.end());
+    states.push_back(state_);
+    if (Live().exiting) state_->stop = true;  // made by a static destructor: never compiles
+  }
   thread_ = std::thread([state = state_] {
     // Requests come first: a compile only makes later calls faster. (Raising one's own nice
     // value needs no privilege; a failure just leaves the default priority.)

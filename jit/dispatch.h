@@ -112,6 +112,10 @@ struct DispatchCounters {
 /// priority (nice 19) and within a CPU budget (CpuBudget of `cpu_share` over `window_ms`: a task
 /// starts only while the budget is not in debt, and is charged its thread CPU time). Thread-safe.
 /// The destructor drops queued tasks and joins the thread (a task in progress finishes first).
+/// Exit is safe with compilers alive (a leaked Runtime): a hook registered with atexit when the
+/// first compiler is made (after LLVM's statics exist, so it runs before their destructors)
+/// stops every compiler the same way, waiting for a compile in progress, before exit tears
+/// LLVM down. Compiles the program runs on its own threads (first calls) are its business.
 class BackgroundCompiler {
  public:
   explicit BackgroundCompiler(double cpu_share = 0, int window_ms = 2000);
@@ -123,8 +127,9 @@ class BackgroundCompiler {
   /// Blocks until the queue is empty and no task runs (tests, benchmarks).
   void WaitIdle();
 
+  struct State;  // the queue, shared with the thread (and the exit hook)
+
  private:
-  struct State;
   std::shared_ptr<State> state_;
   std::thread thread_;
 };
