@@ -167,8 +167,22 @@ struct BackgroundCompiler::State {
   std::condition_variable cv, idle_cv;
   std::deque<std::function<void()>> queue;
   bool running_task = false, stop = false;
+  int waiters = 0;   // threads in WaitIdle: while > 0, no budget and the normal priority
+  pid_t tid = 0;     // the worker's thread id, once its priority is lowered
   CpuBudget budget;  // used by the worker thread only
 };
+
+namespace {
+
+constexpr int kBackgroundNice = 19;
+
+// Sets the worker's nice value (best effort: raising a priority back needs CAP_SYS_NICE or an
+// RLIMIT_NICE that allows it; without, the compiles just stay at the lowest priority).
+void SetNice(pid_t tid, int nice) {
+  if (tid != 0) setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice);
+}
+
+}  // namespace
 
 namespace {
 
@@ -190,6 +204,7 @@ void Stop(BackgroundCompiler::State& state) {
   std::unique_lock<std::mutex> lock(state.mu);
   state.stop = true;
   state.queue.clear();
+  SetNice(state.tid, 0);  // the process waits for the compile in progress
   state.cv.notify_all();
   state.idle_cv.wait(lock, [&] { return !state.running_task; });
 }
@@ -228,14 +243,19 @@ BackgroundCompiler::BackgroundCompiler(double cpu_share, int window_ms)
   thread_ = std::thread([state = state_] {
     // Requests come first: a compile only makes later calls faster. (Raising one's own nice
     // value needs no privilege; a failure just leaves the default priority.)
-    setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19);
+    pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
     std::unique_lock<std::mutex> lock(state->mu);
+    if (state->waiters == 0) SetNice(tid, kBackgroundNice);
+    state->tid = tid;
     for (;;) {
       state->cv.wait(lock, [&] { return state->stop || !state->queue.empty(); });
       if (state->stop) break;
-      // Over budget: wait (queued tasks stay queued and count as work for WaitIdle).
-      if (int64_t delay = state->budget.Delay(SteadyNanos()); delay > 0) {
-        state->cv.wait_for(lock, std::chrono::nanoseconds(delay), [&] { return state->stop; });
+      // Over budget: wait (queued tasks stay queued and count as work for WaitIdle). Not while
+      // a thread waits for the queue: then the compiles are what the process is waiting for.
+      int64_t delay = state->budget.Delay(SteadyNanos());
+      if (delay > 0 && state->waiters == 0) {
+        state->cv.wait_for(lock, std::chrono::nanoseconds(delay),
+                           [&] { return state->stop || state->waiters > 0; });
         continue;
       }
       std::function<void()> task = std::move(state->queue.front());
@@ -289,8 +309,15 @@ void BackgroundCompiler::Submit(std::function<void()> task) {
 
 void BackgroundCompiler::WaitIdle() {
   std::unique_lock<std::mutex> lock(state_->mu);
+  // Someone waits for these compiles: they run at the normal priority and without a budget
+  // (at nice 19 on a busy machine, a compile can take a minute).
+  if (state_->waiters++ == 0) {
+    SetNice(state_->tid, 0);
+    state_->cv.notify_all();
+  }
   state_->idle_cv.wait(
       lock, [&] { return state_->stop || (state_->queue.empty() && !state_->running_task); });
+  if (--state_->waiters == 0) SetNice(state_->tid, kBackgroundNice);
 }
 
 // ---- Specialization. ----

@@ -124,7 +124,9 @@ class BackgroundCompiler {
   BackgroundCompiler& operator=(const BackgroundCompiler&) = delete;
 
   void Submit(std::function<void()> task);
-  /// Blocks until the queue is empty and no task runs (tests, benchmarks).
+  /// Blocks until the queue is empty and no task runs (tests, benchmarks, warm-up). Meanwhile
+  /// the thread runs at the normal priority (where the process may raise it back) and ignores
+  /// the budget: the caller is waiting for exactly these compiles.
   void WaitIdle();
 
   struct State;  // the queue, shared with the thread (and the exit hook)
