@@ -354,4 +354,29 @@ void kiln_runtime_get_stats(const kiln_runtime* r, kiln_runtime_stats* out) {
   out->generic_calls = s.dispatch.misses;
 }
 
+void kiln_runtime_get_jit_stats(const kiln_runtime* r, kiln_jit_stats* out) {
+  if (out == nullptr) return;
+  std::memset(out, 0, sizeof(*out));
+  if (r == nullptr) return;
+  kiln::RuntimeStats s = r->runtime->stats();
+  const kiln::jit::EngineStats& e = s.engine;
+  out->compilations = e.compilations;
+  out->fast_compilations = e.fast_compilations;
+  out->failures = e.failures;
+  out->cache_hits = e.cache_hits;
+  out->object_cache_hits = e.object_cache_hits;
+  out->object_cache_misses = e.object_cache_misses;
+  out->aot_linked = e.aot_linked;
+  out->aot_link_failures = e.aot_link_failures;
+  out->kernels_alive = e.cached_kernels;
+  out->kernels_freed = e.freed_kernels;
+  out->compile_seconds = e.compile_seconds;
+  const kiln::jit::DispatchStats& d = s.dispatch;
+  out->variant_requests = d.compilations;
+  out->specializations = d.specializations;
+  out->tier_ups = d.tier_ups;
+  out->specialized_calls = d.hits;
+  out->generic_calls = d.misses;
+}
+
 }  // extern "C"

@@ -152,6 +152,28 @@ typedef struct kiln_runtime_stats {
   int64_t generic_calls;           /* ... by the generic variant */
 } kiln_runtime_stats;
 
+/* The JIT's counters since the runtime was created (kiln::RuntimeStats::engine and ::dispatch;
+ * jit/engine.h and jit/dispatch.h say what each counts). A struct of its own, so that
+ * kiln_runtime_stats keeps its size for programs built against it. */
+typedef struct kiln_jit_stats {
+  int64_t compilations;          /* kernels LLVM compiled (failed attempts included) */
+  int64_t fast_compilations;     /* of those, at the cheap first tier */
+  int64_t failures;              /* compilations that failed */
+  int64_t cache_hits;            /* kernel requests served without compiling */
+  int64_t object_cache_hits;     /* compilations served from the JIT cache directory */
+  int64_t object_cache_misses;   /* compilations that found no usable entry there */
+  int64_t aot_linked;            /* kernels linked from code compiled ahead of time */
+  int64_t aot_link_failures;     /* such objects that did not link (compiled instead) */
+  int64_t kernels_alive;         /* distinct kernels the engine holds now */
+  int64_t kernels_freed;         /* kernels whose code was freed */
+  double compile_seconds;        /* wall time in compilations */
+  int64_t variant_requests;      /* kernel variants dispatch asked for (generic, specialized) */
+  int64_t specializations;       /* shape-specialized variants installed */
+  int64_t tier_ups;              /* optimized generic variants swapped in for first-tier ones */
+  int64_t specialized_calls;     /* kernel calls served by a specialized variant */
+  int64_t generic_calls;         /* ... by the generic variant */
+} kiln_jit_stats;
+
 /* options NULL: defaults. KILN_INVALID_ARGUMENT for a negative or huge num_threads;
  * KILN_NOT_FOUND / KILN_INVALID_ARGUMENT naming a plugin that is missing or not loadable;
  * KILN_INTERNAL if LLVM cannot create the JIT. */
@@ -176,6 +198,8 @@ kiln_status* kiln_runtime_warmup(const kiln_runtime* runtime, const kiln_executa
                                  const int64_t* dim_values, size_t num_dims);
 /* Zeros *out for a NULL runtime. */
 void kiln_runtime_get_stats(const kiln_runtime* runtime, kiln_runtime_stats* out);
+/* Zeros *out for a NULL runtime. */
+void kiln_runtime_get_jit_stats(const kiln_runtime* runtime, kiln_jit_stats* out);
 
 #ifdef __cplusplus
 } /* extern "C" */

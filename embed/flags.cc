@@ -298,6 +298,22 @@ void AddPluginFlag(FlagParser& flags, RuntimeOptions* options) {
                 &options->plugins);
 }
 
+namespace {
+
+// A real number in [0, hi] (strtod's syntax); the error names the flag.
+StatusOr<double> ParseRealFlag(const char* flag, const std::string& v, double hi) {
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !(x >= 0 && x <= hi)) {
+    char range[32];
+    std::snprintf(range, sizeof(range), "%g", hi);
+    return InvalidArgument(std::string(flag) + " " + v + ": not a number in [0, " + range + "]");
+  }
+  return x;
+}
+
+}  // namespace
+
 void AddRuntimeFlags(FlagParser& flags, RuntimeOptions* options) {
   flags.AddInt("--threads", "N",
                "OpenMP threads for JIT kernels and oneDNN regions; 0: $OMP_NUM_THREADS, else "
@@ -325,6 +341,23 @@ void AddRuntimeFlags(FlagParser& flags, RuntimeOptions* options) {
                     options->dispatch.bucketing =
                         pow2 ? jit::Bucketing::kPowerOfTwo : jit::Bucketing::kExact;
                   });
+  flags.AddCustom(
+      "--jit-payback", "K",
+      "specialize a hot shape's kernel only once the kernel's run time on code that is not "
+      "specialized reaches K x the compile's expected CPU time (which it then spends); 0: "
+      "specialize every hot shape",
+      "0", false, [options](const std::string& v) -> Status {
+        ASSIGN_OR_RETURN(options->dispatch.payback, ParseRealFlag("--jit-payback", v, 1e6));
+        return Status::Ok();
+      });
+  flags.AddCustom(
+      "--jit-min-share", "S",
+      "specialize a hot shape's kernel only if the kernel takes at least this share (0..1) of "
+      "the run time of all kernels; 0: any kernel",
+      "0.02", false, [options](const std::string& v) -> Status {
+        ASSIGN_OR_RETURN(options->dispatch.min_share, ParseRealFlag("--jit-min-share", v, 1));
+        return Status::Ok();
+      });
   AddPluginFlag(flags, options);
 }
 

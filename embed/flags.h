@@ -114,8 +114,9 @@ class FlagParser {
   std::vector<Positional> positionals_;
 };
 
-/// Adds --threads (RuntimeOptions::num_threads), --jit-cache, --jit-tiering and --jit-bucketing
-/// (RuntimeOptions::dispatch), --require-vendor and --plugin (repeatable), writing into *options.
+/// Adds --threads (RuntimeOptions::num_threads), --jit-cache, --jit-tiering, --jit-bucketing,
+/// --jit-min-share and --jit-payback (RuntimeOptions::dispatch), --require-vendor and --plugin
+/// (repeatable), writing into *options.
 void AddRuntimeFlags(FlagParser& flags, RuntimeOptions* options);
 /// Adds --plugin alone (programs that load vendors but run nothing).
 void AddPluginFlag(FlagParser& flags, RuntimeOptions* options);

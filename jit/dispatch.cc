@@ -1,8 +1,15 @@
 // Per-kernel dispatch: shape-keyed variant table, background specialization, bucket hints.
 #include "jit/dispatch.h"
 
+#include <malloc.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <utility>
 
 namespace kiln::jit {
@@ -90,10 +97,27 @@ class Folder {
   std::unordered_map<const ExprNode*, Expr> memo_;
 };
 
+int64_t ThreadCpuNanos() {
+  timespec t;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
+}
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Compiles through the engine and counts it; *cpu_nanos (if given) is the CPU time it took on
+// this thread (what the payback rule and the budget reason about: wall time on a loaded machine
+// says more about the other processes).
 StatusOr<KernelRef> CompileTimed(Engine& engine, DispatchCounters& counters, const Kernel& k,
-                                 Tier tier = Tier::kOptimized) {
+                                 Tier tier = Tier::kOptimized, int64_t* cpu_nanos = nullptr) {
   auto start = std::chrono::steady_clock::now();
+  int64_t cpu_start = cpu_nanos != nullptr ? ThreadCpuNanos() : 0;
   StatusOr<KernelRef> fn = engine.Acquire(k, tier);
+  if (cpu_nanos != nullptr) *cpu_nanos = ThreadCpuNanos() - cpu_start;
   auto nanos =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
@@ -137,25 +161,121 @@ DispatchStats DispatchCounters::Snapshot() const {
 // destroyed from inside one of its own tasks (the last owner of a dispatcher can be a task). ----
 
 struct BackgroundCompiler::State {
+  State(double cpu_share, int window_ms)
+      : budget(cpu_share, int64_t{window_ms} * 1'000'000) {}
   std::mutex mu;
   std::condition_variable cv, idle_cv;
   std::deque<std::function<void()>> queue;
   bool running_task = false, stop = false;
+  int waiters = 0;   // threads in WaitIdle: while > 0, no budget and the normal priority
+  pid_t tid = 0;     // the worker's thread id, once its priority is lowered
+  CpuBudget budget;  // used by the worker thread only
 };
 
-BackgroundCompiler::BackgroundCompiler() : state_(std::make_shared<State>()) {
+namespace {
+
+constexpr int kBackgroundNice = 19;
+
+// Sets the worker's nice value (best effort: raising a priority back needs CAP_SYS_NICE or an
+// RLIMIT_NICE that allows it; without, the compiles just stay at the lowest priority).
+void SetNice(pid_t tid, int nice) {
+  if (tid != 0) setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice);
+}
+
+}  // namespace
+
+namespace {
+
+// Every compiler's state, for the exit hook. Leaked: it is used while the process exits.
+struct LiveCompilers {
+  std::mutex mu;
+  std::vector<std::weak_ptr<BackgroundCompiler::State>> states;
+  bool exiting = false;
+};
+
+LiveCompilers& Live() {
+  static LiveCompilers* live = new LiveCompilers();
+  return *live;
+}
+
+// Stops one compiler: queued tasks are dropped, a task in progress is waited for, and the
+// thread leaves its loop (so it never touches LLVM again).
+void Stop(BackgroundCompiler::State& state) {
+  std::unique_lock<std::mutex> lock(state.mu);
+  state.stop = true;
+  state.queue.clear();
+  SetNice(state.tid, 0);  // the process waits for the compile in progress
+  state.cv.notify_all();
+  state.idle_cv.wait(lock, [&] { return !state.running_task; });
+}
+
+// At exit, before the static destructors of LLVM (whose statics were constructed before the
+// hook was registered, so they are destroyed after it runs): a compiler of a Runtime the
+// program leaked would otherwise keep compiling while LLVM's globals are torn down.
+void StopEveryCompilerAtExit() {
+  std::vector<std::shared_ptr<BackgroundCompiler::State>> states;
+  {
+    std::lock_guard<std::mutex> lock(Live().mu);
+    Live().exiting = true;
+    for (auto& weak : Live().states) {
+      if (auto state = weak.lock()) states.push_back(std::move(state));
+    }
+  }
+  for (auto& state : states) Stop(*state);
+}
+
+}  // namespace
+
+BackgroundCompiler::BackgroundCompiler(double cpu_share, int window_ms)
+    : state_(std::make_shared<State>(cpu_share, window_ms)) {
+  {
+    // Registered once, by the first compiler: after the engine has set LLVM up.
+    static const bool registered = std::atexit(StopEveryCompilerAtExit) == 0;
+    (void)registered;
+    std::lock_guard<std::mutex> lock(Live().mu);
+    auto& states = Live().states;
+    states.erase(std::remove_if(states.begin(), states.end(),
+                                [](const auto& w) { return w.expired(); }),
+                 states.end());
+    states.push_back(state_);
+    if (Live().exiting) state_->stop = true;  // made by a static destructor: never compiles
+  }
   thread_ = std::thread([state = state_] {
+    // Requests come first: a compile only makes later calls faster. (Raising one's own nice
+    // value needs no privilege; a failure just leaves the default priority.)
+    pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
     std::unique_lock<std::mutex> lock(state->mu);
+    if (state->waiters == 0) SetNice(tid, kBackgroundNice);
+    state->tid = tid;
     for (;;) {
       state->cv.wait(lock, [&] { return state->stop || !state->queue.empty(); });
       if (state->stop) break;
+      // Over budget: wait (queued tasks stay queued and count as work for WaitIdle). Not while
+      // a thread waits for the queue: then the compiles are what the process is waiting for.
+      int64_t delay = state->budget.Delay(SteadyNanos());
+      if (delay > 0 && state->waiters == 0) {
+        state->cv.wait_for(lock, std::chrono::nanoseconds(delay),
+                           [&] { return state->stop || state->waiters > 0; });
+        continue;
+      }
       std::function<void()> task = std::move(state->queue.front());
       state->queue.pop_front();
       state->running_task = true;
       lock.unlock();
+      int64_t cpu_start = ThreadCpuNanos();
       task();
       task = nullptr;
+      int64_t cpu = ThreadCpuNanos() - cpu_start;
       lock.lock();
+      state->budget.Charge(SteadyNanos(), cpu);
+      if (state->queue.empty()) {
+        // LLVM frees what a compile allocated, but glibc keeps it in this thread's arena: give it
+        // back once the burst of compiles is over (tens of MiB after an O3 compile of BERT's
+        // kernels; the trim itself takes well under a millisecond).
+        lock.unlock();
+        malloc_trim(0);
+        lock.lock();
+      }
       state->running_task = false;
       if (state->queue.empty()) state->idle_cv.notify_all();
     }
@@ -189,8 +309,15 @@ void BackgroundCompiler::Submit(std::function<void()> task) {
 
 void BackgroundCompiler::WaitIdle() {
   std::unique_lock<std::mutex> lock(state_->mu);
+  // Someone waits for these compiles: they run at the normal priority and without a budget
+  // (at nice 19 on a busy machine, a compile can take a minute).
+  if (state_->waiters++ == 0) {
+    SetNice(state_->tid, 0);
+    state_->cv.notify_all();
+  }
   state_->idle_cv.wait(
       lock, [&] { return state_->stop || (state_->queue.empty() && !state_->running_task); });
+  if (--state_->waiters == 0) SetNice(state_->tid, kBackgroundNice);
 }
 
 // ---- Specialization. ----
@@ -221,8 +348,10 @@ std::shared_ptr<KernelDispatcher> KernelDispatcher::Create(
   d->counters_ = std::move(counters);
   d->payload_ = std::move(payload);
   d->options_ = options;
-  d->table_ = std::make_shared<Table>();
+  d->table_ = std::make_shared<Table>(
+      options.min_share, options.payback, static_cast<int64_t>(options.assumed_compile_ms * 1e6));
   d->table_->counters = d->counters_;
+  d->table_->measure_compiles = options.clock == nullptr;
   if (generic) {
     // Code compiled ahead of time is the optimized tier: nothing to tier up.
     d->table_->generic_code = std::move(generic);
@@ -288,7 +417,8 @@ StatusOr<KernelFn> KernelDispatcher::Generic() {
   if (fn) return fn;
   if (!t.generic_error.ok()) return t.generic_error;
   Tier tier = options_.tiering && !OptimizedTierScope::Active() ? Tier::kFast : Tier::kOptimized;
-  StatusOr<KernelRef> compiled = CompileTimed(*engine_, *counters_, payload_.kernel, tier);
+  int64_t cpu = 0;
+  StatusOr<KernelRef> compiled = CompileTimed(*engine_, *counters_, payload_.kernel, tier, &cpu);
   if (!compiled.ok()) {
     t.generic_error = compiled.status();
     return t.generic_error;
@@ -298,6 +428,7 @@ StatusOr<KernelFn> KernelDispatcher::Generic() {
     counters_->fast_generics.fetch_add(1);
   } else {
     t.generic_final.store(true);  // optimized already (e.g. from the persistent cache)
+    if (t.measure_compiles) t.payback.RecordCompile(cpu);
   }
   t.generic.store(compiled->fn(), std::memory_order_release);
   return compiled->fn();
@@ -313,9 +444,12 @@ void KernelDispatcher::CountFirstTierCall() {
   if (t.tier_up_started.exchange(true)) return;
   compiler_->Submit([weak = std::weak_ptr<Table>(table_), job = Job()] {
     if (weak.expired()) return;
-    StatusOr<KernelRef> fn = CompileTimed(*job.engine, *job.counters, job.kernel, Tier::kOptimized);
+    int64_t cpu = 0;
+    StatusOr<KernelRef> fn =
+        CompileTimed(*job.engine, *job.counters, job.kernel, Tier::kOptimized, &cpu);
     std::shared_ptr<Table> table = weak.lock();
     if (!table) return;
+    if (table->measure_compiles) table->payback.RecordCompile(cpu);
     // Released after the lock; a call that loaded the first tier's address keeps running it
     // safely: the engine frees that code only once no EpochGuard alive now remains.
     KernelRef replaced;
@@ -349,7 +483,7 @@ KernelFn KernelDispatcher::FindHintVariant(const int64_t* key) const {
 }
 
 KernelFn KernelDispatcher::Lookup(const int64_t* key, bool* submit, uint64_t* hash, Entry** hot,
-                                  KernelRef* evicted) {
+                                  KernelRef* evicted, int64_t* price) {
   Table& t = *table_;
   const int n = key_size_;
   if (t.first_key.empty()) {
@@ -399,7 +533,8 @@ KernelFn KernelDispatcher::Lookup(const int64_t* key, bool* submit, uint64_t* ha
     return nullptr;
   }
   if (KernelFn fn = e.code.fn()) return fn;
-  if (!e.pending && ++e.count >= options_.specialize_after) {
+  // A hot entry waits (counting on) until the kernel's run time pays for its compile.
+  if (!e.pending && ++e.count >= options_.specialize_after && t.payback.TrySpend(counters_->run_nanos.load(std::memory_order_relaxed), price)) {
     e.pending = true;
     *submit = true;
     *hash = h;
@@ -408,7 +543,8 @@ KernelFn KernelDispatcher::Lookup(const int64_t* key, bool* submit, uint64_t* ha
   return nullptr;
 }
 
-void KernelDispatcher::SubmitSpecialization(uint64_t h, const Entry& entry, const int64_t* key) {
+void KernelDispatcher::SubmitSpecialization(uint64_t h, const Entry& entry, const int64_t* key,
+                                            int64_t price) {
   // Which key positions the variant folds: all for an exact entry, else those that never varied
   // (their values are the same for every shape of the bucket).
   std::vector<bool> fold_shape, fold_dim;
@@ -420,18 +556,25 @@ void KernelDispatcher::SubmitSpecialization(uint64_t h, const Entry& entry, cons
   }
   std::weak_ptr<Table> weak = table_;
   std::vector<int64_t> k(key, key + key_size_);
-  compiler_->Submit([weak, h, k = std::move(k), table_key = entry.key, job = Job(),
+  compiler_->Submit([weak, h, price, k = std::move(k), table_key = entry.key, job = Job(),
                      fold_shape = std::move(fold_shape), fold_dim = std::move(fold_dim)] {
     if (weak.expired()) return;
     std::vector<const int64_t*> shapes;
     for (int off : job.key_offset) shapes.push_back(k.data() + off);
     std::vector<int64_t> dims;
     for (const DimBinding& b : job.bindings) dims.push_back(k[job.key_offset[b.buffer] + b.axis]);
+    int64_t cpu = 0;
     StatusOr<KernelRef> fn =
         CompileTimed(*job.engine, *job.counters,
-                     SpecializeKernel(job.kernel, shapes, dims.data(), fold_dim, fold_shape));
+                     SpecializeKernel(job.kernel, shapes, dims.data(), fold_dim, fold_shape),
+                     Tier::kOptimized, &cpu);
     std::shared_ptr<Table> table = weak.lock();
     if (!table) return;
+    if (table->measure_compiles) {
+      // The price was a guess: a variant another bucket had compiled already cost nothing.
+      table->payback.Settle(price, cpu);
+      table->payback.RecordCompile(cpu);
+    }
     std::lock_guard<std::mutex> lock(table->mu);
     auto it = table->entries.find(h);
     // Evicted meanwhile: the variant is not installed (and freed with `fn`). A failed
@@ -443,30 +586,46 @@ void KernelDispatcher::SubmitSpecialization(uint64_t h, const Entry& entry, cons
   });
 }
 
-StatusOr<KernelFn> KernelDispatcher::Select(const int64_t* key) {
+StatusOr<KernelFn> KernelDispatcher::Select(const int64_t* key, CallTiming* timing) {
+  if (timing != nullptr) *timing = CallTiming::kNone;
   ASSIGN_OR_RETURN(KernelFn generic, Generic());
   KernelFn fn = nullptr;
   Table& t = *table_;
-  if (options_.specialize_after > 0 && options_.max_shapes > 0) {
+  const bool specializing = options_.specialize_after > 0 && options_.max_shapes > 0;
+  if (specializing) {
     bool submit = false;
     uint64_t h = 0;
     Entry* hot = nullptr;
+    int64_t price = 0;
     KernelRef evicted;  // released after the lock: the last reference retires the code
     std::lock_guard<std::mutex> lock(t.mu);
-    fn = Lookup(key, &submit, &h, &hot, &evicted);
-    if (submit) SubmitSpecialization(h, *hot, key);
+    fn = Lookup(key, &submit, &h, &hot, &evicted, &price);
+    if (submit) SubmitSpecialization(h, *hot, key, price);
   }
   if (!fn && !t.hint_variants.empty()) fn = FindHintVariant(key);
+  const bool timed = timing != nullptr && specializing && t.payback.enabled();
   if (fn) {
     counters_->hits.fetch_add(1, std::memory_order_relaxed);
+    if (timed) *timing = CallTiming::kSpecialized;
     return fn;
   }
   counters_->misses.fetch_add(1, std::memory_order_relaxed);
+  if (timed) *timing = CallTiming::kUnspecialized;
   if (!t.generic_final.load(std::memory_order_relaxed) &&
       !t.tier_up_started.load(std::memory_order_relaxed)) {
     CountFirstTierCall();
   }
   return generic;
+}
+
+void KernelDispatcher::Record(CallTiming timing, int64_t run_nanos) {
+  if (timing == CallTiming::kNone) return;
+  counters_->run_nanos.fetch_add(run_nanos, std::memory_order_relaxed);
+  table_->payback.Record(run_nanos, timing == CallTiming::kSpecialized);
+}
+
+int64_t KernelDispatcher::Now() const {
+  return options_.clock != nullptr ? options_.clock() : SteadyNanos();
 }
 
 int KernelDispatcher::tracked_shapes() const {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "jit/compile_policy.h"
 #include "jit/engine.h"
 #include "jit/kernel_ir.h"
 #include "jit/kernel_ir_serialize.h"
@@ -62,6 +63,27 @@ struct DispatchOptions {
   int max_shapes = 32;
   /// Largest number of hint buckets pre-specialized per kernel (the rest are ignored).
   int max_hint_variants = 32;
+  /// The payback rule (PaybackAccount, jit/compile_policy.h): a hot shape or bucket is
+  /// specialized only if the kernel takes at least `min_share` of the run time of all the
+  /// provider's kernels, and once its run time on code that is not specialized covers `payback`
+  /// x the expected compile time of the variant (which the request then spends). So a sweep of
+  /// shapes compiles variants for the kernels whose time is worth it, not for every kernel at
+  /// every shape. Both <= 0: every hot shape is specialized (specialize_after alone decides).
+  /// Hint buckets declared at compile time are not subject to it.
+  double min_share = 0.02;
+  double payback = 0;
+  /// The expected CPU time of a specialized compile until the kernel's own optimized compiles
+  /// have been measured (the kernel's latest one is used then).
+  double assumed_compile_ms = 40;
+  /// Nanoseconds on a monotonic clock, to time the calls that earn payback credit; null: the
+  /// steady clock. Tests inject a counter: then compiles are not measured either, each costs
+  /// exactly assumed_compile_ms, and the policy's decisions depend on no real time.
+  int64_t (*clock)() = nullptr;
+  /// The background compiler's CPU budget (CpuBudget): at most this share of one core over a
+  /// `compile_window_ms` window (the burst a quiet process may spend at once). <= 0 or >= 1: no
+  /// cap. Its thread also runs at the lowest priority (nice 19), below the threads of requests.
+  double compile_cpu_share = 0.5;
+  int compile_window_ms = 2000;
 };
 
 /// Counters summed over every kernel of a provider (a snapshot; each field read atomically).
@@ -82,24 +104,34 @@ struct DispatchCounters {
   std::atomic<int64_t> compilations{0}, hits{0}, misses{0}, specializations{0}, evictions{0},
       aot_kernels{0}, fast_generics{0}, tier_ups{0};
   std::atomic<int64_t> compile_nanos{0};
+  std::atomic<int64_t> run_nanos{0};  // timed kernel calls (the payback rule's denominator)
   DispatchStats Snapshot() const;
 };
 
-/// One worker thread that runs compile tasks in submission order. Thread-safe. The destructor
-/// drops queued tasks and joins the thread (a task in progress finishes first).
+/// One worker thread that runs compile tasks in submission order, at the lowest scheduling
+/// priority (nice 19) and within a CPU budget (CpuBudget of `cpu_share` over `window_ms`: a task
+/// starts only while the budget is not in debt, and is charged its thread CPU time). Thread-safe.
+/// The destructor drops queued tasks and joins the thread (a task in progress finishes first).
+/// Exit is safe with compilers alive (a leaked Runtime): a hook registered with atexit when the
+/// first compiler is made (after LLVM's statics exist, so it runs before their destructors)
+/// stops every compiler the same way, waiting for a compile in progress, before exit tears
+/// LLVM down. Compiles the program runs on its own threads (first calls) are its business.
 class BackgroundCompiler {
  public:
-  BackgroundCompiler();
+  explicit BackgroundCompiler(double cpu_share = 0, int window_ms = 2000);
   ~BackgroundCompiler();
   BackgroundCompiler(const BackgroundCompiler&) = delete;
   BackgroundCompiler& operator=(const BackgroundCompiler&) = delete;
 
   void Submit(std::function<void()> task);
-  /// Blocks until the queue is empty and no task runs (tests, benchmarks).
+  /// Blocks until the queue is empty and no task runs (tests, benchmarks, warm-up). Meanwhile
+  /// the thread runs at the normal priority (where the process may raise it back) and ignores
+  /// the budget: the caller is waiting for exactly these compiles.
   void WaitIdle();
 
+  struct State;  // the queue, shared with the thread (and the exit hook)
+
  private:
-  struct State;
   std::shared_ptr<State> state_;
   std::thread thread_;
 };
@@ -137,6 +169,9 @@ Kernel SpecializeKernel(const Kernel& kernel, const std::vector<const int64_t*>&
 /// dispatcher) waits for a compile in progress, so destroy them before the process exits.
 class KernelDispatcher {
  public:
+  /// Whether the caller times a call (for the payback rule), and what served it.
+  enum class CallTiming { kNone, kUnspecialized, kSpecialized };
+
   /// `hints` name kernel dims (by Var name) bound to a buffer dim; each bucket value gets a
   /// variant with that dim folded, compiled in the background now. Unknown names are ignored.
   /// A non-empty `generic` is the kernel's generic variant, ready (code compiled ahead of
@@ -154,8 +189,15 @@ class KernelDispatcher {
   /// Call Select and the function it returns inside one EpochGuard (base/epoch.h): the variants
   /// the dispatcher holds are counted references (Engine::Acquire), so the code of an evicted
   /// shape, of a first tier replaced, or of a destroyed dispatcher, is freed once no guard can
-  /// be running it.
-  StatusOr<KernelFn> Select(const int64_t* key);
+  /// be running it. `*timing` (if given) says whether and how the payback rule wants the call
+  /// timed: with Now() around it, then Record.
+  StatusOr<KernelFn> Select(const int64_t* key, CallTiming* timing = nullptr);
+  /// The clock of DispatchOptions::clock, in nanoseconds.
+  int64_t Now() const;
+  /// Records a call Select asked to time (not kNone) that took `run_nanos`.
+  void Record(CallTiming timing, int64_t run_nanos);
+  /// The kernel's payback account (tests).
+  const PaybackAccount& payback() const { return table_->payback; }
 
   const Kernel& kernel() const { return payload_.kernel; }
   const std::vector<DimBinding>& dim_bindings() const { return payload_.dim_bindings; }
@@ -186,6 +228,8 @@ class KernelDispatcher {
   // What background compiles write into. Tasks hold it weakly, so a task never owns (and so
   // never destroys) the dispatcher or the compiler thread it runs on.
   struct Table {
+    Table(double min_share, double payback, int64_t assumed_compile_nanos)
+        : payback(min_share, payback, assumed_compile_nanos) {}
     std::mutex mu;  // guards entries, lru, first_key and varying
     std::unordered_map<uint64_t, Entry> entries;
     std::list<uint64_t> lru;                                  // most recent first
@@ -193,6 +237,8 @@ class KernelDispatcher {
     std::vector<bool> varying;  // key positions seen with a value other than first_key's
     std::vector<std::unique_ptr<HintVariant>> hint_variants;  // fixed after Create
     std::shared_ptr<DispatchCounters> counters;
+    PaybackAccount payback;
+    bool measure_compiles = true;  // false with an injected clock: compiles cost the assumption
 
     // The generic variant. `generic` is published (release) after generic_code is written and
     // replaced only under generic_mu, by the tier-up.
@@ -221,9 +267,10 @@ class KernelDispatcher {
   KernelFn FindHintVariant(const int64_t* key) const;
   // Under table_->mu: the specialized variant for `key` if compiled, counting the call and
   // returning *submit = the entry's hash when it just became hot.
+  // `*price` is the payback credit the submission spent.
   KernelFn Lookup(const int64_t* key, bool* submit, uint64_t* hash, Entry** hot,
-                  KernelRef* evicted);
-  void SubmitSpecialization(uint64_t hash, const Entry& entry, const int64_t* key);
+                  KernelRef* evicted, int64_t* price);
+  void SubmitSpecialization(uint64_t hash, const Entry& entry, const int64_t* key, int64_t price);
   CompileJob Job() const;
 
   std::shared_ptr<Engine> engine_;

@@ -300,33 +300,28 @@ StatusOr<KernelFn> Engine::GetOrCompile(const Kernel& kernel) {
 }
 
 StatusOr<KernelRef> Engine::Acquire(const Kernel& kernel, Tier tier) {
+  return Hold(kernel, tier, nullptr, "", nullptr);
+}
+
+StatusOr<KernelRef> Engine::AcquireObject(const Kernel& kernel,
+                                          std::unique_ptr<llvm::MemoryBuffer> object,
+                                          const std::string& symbol, bool* compiled) {
+  // Code compiled ahead of time is the optimized tier.
+  return Hold(kernel, Tier::kOptimized, std::move(object), symbol, compiled);
+}
+
+StatusOr<KernelRef> Engine::Hold(const Kernel& kernel, Tier tier,
+                                 std::unique_ptr<llvm::MemoryBuffer> object,
+                                 const std::string& symbol, bool* compiled) {
   bool compile = false;
   std::shared_ptr<Impl::Entry> entry = impl_->Find(kernel, tier, /*pin=*/false, &compile);
   KernelRef ref;
   // Holds from here, so that an error path releases the holder too.
   ref.hold_ = std::shared_ptr<void>(
       entry.get(), [impl = impl_, entry](void*) { impl->Release(entry); });
-  if (compile) impl_->CompileInto(kernel, *entry);
-  StatusOr<KernelFn> fn = entry->result.get();
-  if (!fn.ok()) return fn.status();
-  ref.fn_ = *fn;
-  ref.tier_ = entry->produced;  // written before the promise was set
-  return ref;
-}
-
-StatusOr<KernelRef> Engine::AcquireObject(const Kernel& kernel,
-                                          std::unique_ptr<llvm::MemoryBuffer> object,
-                                          const std::string& symbol, bool* compiled) {
-  bool compile = false;
-  // Code compiled ahead of time is the optimized tier.
-  std::shared_ptr<Impl::Entry> entry =
-      impl_->Find(kernel, Tier::kOptimized, /*pin=*/false, &compile);
-  KernelRef ref;
-  ref.hold_ = std::shared_ptr<void>(
-      entry.get(), [impl = impl_, entry](void*) { impl->Release(entry); });
-  bool fallback = compile && !impl_->LinkInto(std::move(object), symbol, *entry);
-  if (compiled != nullptr) *compiled = fallback;
-  if (fallback) impl_->CompileInto(kernel, *entry);
+  bool linked = compile && object != nullptr && impl_->LinkInto(std::move(object), symbol, *entry);
+  if (compiled != nullptr) *compiled = compile && !linked;
+  if (compile && !linked) impl_->CompileInto(kernel, *entry);
   StatusOr<KernelFn> fn = entry->result.get();
   if (!fn.ok()) return fn.status();
   ref.fn_ = *fn;

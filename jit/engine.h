@@ -117,6 +117,11 @@ class Engine {
  private:
   struct Impl;
   explicit Engine(std::shared_ptr<Impl> impl);
+  // Acquire and AcquireObject: the kernel's entry at `tier`, held; a new one is linked from
+  // `object` when there is one and it links, else compiled (then *compiled, if given, is set).
+  StatusOr<KernelRef> Hold(const Kernel& kernel, Tier tier,
+                           std::unique_ptr<llvm::MemoryBuffer> object, const std::string& symbol,
+                           bool* compiled);
 
   std::shared_ptr<Impl> impl_;
 };

@@ -64,9 +64,14 @@ class JitTensorFunction : public TensorFunction {
     for (size_t i = 0; i < bindings.size(); ++i) {
       dims[i] = args[bindings[i].buffer]->dim(bindings[i].axis);
     }
-    ASSIGN_OR_RETURN(KernelFn fn, dispatcher_->Select(key));
+    auto timing = KernelDispatcher::CallTiming::kNone;
+    ASSIGN_OR_RETURN(KernelFn fn, dispatcher_->Select(key, &timing));
     KernelErrorScope errors;
+    // Timed for the payback rule (each kernel's share of the run time, and its credit).
+    const bool timed = timing != KernelDispatcher::CallTiming::kNone;
+    int64_t start = timed ? dispatcher_->Now() : 0;
     fn(buffers, shapes, strides, bindings.empty() ? nullptr : dims);
+    if (timed) dispatcher_->Record(timing, dispatcher_->Now() - start);
     if (errors.failed()) return errors.ToStatus(sites_).WithContext("kernel '" + k.name + "'");
     return Status::Ok();
   }
@@ -93,7 +98,8 @@ JitKernelProvider::JitKernelProvider(std::shared_ptr<Engine> engine,
                                      const JitProviderOptions& options)
     : engine_(std::move(engine)),
       options_(options),
-      compiler_(std::make_shared<BackgroundCompiler>()),
+      compiler_(std::make_shared<BackgroundCompiler>(options.dispatch.compile_cpu_share,
+                                                     options.dispatch.compile_window_ms)),
       counters_(std::make_shared<DispatchCounters>()) {}
 
 JitKernelProvider::~JitKernelProvider() = default;

@@ -212,6 +212,57 @@ static void TestRuntime(void) {
   CHECK(stats.jit_compilations == 0 && stats.generic_calls == 0);
 }
 
+/* Runs x + x (x = [1, -2, 4]) in `path` through a fresh runtime with no JIT cache (so every
+ * count is this call's); *stats gets the runtime's JIT counters after the call. */
+static void RunJitFixture(const char* path, kiln_jit_stats* stats) {
+  kiln_runtime_options options;
+  kiln_runtime* rt = NULL;
+  kiln_executable* exe = NULL;
+  kiln_context* ctx = NULL;
+  float x[3] = {1, -2, 4};
+  int64_t shape[1] = {3};
+  kiln_tensor *tx = NULL, *out[1] = {NULL};
+  size_t n = 0;
+  memset(&options, 0, sizeof(options));
+  memset(stats, 0, sizeof(*stats));
+  options.num_threads = 1;
+  options.jit_cache = "off";
+  CHECK(kiln_runtime_create(&options, &rt) == NULL);
+  CHECK(kiln_runtime_load_file(rt, path, &exe) == NULL);
+  CHECK(kiln_runtime_context_create(rt, exe, &ctx) == NULL);
+  CHECK(kiln_tensor_wrap(x, KILN_F32, shape, 1, &tx) == NULL);
+  const kiln_tensor* in[1] = {tx};
+  CHECK(kiln_context_invoke(ctx, "main", in, 1, out, 1, &n, 0) == NULL);
+  CHECK(n == 1);
+  if (n == 1) {
+    const float* y = (const float*)kiln_tensor_data(out[0]);
+    CHECK(y[0] == 2 && y[1] == -4 && y[2] == 8);
+    kiln_tensor_free(out[0]);
+  }
+  kiln_runtime_get_jit_stats(rt, stats);
+  kiln_tensor_free(tx);
+  kiln_context_free(ctx);
+  kiln_executable_free(exe);
+  kiln_runtime_free(rt);
+}
+
+/* The JIT counters: a kernel compiled on first use, or linked from code compiled ahead of time
+ * with nothing compiled. */
+static void TestJitStats(void) {
+  kiln_jit_stats jit, aot;
+  RunJitFixture("tests/embed/c_api_jit.kiln", &jit);
+  CHECK(jit.compilations == 1 && jit.fast_compilations == 1); /* the first tier */
+  CHECK(jit.aot_linked == 0 && jit.failures == 0 && jit.object_cache_hits == 0);
+  CHECK(jit.variant_requests >= 1 && jit.generic_calls == 1 && jit.specialized_calls == 0);
+  CHECK(jit.kernels_alive >= 1 && jit.compile_seconds > 0);
+  RunJitFixture("tests/embed/c_api_jit_aot.kiln", &aot);
+  CHECK(aot.aot_linked == 1 && aot.aot_link_failures == 0);
+  CHECK(aot.compilations == 0 && aot.fast_compilations == 0 && aot.variant_requests == 0);
+  CHECK(aot.generic_calls == 1);
+  kiln_runtime_get_jit_stats(NULL, &aot);
+  CHECK(aot.aot_linked == 0 && aot.compilations == 0);
+}
+
 /* kiln_executable_load_bytes and kiln_runtime_load_bytes on a valid executable: same signature,
  * same answers, and the bytes may be freed as soon as the call returns. */
 static void TestLoadBytes(void) {
@@ -267,6 +318,7 @@ int main(void) {
   kiln_context_free(ctx);
   TestNullsAndBadTensors();
   TestRuntime();
+  TestJitStats();
   TestLoadBytes();
   printf("%d checks passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;

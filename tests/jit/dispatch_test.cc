@@ -1,5 +1,5 @@
 // Tests for jit/dispatch: hot-shape specialization, the bounded table, bucket hints, concurrency,
-// the first tier and its replacement, bucketing of varying dims.
+// the first tier and its replacement, bucketing of varying dims, the payback rule over a sweep.
 #define BOOST_TEST_MODULE dispatch_test
 #include "jit/dispatch.h"
 
@@ -32,10 +32,13 @@ std::shared_ptr<Engine> TestEngine() {
 
 // The configuration the exact-shape tests below pin: generic variants optimized from the start
 // (no first tier) and one entry per shape (no bucketing of varying dims).
+// Every hot shape is specialized whatever its kernel's share of the run time (no payback rule).
 JitProviderOptions ExactOptions() {
   JitProviderOptions options;
   options.dispatch.tiering = false;
   options.dispatch.bucketing = Bucketing::kExact;
+  options.dispatch.min_share = 0;
+  options.dispatch.payback = 0;
   return options;
 }
 
@@ -412,6 +415,85 @@ BOOST_AUTO_TEST_CASE(bucketing_bounds_the_variants_compiled_over_a_sweep) {
   // Installed: 7 exact entries and the buckets 4 (m = 3), 8, 16, 32, 64 (m = 5..63 but not 2^k).
   BOOST_TEST(pow2.specializations == 7 + 5);
   BOOST_TEST(pow2.hits == 64 + 64 - 7 - 5);  // second calls, and first calls of a hot bucket
+}
+
+// The payback rule's clock: every read advances it by fake_step, so a timed call (two reads)
+// takes exactly fake_step nanoseconds whatever the machine does.
+std::atomic<int64_t> fake_now{0}, fake_step{0};
+int64_t FakeClock() { return fake_now.fetch_add(fake_step) + fake_step; }
+
+Kernel SubKernel() {
+  return ElementwiseBinary("sub", {DType::kF32, 2, {}}, {DType::kF32, 1, {}}, DType::kF32,
+                           [](Expr a, Expr b) { return a - b; });
+}
+
+void RunSub(TensorFunction& fn, int64_t n, int64_t m) {
+  std::vector<float> a = Random(n * m, 3 + n), b = Random(m, 4 + m), y(n * m, -1.0f);
+  Tensor ta = Wrap(a, {n, m}), tb = Wrap(b, {m}), ty = Wrap(y, {n, m});
+  const Tensor* args[] = {&ta, &tb, &ty};
+  Status s = fn.Run(args, 2, 1);
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  for (int64_t i = 0; i < n * m; ++i) BOOST_REQUIRE(y[i] == a[i] - b[i % m]);
+}
+
+struct PaybackSweep {
+  int64_t heavy_specializations = 0, light_specializations = 0, compilations = 0;
+};
+
+// A sweep of m = 1..64, each shape called once (then the background compiles waited for, so the
+// counts do not depend on timing): add at [3, m] takes 10 ms a call, sub at [3, m] 1 us, on the
+// fake clock; a specialization is expected to cost 40 ms.
+PaybackSweep RunPaybackSweep(double min_share, double payback) {
+  std::shared_ptr<Engine> engine = FreshEngine();
+  JitProviderOptions options = ExactOptions();
+  options.dispatch.specialize_after = 1;
+  options.dispatch.max_shapes = 64;
+  options.dispatch.min_share = min_share;
+  options.dispatch.payback = payback;
+  options.dispatch.assumed_compile_ms = 40;
+  options.dispatch.clock = FakeClock;
+  JitKernelProvider provider(engine, options);
+  PreparedKernel heavy = Prepare(provider, AddKernel()), light = Prepare(provider, SubKernel());
+  PaybackSweep r;
+  for (int64_t m = 1; m <= 64; ++m) {
+    int64_t before = provider.stats().specializations;
+    fake_step = 10'000'000;
+    RunAdd(*heavy.fn, 3, m);
+    provider.WaitForBackgroundCompiles();
+    int64_t after_heavy = provider.stats().specializations;
+    r.heavy_specializations += after_heavy - before;
+    fake_step = 1'000;
+    RunSub(*light.fn, 3, m);
+    provider.WaitForBackgroundCompiles();
+    r.light_specializations += provider.stats().specializations - after_heavy;
+  }
+  r.compilations = engine->stats().compilations;
+  return r;
+}
+
+BOOST_AUTO_TEST_CASE(payback_rule_bounds_the_compiles_of_a_sweep) {
+  // No rule: every shape of both kernels (and the two generic variants).
+  PaybackSweep off = RunPaybackSweep(0, 0);
+  BOOST_TEST(off.heavy_specializations == 64);
+  BOOST_TEST(off.light_specializations == 64);
+  BOOST_TEST(off.compilations == 2 + 128);
+  // Share: sub takes 1e-4 of the kernels' run time (< 2%), so it stays generic; add takes the
+  // rest and gets every shape.
+  PaybackSweep share = RunPaybackSweep(0.02, 0);
+  BOOST_TEST(share.heavy_specializations == 64);
+  BOOST_TEST(share.light_specializations == 0);
+  BOOST_TEST(share.compilations == 2 + 64);
+  // Credit: add earns 10 ms a call and a specialization costs 40 ms, checked before the call
+  // that earns: calls 5, 9, ..., 61 pay (15 = (64 x 10 - 10) / 40 rounded down). Sub earns 64
+  // us in all: none.
+  PaybackSweep credit = RunPaybackSweep(0, 1);
+  BOOST_TEST(credit.heavy_specializations == 15);
+  BOOST_TEST(credit.light_specializations == 0);
+  BOOST_TEST(credit.compilations == 2 + 15);
+  // A cheaper compile pays more often: payback 0.5 halves the price (every second call pays
+  // from the third: 31 of 64).
+  PaybackSweep half = RunPaybackSweep(0, 0.5);
+  BOOST_TEST(half.heavy_specializations == 31);
 }
 
 }  // namespace
