@@ -221,15 +221,27 @@ StatusOr<int> Emitter::BatchShapeFunction(ShapeBatch& b) {
     int rank = static_cast<int>(val.shape->size());
     // bytes = product(dims) * size; -1 when a dim is negative, kShapeTooLarge when too large.
     const int64_t limit = kMaxTensorBytes / static_cast<int64_t>(DTypeSize(val.dtype));
+    // Each dim and each partial product is bound to a variable: SaturatingMul reads both
+    // several times, so without the bindings the expression tree of a rank-r product grows
+    // like 5^r (swin_t's rank-6 windows passed the payload's tree-size limit).
+    std::vector<std::pair<jit::Var, jit::Expr>> binds;
+    std::vector<jit::Stmt> value_stores;
     jit::Expr acc = jit::IntImm(1);
     for (int a = 0; a < rank; ++a) {
-      jit::Expr d = ToExpr((*val.shape)[a], b.vars);
-      stores.push_back(jit::Store(all, {jit::IntImm(b.slots++)}, d));
-      acc = SaturatingMul(acc, d, limit);
+      jit::Var d("d" + std::to_string(a));
+      binds.emplace_back(d, ToExpr((*val.shape)[a], b.vars));
+      value_stores.push_back(jit::Store(all, {jit::IntImm(b.slots++)}, d));
+      jit::Var product("bytes" + std::to_string(a));
+      binds.emplace_back(product, SaturatingMul(acc, d, limit));
+      acc = product;
     }
     jit::Expr total = jit::Select(jit::Ge(acc, jit::IntImm(0)),
                                   jit::Mul(acc, jit::IntImm(DTypeSize(val.dtype))), acc);
-    stores.push_back(jit::Store(all, {jit::IntImm(b.slots++)}, total));
+    value_stores.push_back(jit::Store(all, {jit::IntImm(b.slots++)}, total));
+    jit::Stmt value_body = jit::Seq(value_stores);
+    for (auto it = binds.rbegin(); it != binds.rend(); ++it)
+      value_body = jit::Let(it->first, it->second, value_body);
+    stores.push_back(value_body);
     b.layout.emplace_back(v, rank);
   }
   jit::Stmt body = jit::Seq(stores);

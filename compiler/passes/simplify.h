@@ -1,7 +1,7 @@
 // Graph simplification after shape inference: chains of Transposes become one, chains of
-// Reshape-like views read the original tensor, Pads that pad nothing are bypassed, and each
-// reader of a run-time DequantizeLinear reads a copy of its own, and CastLike becomes Cast. The nodes left without users
-// are dropped by the emitter's dead-code elimination.
+// Reshape-like views read the original tensor, Pads that pad nothing are bypassed, each reader
+// of a run-time DequantizeLinear reads a copy of its own, and CastLike becomes Cast. The nodes
+// left without users are dropped by the emitter's dead-code elimination.
 #ifndef KILN_COMPILER_PASSES_SIMPLIFY_H_
 #define KILN_COMPILER_PASSES_SIMPLIFY_H_
 

@@ -856,6 +856,29 @@ BOOST_AUTO_TEST_CASE(castlike_takes_a_like_of_any_shape) {
   BOOST_TEST(
       bad.status().message().find("input 1 'like': dtype f32, expected u16") != std::string::npos,
       bad.status().message());
+// The byte size of a rank-r tensor whose dims are computed at run time is a chain of r
+// overflow-checked products, each reading its partial product several times: the shape function
+// binds each to a variable, so its kernel IR tree stays linear in r. Written as one expression
+// per value, these rank-8 values passed the payload's tree-size limit and the executable did not
+// load (so did swin_t's rank-6 windows, whose dims are longer expressions).
+BOOST_AUTO_TEST_CASE(high_rank_run_time_shapes_load_and_run) {
+  Compiled c = Compile(R"(
+    <ir_version: 8, opset_import: ["" : 17]>
+    g (int64[8] shape) => (float[A, B, C, D, E, F, G, H] y1, float[A, B, C, D, E, F, G, H] y2,
+                           float[A, B, C, D, E, F, G, H] y3, float[A, B, C, D, E, F, G, H] y4) {
+      z = ConstantOfShape(shape)
+      y1 = Relu(z)
+      y2 = Sigmoid(z)
+      y3 = Exp(z)
+      y4 = Abs(z)
+    })");
+  auto out = Run(c, {I64({8}, {1, 2, 1, 1, 3, 1, 1, 2})});
+  BOOST_TEST(out[0]->num_elements() == 12);
+  BOOST_TEST(out[3]->num_elements() == 12);
+  auto bad = testing::RunExecutable(c.exe, {I64({8}, {1 << 20, 1 << 20, 1 << 20, 1, 1, 1, 1, 1})});
+  BOOST_REQUIRE(!bad.ok());
+  BOOST_TEST(bad.status().message().find(") are too large") != std::string::npos,
+             bad.status().ToString());
 }
 
 }  // namespace
