@@ -856,6 +856,8 @@ BOOST_AUTO_TEST_CASE(castlike_takes_a_like_of_any_shape) {
   BOOST_TEST(
       bad.status().message().find("input 1 'like': dtype f32, expected u16") != std::string::npos,
       bad.status().message());
+}
+
 // The byte size of a rank-r tensor whose dims are computed at run time is a chain of r
 // overflow-checked products, each reading its partial product several times: the shape function
 // binds each to a variable, so its kernel IR tree stays linear in r. Written as one expression
