@@ -116,6 +116,12 @@ struct RuntimeStats {
 /// when the last executable and context are gone, the allocator drops its cache; if tensors are
 /// still out it stays (a few hundred bytes), frees their blocks as they are released instead of
 /// caching them, and is deleted when the next runtime is created or released after they all are.
+///
+/// Exit: release the runtime's state (or call WaitForBackgroundCompiles) before the process
+/// exits. A runtime kept in a static, or leaked, may still be compiling in the background while
+/// static destructors run; an exit hook stops the compiler and waits for the compile in progress,
+/// but LLVM objects made lazily during that compile are destroyed before the hook runs, and the
+/// compile can then crash inside LLVM (seen in a test binary that kept its runtime in a static).
 class Runtime {
  public:
   /// InvalidArgument for num_threads < 0 or > kMaxThreads, onednn_cached_shapes < 1 or an

@@ -14,14 +14,35 @@ int64_t MsSince(Clock::time_point t) {
   return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
 }
 
+namespace {
+
+std::shared_ptr<const Runtime>& TestRuntimeSlot() {
+  static std::shared_ptr<const Runtime> runtime;
+  return runtime;
+}
+
+// Waits for the test runtime's background compiles when the test module ends, before the
+// process exits: a compile still running while static destructors run can crash inside LLVM
+// (a test binary did, with SIGSEGV, after "No errors detected"), as embed/runtime.h warns.
+struct FinishBackgroundCompiles {
+  ~FinishBackgroundCompiles() {
+    if (TestRuntimeSlot()) TestRuntimeSlot()->WaitForBackgroundCompiles();
+  }
+};
+BOOST_TEST_GLOBAL_FIXTURE(FinishBackgroundCompiles);
+
+}  // namespace
+
 // One runtime (JIT, vendors, allocator) for the whole test binary, as in kiln_serve.
 std::shared_ptr<const Runtime> TestRuntime() {
-  static std::shared_ptr<const Runtime> runtime = [] {
+  static const bool created = [] {
     auto r = Runtime::Create();
     BOOST_REQUIRE_MESSAGE(r.ok(), r.status().ToString());
-    return std::shared_ptr<const Runtime>(*r);
+    TestRuntimeSlot() = std::shared_ptr<const Runtime>(*r);
+    return true;
   }();
-  return runtime;
+  (void)created;
+  return TestRuntimeSlot();
 }
 
 std::shared_ptr<ModelRepository> NewRepository() {
