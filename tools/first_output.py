@@ -33,6 +33,9 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from zoo import cpu  # noqa: E402  (the same CPU line as the zoo table)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -67,16 +70,6 @@ function readNpy(path) {
   console.log(session.outputNames[0], first.dims.join('x'), Array.from(first.data.slice(0, 3)));
 })().catch(e => { console.error(e); process.exit(1); });
 """
-
-
-def cpu():
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-    model = next((l.split(":", 1)[1].strip() for l in out.splitlines()
-                  if l.startswith("Model name")), "?")
-    flags = next((l.split(":", 1)[1].split() for l in out.splitlines()
-                  if l.startswith("Flags")), [])
-    isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
-    return f"{model}, {os.cpu_count()} cores, {isa}"
 
 
 def token_input(path, seq, vocab=None):
