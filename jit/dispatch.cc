@@ -109,6 +109,19 @@ int64_t SteadyNanos() {
       .count();
 }
 
+// (Re-)registers the exit hook that stops every background compiler (below). LLVM constructs
+// function-local statics lazily, during the first compiles (SDNode::getValueTypeList's type
+// set, the pass print lists, TargetLibraryInfo's name table, ...), and exit destroys them
+// before every atexit hook registered earlier: a hook registered only once, before those
+// compiles, ran after the value-type set was gone and a compile still in progress aborted with
+// "Do not know how to split the result of this operator!" (tests/embed/exit_test, 5% of runs).
+// So the hook is registered again after compiles: every one of the first 256 (which construct
+// nearly all of those statics), then the 512th, 1024th, ... (a few dozen entries of glibc's
+// exit list over a process's life). Each registration runs at exit; the later ones find the
+// compilers stopped.
+void RegisterExitHook();
+void NoteCompileForExitHook();
+
 // Compiles through the engine and counts it; *cpu_nanos (if given) is the CPU time it took on
 // this thread (what the payback rule and the budget reason about: wall time on a loaded machine
 // says more about the other processes).
@@ -118,6 +131,7 @@ StatusOr<KernelRef> CompileTimed(Engine& engine, DispatchCounters& counters, con
   int64_t cpu_start = cpu_nanos != nullptr ? ThreadCpuNanos() : 0;
   StatusOr<KernelRef> fn = engine.Acquire(k, tier);
   if (cpu_nanos != nullptr) *cpu_nanos = ThreadCpuNanos() - cpu_start;
+  NoteCompileForExitHook();
   auto nanos =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
@@ -224,13 +238,28 @@ void StopEveryCompilerAtExit() {
   for (auto& state : states) Stop(*state);
 }
 
+void RegisterExitHook() {
+  {
+    std::lock_guard<std::mutex> lock(Live().mu);
+    if (Live().exiting) return;  // the hook is running or has run
+  }
+  std::atexit(StopEveryCompilerAtExit);  // a failure (out of memory) keeps the earlier entries
+}
+
+void NoteCompileForExitHook() {
+  static std::atomic<int64_t> compiles{0};
+  int64_t n = compiles.fetch_add(1, std::memory_order_relaxed) + 1;
+  if (n <= 256 || (n & (n - 1)) == 0) RegisterExitHook();
+}
+
 }  // namespace
 
 BackgroundCompiler::BackgroundCompiler(double cpu_share, int window_ms)
     : state_(std::make_shared<State>(cpu_share, window_ms)) {
   {
-    // Registered once, by the first compiler: after the engine has set LLVM up.
-    static const bool registered = std::atexit(StopEveryCompilerAtExit) == 0;
+    // Registered by the first compiler (after the engine has set LLVM up), and again after
+    // compiles (NoteCompileForExitHook).
+    static const bool registered = (RegisterExitHook(), true);
     (void)registered;
     std::lock_guard<std::mutex> lock(Live().mu);
     auto& states = Live().states;

@@ -113,9 +113,9 @@ struct DispatchCounters {
 /// starts only while the budget is not in debt, and is charged its thread CPU time). Thread-safe.
 /// The destructor drops queued tasks and joins the thread (a task in progress finishes first).
 /// Exit is safe with compilers alive (a leaked Runtime): a hook registered with atexit when the
-/// first compiler is made (after LLVM's statics exist, so it runs before their destructors)
-/// stops every compiler the same way, waiting for a compile in progress, before exit tears
-/// LLVM down. Compiles the program runs on its own threads (first calls) are its business.
+/// first compiler is made, and again after compiles (LLVM makes function-local statics during
+/// its first compiles; exit destroys them before any hook registered earlier), stops every
+/// compiler the same way, waiting for a compile in progress, before exit tears LLVM down. Compiles the program runs on its own threads (first calls) are its business.
 class BackgroundCompiler {
  public:
   explicit BackgroundCompiler(double cpu_share = 0, int window_ms = 2000);
