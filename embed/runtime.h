@@ -117,11 +117,13 @@ struct RuntimeStats {
 /// still out it stays (a few hundred bytes), frees their blocks as they are released instead of
 /// caching them, and is deleted when the next runtime is created or released after they all are.
 ///
-/// Exit: release the runtime's state (or call WaitForBackgroundCompiles) before the process
-/// exits. A runtime kept in a static, or leaked, may still be compiling in the background while
-/// static destructors run; an exit hook stops the compiler and waits for the compile in progress,
-/// but LLVM objects made lazily during that compile are destroyed before the hook runs, and the
-/// compile can then crash inside LLVM (seen in a test binary that kept its runtime in a static).
+/// Exit: a runtime kept in a static, or leaked, may still be compiling in the background when
+/// the process exits. An exit hook stops the background compiler and waits for the compile in
+/// progress before static destructors tear LLVM down; it is registered again after compiles, so
+/// it runs before the destructors of the LLVM objects those compiles made lazily
+/// (tests/embed/exit_test). Best practice is still to release the runtime's state (or call
+/// WaitForBackgroundCompiles) before exit: a compile that first touches some LLVM static in the
+/// very moment the process exits, after the first 256 compiles, is not covered.
 class Runtime {
  public:
   /// InvalidArgument for num_threads < 0 or > kMaxThreads, onednn_cached_shapes < 1 or an
