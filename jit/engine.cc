@@ -132,6 +132,18 @@ struct Engine::Impl : std::enable_shared_from_this<Engine::Impl> {
     uint64_t generation = 0;               // bumped at each retirement; a stale one frees nothing
   };
 
+  // Waits for ORC's compile threads before the LLJIT goes. ExecutionSession::endSession (LLVM
+  // 19) removes the JITDylibs first and only then shuts the task dispatcher down, so a
+  // materialization task still finishing after its lookup returned (destroying its
+  // MaterializationResponsibility, which reads the JITDylib) raced the removal: "JIT session
+  // error: Resource tracker ... became defunct" and a crash at a small address, seen once in
+  // tests/conformance:load_all_test (1,754 compiler engines made and dropped) under load 15.
+  // Shutting the dispatcher down first waits for every outstanding task; endSession's own call
+  // then finds nothing left.
+  ~Impl() {
+    if (jit) jit->getExecutionSession().getExecutorProcessControl().getDispatcher().shutdown();
+  }
+
   EngineOptions options;
   TargetInfo target;
   std::string environment;                        // ObjectCacheEnvironment(target)

@@ -96,6 +96,20 @@ BOOST_AUTO_TEST_CASE(many_threads_many_kernels_compile_each_once) {
   for (int k = 0; k < 4; ++k) ExpectScaled(fns[0][k], k + 2.0);
 }
 
+// The compiler makes and drops an engine per model (tests/conformance:load_all_test: 1,754 of
+// them). An engine dropped right after a compile must wait for ORC's compile thread to finish
+// that compile's bookkeeping: LLVM's endSession removes the JITDylibs before it stops the
+// thread, and under load that race crashed ("Resource tracker ... became defunct"). Many short
+// lives, each compiling one kernel and dropping the engine at once.
+BOOST_AUTO_TEST_CASE(engines_dropped_right_after_a_compile_go_cleanly) {
+  for (int life = 0; life < 150; ++life) {
+    std::unique_ptr<Engine> engine = NewEngine();
+    StatusOr<KernelFn> fn = engine->GetOrCompile(ScaleKernel("short_life", life + 1.0));
+    BOOST_REQUIRE_MESSAGE(fn.ok(), fn.status().ToString());
+    if (life % 50 == 0) ExpectScaled(*fn, life + 1.0);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(cache_is_keyed_by_structure_not_name) {
   std::unique_ptr<Engine> engine = NewEngine();
   StatusOr<KernelFn> a = engine->GetOrCompile(ScaleKernel("first", 2.0));
