@@ -16,6 +16,29 @@ ShapeFunctionDef KirShapeFunction(const Kernel& k, int ins, int outs) {
   return ShapeFunctionDef{k.name, ins, outs, {}, kPayloadFormat, SerializeKernel(k)};
 }
 
+void AddPassThroughProgram(ExecutableBuilder& b) {
+  float w[2] = {0.5f, -1.5f};
+  int c = b.AddConstant("w", DType::kF32, {2}, w, sizeof(w));
+  FunctionBuilder& f = b.AddFunction("main");
+  f.AddParam(ValueSpec{"x", DType::kF32, {{-1, "n"}, {3, ""}}, false});
+  f.AddParam(ValueSpec{"k", DType::kI64, {}, false});
+  f.AddResult(ValueSpec{"k", DType::kI64, {}, false});
+  f.AddResult(ValueSpec{"x", DType::kF32, {{-1, "n"}, {3, ""}}, false});
+  f.AddResult(ValueSpec{"w", DType::kF32, {{2, ""}}, false});
+  f.SetSourceNode("Identity_0");
+  f.LoadConst(2, c);
+  f.Ret({1, 0, 2});
+  FunctionBuilder& spin = b.AddFunction("spin");
+  Label top = spin.NewLabel();
+  spin.Bind(top);
+  spin.Move(1, 0);
+  spin.Goto(top);
+  spin.set_register_count(2);
+  MetadataDef meta;
+  meta.entry = "main";
+  b.SetMetadata(meta);
+}
+
 void AddTwicePlusProgram(ExecutableBuilder& b) {
   Operand x{DType::kF32, 1, {}};
   Kernel add = ElementwiseBinary("add", x, x, DType::kF32, [](Expr a, Expr c) { return a + c; });

@@ -60,26 +60,7 @@ bool Contains(const std::string& s, const std::string& part) { return s.find(par
 // @spin(): loops forever.
 std::string WriteProgram() {
   ExecutableBuilder b("cli test");
-  float w[2] = {0.5f, -1.5f};
-  int c = b.AddConstant("w", DType::kF32, {2}, w, sizeof(w));
-  FunctionBuilder& f = b.AddFunction("main");
-  f.AddParam(ValueSpec{"x", DType::kF32, {{-1, "n"}, {3, ""}}, false});
-  f.AddParam(ValueSpec{"k", DType::kI64, {}, false});
-  f.AddResult(ValueSpec{"k", DType::kI64, {}, false});
-  f.AddResult(ValueSpec{"x", DType::kF32, {{-1, "n"}, {3, ""}}, false});
-  f.AddResult(ValueSpec{"w", DType::kF32, {{2, ""}}, false});
-  f.SetSourceNode("Identity_0");
-  f.LoadConst(2, c);
-  f.Ret({1, 0, 2});
-  FunctionBuilder& spin = b.AddFunction("spin");
-  Label top = spin.NewLabel();
-  spin.Bind(top);
-  spin.Move(1, 0);
-  spin.Goto(top);
-  spin.set_register_count(2);
-  MetadataDef meta;
-  meta.entry = "main";
-  b.SetMetadata(meta);
+  jit::testing::AddPassThroughProgram(b);
   std::string path = TmpDir() + "/cli.kiln";
   BOOST_REQUIRE(b.WriteFile(path).ok());
   return path;
