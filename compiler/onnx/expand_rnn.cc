@@ -326,8 +326,7 @@ std::vector<std::string> DirectionLoop(Writer& w, const Recurrent& r, const Comm
   std::vector<std::string> ins = {c.seq, go, h0};
   if (lstm) ins.push_back(c0);
   int n_out = (lstm ? 3 : 2) + (v.reverse ? 1 : 0);
-  std::vector<std::string> res = w.OpN("Loop", ins, n_out, {});
-  w.nodes().back().add_attribute()->CopyFrom(GraphAttr("body", std::move(body)));
+  std::vector<std::string> res = w.OpN("Loop", ins, n_out, {GraphAttr("body", std::move(body))});
   std::string y = res[lstm ? 2 : 1];
   if (v.reverse) y = w.Op("Gather", {y, res.back()}, {IntAttr("axis", 0)});
   std::vector<std::string> result = {res[0]};

@@ -125,8 +125,7 @@ std::vector<std::string> ScanLoop(Writer& w, const Scan& s,
   std::vector<std::string> ins = {seq, True(w)};
   for (int i = 0; i < s.states; ++i) ins.push_back(inputs[i]);
   int n_out = s.states + s.scan_outputs + (any_reverse_out ? 1 : 0);
-  std::vector<std::string> res = w.OpN("Loop", ins, n_out, {});
-  w.nodes().back().add_attribute()->CopyFrom(GraphAttr("body", std::move(body)));
+  std::vector<std::string> res = w.OpN("Loop", ins, n_out, {GraphAttr("body", std::move(body))});
   // Reversed scan outputs: Gather by the stacked step indices (last - iter) puts them back.
   for (int k = 0; k < s.scan_outputs; ++k) {
     std::string& y = res[s.states + k];
@@ -155,8 +154,8 @@ std::vector<std::string> BatchLoop(Writer& w, const Scan& s) {
   for (NodeProto& n : b.nodes()) *body.add_node() = std::move(n);
   body.add_output()->set_name(cond_out);
   for (const std::string& o : outs) body.add_output()->set_name(o);
-  std::vector<std::string> res = w.OpN("Loop", {batch, True(w)}, static_cast<int>(outs.size()), {});
-  w.nodes().back().add_attribute()->CopyFrom(GraphAttr("body", std::move(body)));
+  std::vector<std::string> res = w.OpN("Loop", {batch, True(w)}, static_cast<int>(outs.size()),
+                                       {GraphAttr("body", std::move(body))});
   return res;
 }
 
