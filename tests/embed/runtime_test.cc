@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "jit/compute.h"
-#include "jit/kernel_ir_serialize.h"
+#include "tests/jit/test_programs.h"
 #include "tests/jit/test_util.h"
 #include "vm/builder.h"
 
@@ -25,17 +25,10 @@ namespace {
 using jit::Buffer;
 using jit::Expr;
 using jit::Kernel;
+using jit::testing::KirKernel;
+using jit::testing::KirShapeFunction;
 
 constexpr int64_t kWidth = 4;
-
-KernelDef KirKernel(const Kernel& k, std::vector<DType> ins, std::vector<DType> outs) {
-  return KernelDef{
-      k.name, std::move(ins), std::move(outs), jit::kPayloadFormat, jit::SerializeKernel(k), {}};
-}
-
-ShapeFunctionDef KirShapeFunction(const Kernel& k) {
-  return ShapeFunctionDef{k.name, 1, 1, {}, jit::kPayloadFormat, jit::SerializeKernel(k)};
-}
 
 // out[0] := value(x) for x: f32[rows, kWidth].
 Kernel XShape(const char* name, Expr (*value)(const Buffer& x)) {
