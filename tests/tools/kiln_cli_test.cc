@@ -781,7 +781,7 @@ BOOST_AUTO_TEST_CASE(profile_prints_tables_and_writes_a_chrome_trace) {
 
 // Every subcommand: -h / --help anywhere on the line prints its help (exit 0), even after a bad
 // flag; an unknown flag is a usage error naming it (exit 2). kiln --version names kiln's, the
-// executable format's and LLVM's versions.
+// executable format's and LLVM's versions, and how OpenMP threads wait.
 BOOST_AUTO_TEST_CASE(help_version_and_unknown_flags_on_every_subcommand) {
   std::string path = WriteProgram();
   for (std::string cmd : {"compile", "inspect", "run", "bench", "profile"}) {
@@ -817,6 +817,9 @@ BOOST_AUTO_TEST_CASE(help_version_and_unknown_flags_on_every_subcommand) {
                                  std::to_string(kFormatMinor)),
              r.out);
   BOOST_TEST(Contains(r.out, "LLVM 19."), r.out);
+  // The test's environment sets no OpenMP wait variable: kiln's default is what libgomp read.
+  BOOST_TEST(Contains(r.out, "OpenMP wait: GOMP_SPINCOUNT="), r.out);
+  BOOST_TEST(Contains(r.out, " (kiln's default)\n"), r.out);
 }
 
 // Inputs of WriteProgram's @main as .npy files: x: f32[rows, 3] counting from 1, and k.
