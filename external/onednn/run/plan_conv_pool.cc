@@ -154,6 +154,10 @@ Status Builder::Pool(const Op& op, bool plain) {
   int dst = Define(op.output, pd.dst_desc());
   AddPrimitive(dnnl::pooling_v2_forward(pd), pd.scratchpad_desc().get_size(),
                {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+  if (op.pool == PoolAlg::kMax) {
+    plan_->steps.back().max_pool =
+        BlockedMaxPool::Make(Md(src), Md(dst), kernel, win.strides, win.dilations, win.pad_l);
+  }
   return Status::Ok();
 }
 

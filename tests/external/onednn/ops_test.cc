@@ -9,6 +9,7 @@
 #include <cmath>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "external/onednn/region.h"
 #include "tests/external/onednn/test_util.h"
@@ -418,6 +419,44 @@ BOOST_AUTO_TEST_CASE(global_pools_after_conv) {
   std::vector<Floats> got = r.Run({{xd, x}}, {{2, 16, 1, 1}, {2, 16, 1, 1}});
   BOOST_TEST(Close(got[0], avg, DotTolerance(27), 1e-4));
   BOOST_TEST(Close(got[1], mx, DotTolerance(27), 1e-4));
+}
+
+// The implementation of each pooling step a profiled run reports.
+struct PoolImpls : RegionProfiler {
+  std::vector<std::string> impls;
+  void Record(const RegionStepSample& s) override {
+    if (s.kind == "pool") impls.emplace_back(s.impl);
+  }
+};
+
+// MaxPools between convolutions (blocked layouts, 12 channels: a half-padded block) run kiln's
+// own kernel on AVX2 CPUs (oneDNN 2.6's is ~5x slower there), with ceil_mode and padded
+// windows as googlenet has them; the results match the reference loops.
+BOOST_AUTO_TEST_CASE(max_pools_between_convs_run_kilns_blocked_kernel) {
+  Dims wd = {12, 3, 3, 3};
+  Floats w = Random(Numel(wd), 60);
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 3, 10, 10] X) => (float A, float B) {
+      c = Conv <pads = [1, 1, 1, 1]> (X, W)
+      A = MaxPool <kernel_shape = [3, 3], strides = [2, 2], ceil_mode = 1> (c)
+      B = MaxPool <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (c)
+    })",
+                                       {{"W", wd, w}}));
+  Dims xd = {2, 3, 10, 10}, cd, ad, bd;
+  Floats x = Random(Numel(xd), 61);
+  Floats c = RefConv2d(x, xd, w, wd, nullptr, {1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &cd);
+  // ceil_mode: a 5th window over rows / columns 8..10, i.e. one row / column of padding.
+  Floats a = RefPool2d(c, cd, true, {3, 3}, {2, 2}, {0, 0, 1, 1}, false, &ad);
+  Floats b = RefPool2d(c, cd, true, {3, 3}, {1, 1}, {1, 1, 1, 1}, false, &bd);
+  BOOST_REQUIRE(ad == (Dims{2, 12, 5, 5}));
+  std::vector<Floats> got;
+  PoolImpls profiler;
+  BOOST_REQUIRE(r.TryRun({{xd, x}}, {ad, bd}, &got, &profiler).ok());
+  BOOST_TEST(Close(got[0], a, DotTolerance(27), 1e-4));
+  BOOST_TEST(Close(got[1], b, DotTolerance(27), 1e-4));
+  bool avx2 = __builtin_cpu_supports("avx2");
+  BOOST_TEST(profiler.impls.size() == 2u);
+  for (const std::string& impl : profiler.impls) BOOST_TEST((impl == "kiln:avx2") == avx2, impl);
 }
 
 // ---- Softmax, LayerNorm, eltwise, binary, concat -------------------------------------------
