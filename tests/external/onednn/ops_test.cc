@@ -459,6 +459,42 @@ BOOST_AUTO_TEST_CASE(max_pools_between_convs_run_kilns_blocked_kernel) {
   for (const std::string& impl : profiler.impls) BOOST_TEST((impl == "kiln:avx2") == avx2, impl);
 }
 
+// The convolution steps' operands a profiled run reports.
+struct ConvSteps : RegionProfiler {
+  std::vector<std::string> impls, shapes;
+  void Record(const RegionStepSample& s) override {
+    if (s.kind != "conv") return;
+    impls.emplace_back(s.impl);
+    shapes.emplace_back(s.shapes);
+  }
+};
+
+// Groups of 4 channels (resnext's first stage) have no blocked oneDNN convolution on AVX2: the
+// runtime pairs them into groups of 8 with block-diagonal weights ([2, 8, 8, 3, 3] for 16
+// channels in 4 groups, not [4, 4, 4, 3, 3]) and runs oneDNN's JIT; the result is the grouped
+// convolution's. 8 channels per group stay as they are.
+BOOST_DATA_TEST_CASE(four_channel_groups_run_paired, data::make({4, 2}), groups) {
+  Dims wd = {16, 16 / groups, 3, 3};
+  Floats w = Random(Numel(wd), 62), b = Random(16, 63);
+  CompiledRegion r = Compile(MakeGraph(
+      "<ir_version: 8, opset_import: [\"\" : 17]>\n g (float[N, 16, 9, 9] X) => (float Y) {\n"
+      "  c = Conv <pads = [1, 1, 1, 1], group = " + std::to_string(groups) + "> (X, W, B)\n"
+      "  Y = Relu(c)\n}",
+      {{"W", wd, w}, {"B", {16}, b}}));
+  Dims xd = {2, 16, 9, 9}, yd;
+  Floats x = Random(Numel(xd), 64);
+  Floats want = Relu(RefConv2d(x, xd, w, wd, &b, {groups, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &yd));
+  std::vector<Floats> got;
+  ConvSteps steps;
+  BOOST_REQUIRE(r.TryRun({{xd, x}}, {yd}, &got, &steps).ok());
+  BOOST_TEST(Close(got[0], want, DotTolerance(9 * 16 / groups), 1e-4));
+  BOOST_REQUIRE(steps.shapes.size() == 1u);
+  bool pairs = groups == 4 && __builtin_cpu_supports("avx2") && !__builtin_cpu_supports("avx512f");
+  std::string weights = groups == 2 || pairs ? ", 2x8x8x3x3:" : ", 4x4x4x3x3:";
+  BOOST_TEST(steps.shapes[0].find(weights) != std::string::npos, steps.shapes[0]);
+  if (pairs) BOOST_TEST(steps.impls[0].rfind("jit", 0) == 0u, steps.impls[0]);
+}
+
 // ---- Softmax, LayerNorm, eltwise, binary, concat -------------------------------------------
 
 BOOST_DATA_TEST_CASE(softmax_any_axis, data::make({0, 1, 2}) * data::make({false, true}), axis,
