@@ -16,7 +16,9 @@ namespace kiln::onednn::internal {
 /// Max pooling of an f32 [N, C, H, W] tensor stored as [N, C/b, H, W, b] (oneDNN's aBcd8b or
 /// aBcd16b; C padded to b) into the same layout. Numerics are oneDNN's: each output is the
 /// largest element of its window inside the input, compared in the same way (a NaN element
-/// never wins), so the result is bitwise what oneDNN's primitive writes. Immutable; Run may be
+/// never wins), so the result is bitwise what oneDNN's primitive writes, except the sign of a
+/// zero maximum when a window holds both +0 and -0 (oneDNN keeps the first in row-major order,
+/// this kernel the first down the columns; equal values either way). Immutable; Run may be
 /// called from any number of threads at once.
 class BlockedMaxPool {
  public:

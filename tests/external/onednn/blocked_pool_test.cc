@@ -1,6 +1,6 @@
 // kiln's blocked max pooling (external/onednn/run/blocked_pool.h) against oneDNN's own
 // pooling primitive on the same layouts: bitwise equal outputs (max is exact, and NaN elements
-// lose as in oneDNN), for ceil-mode and padded windows, channel counts that pad the last block,
+// lose as in oneDNN; the inputs hold no signed zeros, whose order may differ), for ceil-mode and padded windows, channel counts that pad the last block,
 // batches and both block sizes; and the cases it leaves to oneDNN.
 #define BOOST_TEST_MODULE onednn_blocked_pool_test
 #include <boost/test/data/monomorphic.hpp>
