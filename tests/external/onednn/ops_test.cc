@@ -9,6 +9,7 @@
 #include <cmath>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "external/onednn/region.h"
@@ -421,11 +422,16 @@ BOOST_AUTO_TEST_CASE(global_pools_after_conv) {
   BOOST_TEST(Close(got[1], mx, DotTolerance(27), 1e-4));
 }
 
-// The implementation of each pooling step a profiled run reports.
-struct PoolImpls : RegionProfiler {
-  std::vector<std::string> impls;
+// The implementation and operands of each step of one kind ("pool", "conv") a profiled run
+// reports.
+struct StepsOf : RegionProfiler {
+  explicit StepsOf(std::string k) : kind(std::move(k)) {}
+  std::string kind;
+  std::vector<std::string> impls, shapes;
   void Record(const RegionStepSample& s) override {
-    if (s.kind == "pool") impls.emplace_back(s.impl);
+    if (s.kind != kind) return;
+    impls.emplace_back(s.impl);
+    shapes.emplace_back(s.shapes);
   }
 };
 
@@ -450,7 +456,7 @@ BOOST_AUTO_TEST_CASE(max_pools_between_convs_run_kilns_blocked_kernel) {
   Floats b = RefPool2d(c, cd, true, {3, 3}, {1, 1}, {1, 1, 1, 1}, false, &bd);
   BOOST_REQUIRE(ad == (Dims{2, 12, 5, 5}));
   std::vector<Floats> got;
-  PoolImpls profiler;
+  StepsOf profiler("pool");
   BOOST_REQUIRE(r.TryRun({{xd, x}}, {ad, bd}, &got, &profiler).ok());
   BOOST_TEST(Close(got[0], a, DotTolerance(27), 1e-4));
   BOOST_TEST(Close(got[1], b, DotTolerance(27), 1e-4));
@@ -458,16 +464,6 @@ BOOST_AUTO_TEST_CASE(max_pools_between_convs_run_kilns_blocked_kernel) {
   BOOST_TEST(profiler.impls.size() == 2u);
   for (const std::string& impl : profiler.impls) BOOST_TEST((impl == "kiln:avx2") == avx2, impl);
 }
-
-// The convolution steps' operands a profiled run reports.
-struct ConvSteps : RegionProfiler {
-  std::vector<std::string> impls, shapes;
-  void Record(const RegionStepSample& s) override {
-    if (s.kind != "conv") return;
-    impls.emplace_back(s.impl);
-    shapes.emplace_back(s.shapes);
-  }
-};
 
 // Groups of 4 channels (resnext's first stage) have no blocked oneDNN convolution on AVX2: the
 // runtime pairs them into groups of 8 with block-diagonal weights ([2, 8, 8, 3, 3] for 16
@@ -485,7 +481,7 @@ BOOST_DATA_TEST_CASE(four_channel_groups_run_paired, data::make({4, 2}), groups)
   Floats x = Random(Numel(xd), 64);
   Floats want = Relu(RefConv2d(x, xd, w, wd, &b, {groups, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &yd));
   std::vector<Floats> got;
-  ConvSteps steps;
+  StepsOf steps("conv");
   BOOST_REQUIRE(r.TryRun({{xd, x}}, {yd}, &got, &steps).ok());
   BOOST_TEST(Close(got[0], want, DotTolerance(9 * 16 / groups), 1e-4));
   BOOST_REQUIRE(steps.shapes.size() == 1u);
