@@ -44,6 +44,7 @@ class ThreadScopedFunction : public TensorFunction {
     ApplyThreads(threads_);
     return inner_->RunProfiled(args, num_inputs, num_outputs, profiler);
   }
+  void Prefetch() override { inner_->Prefetch(); }
 
  private:
   std::unique_ptr<TensorFunction> inner_;
