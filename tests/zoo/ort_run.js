@@ -1,5 +1,8 @@
 // Runs one model in ONNX Runtime (onnxruntime-node) on one .npy input and writes its first
 // output as .npy: node ort_run.js MODEL.onnx INPUT_NAME IN.npy OUT.npy
+// With OUT a folder (ending in '/'), writes every float32 output as OUT/NAME.npy, NAME the
+// output's name with every character outside [A-Za-z0-9_.-] replaced by '_' (tools/zoo.py's
+// check of intermediate tensors).
 // ORT_NODE names the onnxruntime-node package directory (default /tmp/ort/node_modules/onnxruntime-node).
 const fs = require('fs');
 const ort = require(process.env.ORT_NODE || '/tmp/ort/node_modules/onnxruntime-node');
@@ -34,5 +37,13 @@ function writeNpy(path, tensor) {
   const [model, inputName, inPath, outPath] = process.argv.slice(2);
   const session = await ort.InferenceSession.create(model, { intraOpNumThreads: 1 });
   const result = await session.run({ [inputName]: readNpy(inPath) });
-  writeNpy(outPath, result[session.outputNames[0]]);
+  if (!outPath.endsWith('/')) {
+    writeNpy(outPath, result[session.outputNames[0]]);
+    return;
+  }
+  fs.mkdirSync(outPath, { recursive: true });
+  for (const name of session.outputNames) {
+    if (result[name].type !== 'float32') continue;
+    writeNpy(outPath + name.replace(/[^A-Za-z0-9_.-]/g, '_') + '.npy', result[name]);
+  }
 })().catch(e => { console.error(e.message); process.exit(1); });
