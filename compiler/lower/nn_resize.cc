@@ -310,11 +310,30 @@ struct Tap {
 
 // The taps of one dim at one output index: a short list summed unrolled, or (antialias) a
 // window of `count` taps lo + t that the value reduces over, with the sum of their weights.
+// Longest antialias window kept in a table of weights (a downscale by 1/512, cubic).
+constexpr int64_t kMaxTableTaps = 2048;
+
 struct DimTaps {
   std::vector<Tap> taps;
   Var t;
   Expr count, index, weight, norm;  // index and weight in terms of t
   bool windowed() const { return static_cast<bool>(count); }
+};
+
+// What the antialias windows bind per output element: Lets (positions, scales, weight sums)
+// and, for windows of constant length, tables of their weights filled before the sum, so the
+// sum over the window product reads each weight instead of recomputing it per tap.
+struct WindowScope {
+  Lets lets{"w"};
+  std::vector<Buffer> tables;
+  std::vector<Stmt> fills;
+  Stmt Wrap(const Stmt& body) const {
+    std::vector<Stmt> seq = fills;
+    seq.push_back(body);
+    Stmt s = jit::Seq(seq);
+    for (auto it = tables.rbegin(); it != tables.rend(); ++it) s = jit::Allocate(*it, s);
+    return lets.Wrap(s);
+  }
 };
 
 // Antialias widens the filter to 1 / scale input pixels when downscaling; upscaling, or a
@@ -330,7 +349,8 @@ bool Windowed(const LowerContext& ctx, const ResizePlan& plan, int d) {
 // or cubic of support 2), out-of-range taps repeating the edge (or dropped with
 // exclude_outside), normalized by the sum of the weights.
 DimTaps WindowTaps(const LowerContext& ctx, const ResizePlan& plan, int d, const Expr& coord,
-                   Lets& lets) {
+                   WindowScope& scope) {
+  Lets& lets = scope.lets;
   auto f = [](double v) { return jit::FloatImm(v, kCoord); };
   const double support = plan.mode == "linear" ? 1 : 2;
   std::optional<double> const_scale = ConstScaleOf(ctx, plan, d);
@@ -356,16 +376,26 @@ DimTaps WindowTaps(const LowerContext& ctx, const ResizePlan& plan, int d, const
   r.t = Var("t" + std::to_string(d));
   r.count = count;
   r.index = Clamp(lo + r.t, len);
-  r.weight = weight(r.t);
   Var u("u" + std::to_string(d));
-  r.norm = lets.Bind(jit::Sum({{u, count}}, weight(u)));
+  std::optional<int64_t> taps = ConstOf(count);
+  if (taps && *taps <= kMaxTableTaps) {
+    Buffer table = Buffer::Local("weights" + std::to_string(d), kCoord, {*taps});
+    scope.fills.push_back(jit::For(u, count, ForKind::kSerial, Store(table, {u}, weight(u))));
+    scope.tables.push_back(table);
+    Var v("v" + std::to_string(d));
+    r.weight = Load(table, {r.t});
+    r.norm = jit::Sum({{v, count}}, Load(table, {v}));
+  } else {
+    r.weight = weight(r.t);
+    r.norm = lets.Bind(jit::Sum({{u, count}}, weight(u)));
+  }
   return r;
 }
 
 // The interpolation taps of dim d at output index o (`outside` collects tf_crop_and_resize's
-// extrapolated positions). `lets` is required for antialias windows.
+// extrapolated positions). `scope` is required for antialias windows.
 DimTaps TapsOf(const LowerContext& ctx, const ResizePlan& plan, int d, const Expr& o, Expr& outside,
-               Lets* lets) {
+               WindowScope* scope) {
   DimTaps r;
   Expr len = ctx.InputDim(0, d);
   if (PassThrough(ctx, plan, d)) {
@@ -374,7 +404,7 @@ DimTaps TapsOf(const LowerContext& ctx, const ResizePlan& plan, int d, const Exp
   }
   Coordinate c = SourceCoordinate(ctx, plan, d, o);
   if (c.outside) outside = jit::Or(outside, c.outside);
-  if (lets && Windowed(ctx, plan, d)) return WindowTaps(ctx, plan, d, c.x, *lets);
+  if (scope && Windowed(ctx, plan, d)) return WindowTaps(ctx, plan, d, c.x, *scope);
   if (plan.mode == "nearest") {
     r.taps.push_back(
         {Clamp(NearestIndex(plan, c.x, ScaleOf(ctx, plan, d)), len), jit::FloatImm(1, kCoord)});
@@ -407,12 +437,12 @@ DimTaps TapsOf(const LowerContext& ctx, const ResizePlan& plan, int d, const Exp
 // The output value at index o: the weighted sum over every combination of taps (2^k for
 // linear, 4^k for cubic, unrolled; antialias windows reduced over and normalized).
 Expr ResizeValue(const LowerContext& ctx, const ResizePlan& plan, const std::vector<Expr>& o,
-                 Lets* lets) {
+                 WindowScope* scope) {
   const int rank = ctx.input_rank(0);
   DType dtype = ctx.output_dtype(0);
   std::vector<DimTaps> taps;
   Expr outside = jit::IntImm(0, DType::kBool);
-  for (int d = 0; d < rank; ++d) taps.push_back(TapsOf(ctx, plan, d, o[d], outside, lets));
+  for (int d = 0; d < rank; ++d) taps.push_back(TapsOf(ctx, plan, d, o[d], outside, scope));
   Expr sum;
   std::vector<Expr> index(rank);
   std::function<void(int, Expr)> combine = [&](int d, Expr weight) {
@@ -467,9 +497,9 @@ Status BuildResize(LowerContext& ctx, const ResizePlan& plan) {
   ctx.SetBody(ParallelNest(
       ctx.OutputDims(0),
       [&](const std::vector<Expr>& o) {
-        Lets lets("w");
-        Expr value = ResizeValue(ctx, plan, o, &lets);
-        return lets.Wrap(Store(ctx.out(0), o, value));
+        WindowScope scope;
+        Expr value = ResizeValue(ctx, plan, o, &scope);
+        return scope.Wrap(Store(ctx.out(0), o, value));
       },
       ForKind::kSerial));
   return Status::Ok();
