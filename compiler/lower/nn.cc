@@ -77,6 +77,7 @@ void AddNnLowerings(LoweringTable& table) {
   add("Upsample", 7, 9, nn::LowerUpsample, nn::UpsampleShape);
   add("MaxUnpool", 9, INT32_MAX, nn::LowerMaxUnpool, nn::MaxUnpoolShape);
   add("Det", 11, INT32_MAX, nn::LowerDet);
+  add("Col2Im", 18, INT32_MAX, nn::LowerCol2Im, nn::Col2ImShape);
   add("GridSample", 16, INT32_MAX, nn::LowerGridSample);
   add("RoiAlign", 10, INT32_MAX, nn::LowerRoiAlign);
 }

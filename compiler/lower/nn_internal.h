@@ -117,6 +117,8 @@ Status LowerSpaceToDepth(LowerContext& ctx);
 Status LowerResize(LowerContext& ctx);
 Status ResizeShape(ShapeFuncContext& ctx);
 Status LowerUpsample(LowerContext& ctx);
+Status LowerCol2Im(LowerContext& ctx);  // nn_resize.cc
+Status Col2ImShape(ShapeFuncContext& ctx);
 Status UpsampleShape(ShapeFuncContext& ctx);
 Status LowerMaxUnpool(LowerContext& ctx);  // nn_sample.cc
 Status MaxUnpoolShape(ShapeFuncContext& ctx);

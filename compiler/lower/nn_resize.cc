@@ -1,5 +1,6 @@
-// Layout and resampling lowerings: DepthToSpace, SpaceToDepth, Resize (nearest, linear, cubic;
-// every coordinate transformation mode) and Upsample, with their run-time shape functions.
+// Layout and resampling lowerings: DepthToSpace, SpaceToDepth, Col2Im, Resize (nearest, linear,
+// cubic; every coordinate transformation mode; opset 18's antialias, axes and
+// keep_aspect_ratio_policy) and Upsample, with their run-time shape functions.
 #include <algorithm>
 #include <cmath>
 #include <iterator>
@@ -42,6 +43,105 @@ Status LowerSpaceToDepth(LowerContext& ctx) {
   return Status::Ok();
 }
 
+// ---- Col2Im ----------------------------------------------------------------------------------
+
+namespace {
+
+// Col2Im's block geometry per spatial dim, as expressions: constants when block_shape is known
+// at compile time, else loaded from it.
+struct Col2ImGeometry {
+  std::vector<Expr> block;      // block_shape[d]
+  std::vector<Expr> positions;  // block positions along d: (image + pads - extent) / stride + 1
+  Expr block_size;              // prod(block_shape): input channels per output channel
+};
+
+Col2ImGeometry Col2ImDims(const NodeContext& ctx, const Col2ImAttributes& a,
+                          const std::vector<Expr>& image) {
+  const int spatial = static_cast<int>(image.size());
+  std::optional<std::vector<int64_t>> block = ctx.InputConstInts(2);
+  Col2ImGeometry g;
+  g.block_size = I(1);
+  for (int d = 0; d < spatial; ++d) {
+    Expr b = block ? I((*block)[d]) : Load(ctx.in(2), {I(d)});
+    Expr extent = I(a.dilations[d]) * (b - I(1)) + I(1);
+    Expr span = image[d] + I(a.pads[d] + a.pads[d + spatial]) - extent;
+    g.block.push_back(b);
+    g.positions.push_back(FloorDiv(span, I(a.strides[d])) + I(1));
+    g.block_size = g.block_size * b;
+  }
+  return g;
+}
+
+}  // namespace
+
+// Col2Im as a gather, so no two threads write one output: output (n, c, y...) sums the input
+// columns of every block tap k whose block position l = (y + pad_begin - k * dilation) / stride
+// is whole and inside the grid of positions: input[n, c * prod(block) + flat(k), flat(l)].
+Status LowerCol2Im(LowerContext& ctx) {
+  const int spatial = ctx.output_rank(0) - 2;
+  ASSIGN_OR_RETURN(Col2ImAttributes a, ParseCol2ImAttributes(ctx.node(), spatial));
+  std::vector<Expr> image;
+  for (int d = 0; d < spatial; ++d) image.push_back(ctx.OutputDim(0, 2 + d));
+  Col2ImGeometry g = Col2ImDims(ctx, a, image);
+  DType dtype = ctx.output_dtype(0), acc = AccType(dtype);
+  Buffer x = ctx.in(0);
+  Expr rows = ctx.InputDim(0, 1), columns = ctx.InputDim(0, 2);
+  ctx.SetBody(ParallelNest(
+      ctx.OutputDims(0),
+      [&](const std::vector<Expr>& o) {
+        std::vector<jit::IterVar> window;
+        Expr valid = jit::IntImm(1, DType::kBool), k_flat = I(0), l_flat = I(0);
+        for (int d = 0; d < spatial; ++d) {
+          Var k("k" + std::to_string(d));
+          window.push_back({k, g.block[d]});
+          Expr q = o[2 + d] + I(a.pads[d]) - k * I(a.dilations[d]);
+          Expr l = FloorDiv(q, I(a.strides[d]));
+          valid = jit::And(valid, InBounds(l, g.positions[d]));
+          if (a.strides[d] != 1)
+            valid = jit::And(valid, jit::Eq(FloorMod(q, I(a.strides[d])), I(0)));
+          k_flat = k_flat * g.block[d] + k;
+          l_flat = l_flat * g.positions[d] + l;
+        }
+        // Clamped so that the taps the select discards still read inside the input.
+        Expr channel = Clamp(o[1] * g.block_size + k_flat, rows);
+        Expr value = Cast(acc, Load(x, {o[0], channel, Clamp(l_flat, columns)}));
+        Expr sum = jit::Sum(window, Select(valid, value, jit::Const(acc, 0)));
+        return Store(ctx.out(0), o, Cast(dtype, sum));
+      },
+      ForKind::kSerial));
+  return Status::Ok();
+}
+
+// [N, C, image...] from image_shape and block_shape at run time; C is -1 (the allocation then
+// fails naming the node) when the input contradicts them: channels not a multiple of the block
+// size, a block or image length below 1, or L not the number of block positions.
+Status Col2ImShape(ShapeFuncContext& ctx) {
+  const int spatial = ctx.output_rank(0) - 2;
+  ASSIGN_OR_RETURN(Col2ImAttributes a, ParseCol2ImAttributes(ctx.node(), spatial));
+  std::optional<std::vector<int64_t>> known = ctx.InputConstInts(1);
+  std::vector<Expr> image;
+  for (int d = 0; d < spatial; ++d)
+    image.push_back(known ? I((*known)[d]) : Load(ctx.in(1), {I(d)}));
+  Col2ImGeometry g = Col2ImDims(ctx, a, image);
+  Expr ok = jit::IntImm(1, DType::kBool), count = I(1);
+  for (int d = 0; d < spatial; ++d) {
+    ok = jit::And(ok, jit::And(jit::Ge(g.block[d], I(1)), jit::Ge(image[d], I(1))));
+    ok = jit::And(ok, jit::Ge(g.positions[d], I(1)));
+    count = count * g.positions[d];
+  }
+  Expr rows = ctx.InputDim(0, 1), block_size = jit::Max(g.block_size, I(1));
+  ok = jit::And(ok, jit::Eq(FloorMod(rows, block_size), I(0)));
+  ok = jit::And(ok, jit::Eq(count, ctx.InputDim(0, 2)));
+  std::vector<Stmt> stores = {
+      Store(ctx.out_shape(0), {I(0)}, ctx.InputDim(0, 0)),
+      Store(ctx.out_shape(0), {I(1)}, Select(ok, FloorDiv(rows, block_size), I(-1)))};
+  for (int d = 0; d < spatial; ++d) {
+    stores.push_back(Store(ctx.out_shape(0), {I(2 + d)}, image[d]));
+  }
+  ctx.SetBody(jit::Seq(stores));
+  return Status::Ok();
+}
+
 // ---- Resize / Upsample -----------------------------------------------------------------------
 
 namespace {
@@ -58,32 +158,77 @@ struct ResizePlan {
   bool exclude_outside = false;
   double extrapolation = 0;
   int scales_input = -1;  // input slot of scales when they give the scale, else sizes do
+  int sizes_input = -1;
   int roi_input = -1;
   std::vector<double> const_scales;  // when scales come from an attribute (Upsample 7/8)
+  ResizeAttributes attrs;            // axes (all dims unless Resize-18 names some), policy,
+                                     // antialias
+  bool policy() const { return scales_input < 0 && attrs.policy != AspectPolicy::kStretch; }
 };
+
+// The value of sizes[i] (f64), constant when known at compile time.
+Expr SizeAt(const NodeContext& ctx, int sizes_input, int i) {
+  if (std::optional<std::vector<int64_t>> s = ctx.InputConstInts(sizes_input)) {
+    if (static_cast<int>(s->size()) > i) return jit::FloatImm(static_cast<double>((*s)[i]), kCoord);
+  }
+  return Cast(kCoord, Load(ctx.in(sizes_input), {I(i)}));
+}
+
+// keep_aspect_ratio_policy's one scale: the smallest (not_larger) or largest (not_smaller)
+// sizes[i] / in over the axes, in f64 as the ONNX reference computes it.
+Expr PolicyScale(const NodeContext& ctx, const ResizeAttributes& a, int sizes_input) {
+  Expr scale;
+  for (size_t i = 0; i < a.axes.size(); ++i) {
+    Expr r = jit::Div(SizeAt(ctx, sizes_input, static_cast<int>(i)),
+                      Cast(kCoord, ctx.InputDim(0, a.axes[i])));
+    if (!scale) {
+      scale = r;
+    } else {
+      scale = a.policy == AspectPolicy::kNotLarger ? jit::Min(scale, r) : jit::Max(scale, r);
+    }
+  }
+  return scale;
+}
 
 // The f32 scale of dim d: from the scales (constant or loaded) or out/in when sizes were given.
 Expr ScaleOf(const LowerContext& ctx, const ResizePlan& plan, int d) {
   if (!plan.const_scales.empty()) return jit::FloatImm(plan.const_scales[d], kCoord);
+  const int slot = plan.attrs.SlotOf(d);
+  if (slot < 0) return jit::FloatImm(1, kCoord);
   if (plan.scales_input >= 0) {
     if (std::optional<std::vector<double>> s = ctx.InputConstDoubles(plan.scales_input)) {
-      if (static_cast<int>(s->size()) > d) {
-        return jit::FloatImm(static_cast<double>(static_cast<float>((*s)[d])), kCoord);
+      if (static_cast<int>(s->size()) > slot) {
+        return jit::FloatImm(static_cast<double>(static_cast<float>((*s)[slot])), kCoord);
       }
     }
-    return Cast(kCoord, Load(ctx.in(plan.scales_input), {I(d)}));
+    return Cast(kCoord, Load(ctx.in(plan.scales_input), {I(slot)}));
   }
+  if (plan.policy()) return PolicyScale(ctx, plan.attrs, plan.sizes_input);
   return jit::Div(Cast(kCoord, ctx.OutputDim(0, d)), Cast(kCoord, ctx.InputDim(0, d)));
 }
 
+// The scale of dim d when it is a compile-time constant.
+std::optional<double> ConstScaleOf(const LowerContext& ctx, const ResizePlan& plan, int d) {
+  Expr e = ScaleOf(ctx, plan, d);
+  if (e->op == jit::ExprOp::kFloatImm) return e->float_value;
+  const DimExpr &in = ctx.input_shape(0)[d], &out = ctx.output_shape(0)[d];
+  if (!plan.policy() && plan.scales_input < 0 && in.is_const() && out.is_const())
+    return static_cast<double>(out.const_value()) / static_cast<double>(in.const_value());
+  return std::nullopt;
+}
+
 // True when dim d maps output index i to input index i exactly (same length, scale 1).
+// Dims outside Resize-18's `axes` are always copied.
 bool PassThrough(const LowerContext& ctx, const ResizePlan& plan, int d) {
+  const int slot = plan.attrs.SlotOf(d);
+  if (slot < 0) return true;
   if (plan.coord == "tf_crop_and_resize") return false;
   if (!(ctx.input_shape(0)[d] == ctx.output_shape(0)[d])) return false;
   if (!plan.const_scales.empty()) return plan.const_scales[d] == 1;
+  if (plan.policy()) return false;  // round(scale * in) == in does not make the scale 1
   if (plan.scales_input < 0) return true;
   std::optional<std::vector<double>> s = ctx.InputConstDoubles(plan.scales_input);
-  return s && static_cast<int>(s->size()) > d && (*s)[d] == 1;
+  return s && static_cast<int>(s->size()) > slot && (*s)[slot] == 1;
 }
 
 struct Coordinate {
@@ -98,7 +243,7 @@ Coordinate SourceCoordinate(const LowerContext& ctx, const ResizePlan& plan, int
   Expr in_len = Cast(kCoord, ctx.InputDim(0, d));
   // The ONNX reference uses the unrounded output length scale * in (align_corners,
   // pytorch_half_pixel, tf_crop_and_resize); with sizes given that is the size itself.
-  Expr out_len = plan.scales_input >= 0 || !plan.const_scales.empty()
+  Expr out_len = plan.scales_input >= 0 || !plan.const_scales.empty() || plan.policy()
                      ? scale * in_len
                      : Cast(kCoord, ctx.OutputDim(0, d));
   auto f = [](double v) { return jit::FloatImm(v, kCoord); };
@@ -117,10 +262,11 @@ Coordinate SourceCoordinate(const LowerContext& ctx, const ResizePlan& plan, int
     Expr center = in_len / f(2);
     c.x = center * (f(1) - adjustment) + (x + f(0.5)) / scale - f(0.5);
   } else if (m == "tf_crop_and_resize") {
-    int rank = ctx.input_rank(0);
+    // roi holds the starts then the ends of the resized dims (all, or Resize-18's axes).
+    const int64_t slot = plan.attrs.SlotOf(d), n = static_cast<int64_t>(plan.attrs.axes.size());
     Buffer roi = ctx.in(plan.roi_input);
-    Expr start = Cast(kCoord, Load(roi, {I(d)}));
-    Expr end = Cast(kCoord, Load(roi, {I(d + rank)}));
+    Expr start = Cast(kCoord, Load(roi, {I(slot)}));
+    Expr end = Cast(kCoord, Load(roi, {I(slot + n)}));
     c.x = Select(jit::Gt(out_len, f(1)),
                  start * (in_len - f(1)) + x * (end - start) * (in_len - f(1)) / (out_len - f(1)),
                  f(0.5) * (start + end) * (in_len - f(1)));
@@ -162,91 +308,217 @@ struct Tap {
   Expr weight;  // f32
 };
 
-Status BuildResize(LowerContext& ctx, const ResizePlan& plan) {
+// The taps of one dim at one output index: a short list summed unrolled, or (antialias) a
+// window of `count` taps lo + t that the value reduces over, with the sum of their weights.
+// Longest antialias window kept in a table of weights (a downscale by 1/512, cubic).
+constexpr int64_t kMaxTableTaps = 2048;
+
+struct DimTaps {
+  std::vector<Tap> taps;
+  Var t;
+  Expr count, index, weight, norm;  // index and weight in terms of t
+  bool windowed() const { return static_cast<bool>(count); }
+};
+
+// What the antialias windows bind per output element: Lets (positions, scales, weight sums)
+// and, for windows of constant length, tables of their weights filled before the sum, so the
+// sum over the window product reads each weight instead of recomputing it per tap.
+struct WindowScope {
+  Lets lets{"w"};
+  std::vector<Buffer> tables;
+  std::vector<Stmt> fills;
+  Stmt Wrap(const Stmt& body) const {
+    std::vector<Stmt> seq = fills;
+    seq.push_back(body);
+    Stmt s = jit::Seq(seq);
+    for (auto it = tables.rbegin(); it != tables.rend(); ++it) s = jit::Allocate(*it, s);
+    return lets.Wrap(s);
+  }
+};
+
+// Antialias widens the filter to 1 / scale input pixels when downscaling; upscaling, or a
+// scale known to be >= 1, interpolates as without it (same taps and weights).
+bool Windowed(const LowerContext& ctx, const ResizePlan& plan, int d) {
+  if (!plan.attrs.antialias || plan.mode == "nearest" || PassThrough(ctx, plan, d)) return false;
+  std::optional<double> scale = ConstScaleOf(ctx, plan, d);
+  return !(scale && *scale >= 1);
+}
+
+// The antialias window of dim d around input position c.x, as the ONNX reference and ONNX
+// Runtime filter it: taps j with weight filter((j - x) * min(scale, 1)) (triangle of support 1,
+// or cubic of support 2), out-of-range taps repeating the edge (or dropped with
+// exclude_outside), normalized by the sum of the weights.
+DimTaps WindowTaps(const LowerContext& ctx, const ResizePlan& plan, int d, const Expr& coord,
+                   WindowScope& scope) {
+  Lets& lets = scope.lets;
+  auto f = [](double v) { return jit::FloatImm(v, kCoord); };
+  const double support = plan.mode == "linear" ? 1 : 2;
+  std::optional<double> const_scale = ConstScaleOf(ctx, plan, d);
+  Expr len = ctx.InputDim(0, d), sc, count;
+  if (const_scale) {
+    double shrink = std::min(*const_scale, 1.0);
+    sc = f(shrink);
+    count = I(static_cast<int64_t>(std::floor(2 * (support / shrink))) + 1);
+  } else {
+    sc = lets.Bind(jit::Min(ScaleOf(ctx, plan, d), f(1)));
+    count = lets.Bind(Cast(DType::kI64, jit::Floor(f(2 * support) / sc)) + I(1));
+  }
+  Expr x = lets.Bind(coord);
+  Expr lo = lets.Bind(Cast(DType::kI64, jit::Floor(x + f(1) - f(support) / sc)));
+  auto weight = [&](const Expr& t) {
+    Expr j = lo + t;
+    Expr dist = (Cast(kCoord, j) - x) * sc;
+    Expr w = plan.mode == "linear" ? jit::Max(f(1) - jit::Abs(dist), f(0))
+                                   : CubicWeight(dist, plan.cubic_a);
+    return plan.exclude_outside ? Select(InBounds(j, len), w, f(0)) : w;
+  };
+  DimTaps r;
+  r.t = Var("t" + std::to_string(d));
+  r.count = count;
+  r.index = Clamp(lo + r.t, len);
+  Var u("u" + std::to_string(d));
+  std::optional<int64_t> taps = ConstOf(count);
+  if (taps && *taps <= kMaxTableTaps) {
+    Buffer table = Buffer::Local("weights" + std::to_string(d), kCoord, {*taps});
+    scope.fills.push_back(jit::For(u, count, ForKind::kSerial, Store(table, {u}, weight(u))));
+    scope.tables.push_back(table);
+    Var v("v" + std::to_string(d));
+    r.weight = Load(table, {r.t});
+    r.norm = jit::Sum({{v, count}}, Load(table, {v}));
+  } else {
+    r.weight = weight(r.t);
+    r.norm = lets.Bind(jit::Sum({{u, count}}, weight(u)));
+  }
+  return r;
+}
+
+// The interpolation taps of dim d at output index o (`outside` collects tf_crop_and_resize's
+// extrapolated positions). `scope` is required for antialias windows.
+DimTaps TapsOf(const LowerContext& ctx, const ResizePlan& plan, int d, const Expr& o, Expr& outside,
+               WindowScope* scope) {
+  DimTaps r;
+  Expr len = ctx.InputDim(0, d);
+  if (PassThrough(ctx, plan, d)) {
+    r.taps.push_back({o, jit::FloatImm(1, kCoord)});
+    return r;
+  }
+  Coordinate c = SourceCoordinate(ctx, plan, d, o);
+  if (c.outside) outside = jit::Or(outside, c.outside);
+  if (scope && Windowed(ctx, plan, d)) return WindowTaps(ctx, plan, d, c.x, *scope);
+  if (plan.mode == "nearest") {
+    r.taps.push_back(
+        {Clamp(NearestIndex(plan, c.x, ScaleOf(ctx, plan, d)), len), jit::FloatImm(1, kCoord)});
+  } else if (plan.mode == "linear") {
+    Expr x = jit::Max(jit::Min(c.x, Cast(kCoord, len - I(1))), jit::FloatImm(0, kCoord));
+    Expr x0 = jit::Floor(x);
+    Expr i0 = Cast(DType::kI64, x0);
+    Expr w1 = x - x0;
+    r.taps.push_back({Clamp(i0, len), jit::FloatImm(1, kCoord) - w1});
+    r.taps.push_back({Clamp(i0 + I(1), len), w1});
+  } else {  // cubic
+    Expr x0 = jit::Floor(c.x);
+    Expr t = c.x - x0;
+    Expr i0 = Cast(DType::kI64, x0);
+    Expr total = jit::FloatImm(0, kCoord);
+    for (int k = -1; k <= 2; ++k) {
+      Expr idx = i0 + I(k);
+      Expr w = CubicWeight(t - jit::FloatImm(k, kCoord), plan.cubic_a);
+      if (plan.exclude_outside) w = Select(InBounds(idx, len), w, jit::FloatImm(0, kCoord));
+      total = total + w;
+      r.taps.push_back({Clamp(idx, len), w});
+    }
+    if (plan.exclude_outside) {
+      for (Tap& tap : r.taps) tap.weight = tap.weight / total;
+    }
+  }
+  return r;
+}
+
+// The output value at index o: the weighted sum over every combination of taps (2^k for
+// linear, 4^k for cubic, unrolled; antialias windows reduced over and normalized).
+Expr ResizeValue(const LowerContext& ctx, const ResizePlan& plan, const std::vector<Expr>& o,
+                 WindowScope* scope) {
   const int rank = ctx.input_rank(0);
   DType dtype = ctx.output_dtype(0);
-  bool is_float = IsFloat(dtype);
-  ctx.SetCompute(0, [&](const std::vector<Expr>& o) {
-    std::vector<std::vector<Tap>> taps(rank);
-    Expr outside = jit::IntImm(0, DType::kBool);
-    for (int d = 0; d < rank; ++d) {
-      Expr len = ctx.InputDim(0, d);
-      if (PassThrough(ctx, plan, d)) {
-        taps[d].push_back({o[d], jit::FloatImm(1, kCoord)});
-        continue;
-      }
-      Coordinate c = SourceCoordinate(ctx, plan, d, o[d]);
-      if (c.outside) outside = jit::Or(outside, c.outside);
+  std::vector<DimTaps> taps;
+  Expr outside = jit::IntImm(0, DType::kBool);
+  for (int d = 0; d < rank; ++d) taps.push_back(TapsOf(ctx, plan, d, o[d], outside, scope));
+  Expr sum;
+  std::vector<Expr> index(rank);
+  std::function<void(int, Expr)> combine = [&](int d, Expr weight) {
+    if (d == rank) {
+      Expr x = Load(ctx.in(0), index);
       if (plan.mode == "nearest") {
-        taps[d].push_back(
-            {Clamp(NearestIndex(plan, c.x, ScaleOf(ctx, plan, d)), len), jit::FloatImm(1, kCoord)});
-      } else if (plan.mode == "linear") {
-        Expr x = jit::Max(jit::Min(c.x, Cast(kCoord, len - I(1))), jit::FloatImm(0, kCoord));
-        Expr x0 = jit::Floor(x);
-        Expr i0 = Cast(DType::kI64, x0);
-        Expr w1 = x - x0;
-        taps[d].push_back({Clamp(i0, len), jit::FloatImm(1, kCoord) - w1});
-        taps[d].push_back({Clamp(i0 + I(1), len), w1});
-      } else {  // cubic
-        Expr x0 = jit::Floor(c.x);
-        Expr t = c.x - x0;
-        Expr i0 = Cast(DType::kI64, x0);
-        std::vector<Tap> cubic;
-        Expr total = jit::FloatImm(0, kCoord);
-        for (int k = -1; k <= 2; ++k) {
-          Expr idx = i0 + I(k);
-          Expr w = CubicWeight(t - jit::FloatImm(k, kCoord), plan.cubic_a);
-          if (plan.exclude_outside) w = Select(InBounds(idx, len), w, jit::FloatImm(0, kCoord));
-          total = total + w;
-          cubic.push_back({Clamp(idx, len), w});
-        }
-        if (plan.exclude_outside) {
-          for (Tap& tap : cubic) tap.weight = tap.weight / total;
-        }
-        taps[d] = cubic;
-      }
-    }
-    // Sum over every combination of taps (2^k for linear, 4^k for cubic).
-    Expr sum;
-    std::vector<Expr> index(rank);
-    std::function<void(int, Expr)> combine = [&](int d, Expr weight) {
-      if (d == rank) {
-        Expr x = Load(ctx.in(0), index);
-        if (plan.mode == "nearest") {
-          sum = x;
-          return;
-        }
-        Expr term = weight ? jit::Mul(Cast(kCoord, x), weight) : Cast(kCoord, x);
-        sum = sum ? jit::Add(sum, term) : term;
+        sum = x;
         return;
       }
-      for (const Tap& tap : taps[d]) {
-        index[d] = tap.index;
-        bool unit = taps[d].size() == 1;
-        combine(d + 1, unit ? weight : (weight ? jit::Mul(weight, tap.weight) : tap.weight));
-      }
-    };
-    combine(0, Expr());
-    Expr value = sum;
-    if (plan.mode != "nearest" && !is_float) value = jit::Round(value);
-    value = Cast(dtype, value);
-    if (plan.coord == "tf_crop_and_resize") {
-      value = Select(outside, Cast(dtype, jit::FloatImm(plan.extrapolation, DType::kF64)), value);
+      Expr term = weight ? jit::Mul(Cast(kCoord, x), weight) : Cast(kCoord, x);
+      sum = sum ? jit::Add(sum, term) : term;
+      return;
     }
-    return value;
-  });
+    if (taps[d].windowed()) {
+      index[d] = taps[d].index;
+      combine(d + 1, weight ? jit::Mul(weight, taps[d].weight) : taps[d].weight);
+      return;
+    }
+    for (const Tap& tap : taps[d].taps) {
+      index[d] = tap.index;
+      bool unit = taps[d].taps.size() == 1;
+      combine(d + 1, unit ? weight : (weight ? jit::Mul(weight, tap.weight) : tap.weight));
+    }
+  };
+  combine(0, Expr());
+  std::vector<jit::IterVar> window;
+  Expr norm;
+  for (const DimTaps& t : taps) {
+    if (!t.windowed()) continue;
+    window.push_back({t.t, t.count});
+    norm = norm ? jit::Mul(norm, t.norm) : t.norm;
+  }
+  Expr value = window.empty() ? sum : jit::Div(jit::Sum(window, sum), norm);
+  if (plan.mode != "nearest" && !IsFloat(dtype)) value = jit::Round(value);
+  value = Cast(dtype, value);
+  if (plan.coord == "tf_crop_and_resize") {
+    value = Select(outside, Cast(dtype, jit::FloatImm(plan.extrapolation, DType::kF64)), value);
+  }
+  return value;
+}
+
+Status BuildResize(LowerContext& ctx, const ResizePlan& plan) {
+  const int rank = ctx.input_rank(0);
+  bool windowed = false;
+  for (int d = 0; d < rank; ++d) windowed = windowed || Windowed(ctx, plan, d);
+  if (!windowed) {
+    ctx.SetCompute(0,
+                   [&](const std::vector<Expr>& o) { return ResizeValue(ctx, plan, o, nullptr); });
+    return Status::Ok();
+  }
+  // Antialias: per output element, the windows' positions and weight sums are bound once.
+  ctx.SetBody(ParallelNest(
+      ctx.OutputDims(0),
+      [&](const std::vector<Expr>& o) {
+        WindowScope scope;
+        Expr value = ResizeValue(ctx, plan, o, &scope);
+        return scope.Wrap(Store(ctx.out(0), o, value));
+      },
+      ForKind::kSerial));
   return Status::Ok();
 }
 
+// Output dims floor(in * scale) from the scales (input `scales_input`, or `const_scales`) of
+// the resized dims `a.axes`; other dims keep their length.
 Status StoreScaledShape(ShapeFuncContext& ctx, int scales_input,
-                        const std::vector<double>& const_scales) {
+                        const std::vector<double>& const_scales, const ResizeAttributes& a) {
   const int rank = ctx.input_rank(0);
   std::vector<Stmt> stores;
   for (int d = 0; d < rank; ++d) {
-    Expr scale = const_scales.empty() ? Cast(DType::kF64, Load(ctx.in(scales_input), {I(d)}))
-                                      : jit::FloatImm(const_scales[d], DType::kF64);
-    Expr out =
-        Cast(DType::kI64, jit::Floor(jit::Mul(Cast(DType::kF64, ctx.InputDim(0, d)), scale)));
+    const int slot = a.SlotOf(d);
+    Expr out = ctx.InputDim(0, d);
+    if (slot >= 0) {
+      Expr scale = const_scales.empty() ? Cast(DType::kF64, Load(ctx.in(scales_input), {I(slot)}))
+                                        : jit::FloatImm(const_scales[slot], DType::kF64);
+      out = Cast(DType::kI64, jit::Floor(jit::Mul(Cast(DType::kF64, out), scale)));
+    }
     stores.push_back(Store(ctx.out_shape(0), {I(d)}, out));
   }
   ctx.SetBody(jit::Seq(stores));
@@ -262,6 +534,12 @@ int ResizeScalesInput(const NodeContext& ctx) {
   return slot;
 }
 
+ResizeAttributes AllDims(int rank) {
+  ResizeAttributes a;
+  for (int d = 0; d < rank; ++d) a.axes.push_back(d);
+  return a;
+}
+
 }  // namespace
 
 Status LowerResize(LowerContext& ctx) {
@@ -270,11 +548,7 @@ Status LowerResize(LowerContext& ctx) {
   if (plan.mode != "nearest" && plan.mode != "linear" && plan.mode != "cubic") {
     return ctx.Error("unknown mode '" + plan.mode + "'");
   }
-  ASSIGN_OR_RETURN(int64_t antialias, ctx.GetInt("antialias", 0));
-  if (antialias) return ctx.UnsupportedError("antialias is not supported");
-  ASSIGN_OR_RETURN(std::string policy, ctx.GetString("keep_aspect_ratio_policy", "stretch"));
-  if (policy != "stretch") return ctx.UnsupportedError("keep_aspect_ratio_policy " + policy);
-  if (ctx.HasAttr("axes")) return ctx.UnsupportedError("the axes attribute is not supported");
+  ASSIGN_OR_RETURN(plan.attrs, ParseResizeAttributes(ctx.node(), ctx.input_rank(0)));
   if (ctx.opset() < 11) {
     plan.coord = "asymmetric";
     plan.nearest = "simple";
@@ -301,16 +575,29 @@ Status LowerResize(LowerContext& ctx) {
   }
   plan.scales_input = ResizeScalesInput(ctx);
   if (plan.scales_input < 0 && !ctx.has_input(3)) return ctx.Error("needs scales or sizes");
+  if (plan.scales_input < 0) plan.sizes_input = 3;
   return BuildResize(ctx, plan);
 }
 
 Status ResizeShape(ShapeFuncContext& ctx) {
+  ASSIGN_OR_RETURN(ResizeAttributes a, ParseResizeAttributes(ctx.node(), ctx.input_rank(0)));
   int scales = ResizeScalesInput(ctx);
-  if (scales >= 0) return StoreScaledShape(ctx, scales, {});
+  if (scales >= 0) return StoreScaledShape(ctx, scales, {}, a);
   if (!ctx.has_input(3)) return ctx.Error("needs scales or sizes");
+  Expr policy_scale;
+  if (a.policy != AspectPolicy::kStretch) policy_scale = PolicyScale(ctx, a, 3);
   std::vector<Stmt> stores;
   for (int d = 0; d < ctx.input_rank(0); ++d) {
-    stores.push_back(Store(ctx.out_shape(0), {I(d)}, Cast(DType::kI64, Load(ctx.in(3), {I(d)}))));
+    const int slot = a.SlotOf(d);
+    Expr out = ctx.InputDim(0, d);
+    if (slot >= 0 && policy_scale) {
+      // round(scale * in), halves up, as the ONNX reference rounds.
+      Expr scaled = jit::Mul(policy_scale, Cast(kCoord, out));
+      out = Cast(DType::kI64, jit::Floor(scaled + jit::FloatImm(0.5, kCoord)));
+    } else if (slot >= 0) {
+      out = Cast(DType::kI64, Load(ctx.in(3), {I(slot)}));
+    }
+    stores.push_back(Store(ctx.out_shape(0), {I(d)}, out));
   }
   ctx.SetBody(jit::Seq(stores));
   return Status::Ok();
@@ -325,6 +612,7 @@ Status LowerUpsample(LowerContext& ctx) {
   }
   plan.coord = "asymmetric";
   plan.nearest = "simple";
+  plan.attrs = AllDims(ctx.input_rank(0));
   ASSIGN_OR_RETURN(std::optional<std::vector<float>> attr, ctx.GetFloats("scales"));
   if (attr) {
     if (static_cast<int>(attr->size()) != ctx.input_rank(0)) return ctx.Error("scales length");
@@ -339,9 +627,12 @@ Status LowerUpsample(LowerContext& ctx) {
 
 Status UpsampleShape(ShapeFuncContext& ctx) {
   ASSIGN_OR_RETURN(std::optional<std::vector<float>> attr, ctx.GetFloats("scales"));
-  if (attr) return StoreScaledShape(ctx, -1, std::vector<double>(attr->begin(), attr->end()));
+  ResizeAttributes all = AllDims(ctx.input_rank(0));
+  if (attr) {
+    return StoreScaledShape(ctx, -1, std::vector<double>(attr->begin(), attr->end()), all);
+  }
   if (!ctx.has_input(1)) return ctx.Error("needs scales");
-  return StoreScaledShape(ctx, 1, {});
+  return StoreScaledShape(ctx, 1, {}, all);
 }
 
 }  // namespace kiln::compiler::nn

@@ -112,6 +112,64 @@ StatusOr<PoolAttributes> ParsePoolAttributes(const Node& node, int spatial) {
   return p;
 }
 
+// ---- Resize and Col2Im ---------------------------------------------------------------------
+
+int ResizeAttributes::SlotOf(int d) const {
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i] == d) return static_cast<int>(i);
+  return -1;
+}
+
+StatusOr<ResizeAttributes> ParseResizeAttributes(const Node& node, int rank) {
+  NodeAttributes attrs(node);
+  ResizeAttributes r;
+  ASSIGN_OR_RETURN(int64_t antialias, attrs.GetInt("antialias", 0));
+  r.antialias = antialias != 0;
+  ASSIGN_OR_RETURN(std::string mode, attrs.GetString("mode", "nearest"));
+  if (r.antialias && mode != "linear" && mode != "cubic")
+    return attrs.AttrError("antialias", "applies to modes linear and cubic only, not " + mode);
+  ASSIGN_OR_RETURN(std::string policy, attrs.GetString("keep_aspect_ratio_policy", "stretch"));
+  if (policy == "not_larger") {
+    r.policy = AspectPolicy::kNotLarger;
+  } else if (policy == "not_smaller") {
+    r.policy = AspectPolicy::kNotSmaller;
+  } else if (policy != "stretch") {
+    return attrs.AttrError("keep_aspect_ratio_policy", "unknown value '" + policy + "'");
+  }
+  ASSIGN_OR_RETURN(std::optional<std::vector<int64_t>> axes, attrs.GetInts("axes"));
+  r.axes_given = axes.has_value();
+  if (!axes) {
+    for (int d = 0; d < rank; ++d) r.axes.push_back(d);
+    return r;
+  }
+  for (int64_t a : *axes) {
+    int64_t d = a < 0 ? a + rank : a;
+    if (d < 0 || d >= rank)
+      return attrs.AttrError("axes",
+                             IntsText(*axes) + " is out of range for rank " + std::to_string(rank));
+    if (r.SlotOf(static_cast<int>(d)) >= 0)
+      return attrs.AttrError("axes", IntsText(*axes) + " repeats a dim");
+    r.axes.push_back(static_cast<int>(d));
+  }
+  return r;
+}
+
+StatusOr<Col2ImAttributes> ParseCol2ImAttributes(const Node& node, int spatial) {
+  NodeAttributes attrs(node);
+  Col2ImAttributes c;
+  ASSIGN_OR_RETURN(c.dilations, IntsOrFill(attrs, "dilations", 1, spatial));
+  ASSIGN_OR_RETURN(c.strides, IntsOrFill(attrs, "strides", 1, spatial));
+  ASSIGN_OR_RETURN(c.pads, IntsOrFill(attrs, "pads", 0, 2 * spatial));
+  for (const char* name : {"dilations", "strides"}) {
+    const std::vector<int64_t>& v = name[0] == 'd' ? c.dilations : c.strides;
+    if (std::any_of(v.begin(), v.end(), [](int64_t x) { return x <= 0; }))
+      return attrs.AttrError(name, IntsText(v) + " must be positive");
+  }
+  if (std::any_of(c.pads.begin(), c.pads.end(), [](int64_t v) { return v < 0; }))
+    return attrs.AttrError("pads", IntsText(c.pads) + " must be non-negative");
+  return c;
+}
+
 // ---- DFT ----------------------------------------------------------------------------------------
 
 StatusOr<int> DftAxis(const NodeContextBase& ctx, int rank,

@@ -1,7 +1,7 @@
 // Attribute structs parsed once per node and read by shape inference (compiler/ops), lowering
 // (compiler/lower) and vendor codegens alike: the sliding window of Conv, ConvTranspose and the
-// pools, and the Einsum equation. Each Parse function validates everything that does not need
-// input shapes; its errors name the node and the attribute.
+// pools, Resize's opset 18 options, Col2Im's window, and the Einsum equation. Each Parse function
+// validates everything that does not need input shapes; its errors name the node and the attribute.
 #ifndef KILN_COMPILER_OPS_ATTRIBUTES_H_
 #define KILN_COMPILER_OPS_ATTRIBUTES_H_
 
@@ -72,6 +72,41 @@ StatusOr<ConvAttributes> ParseConvAttributes(
 /// Reads a pooling node's window (kernel_shape required) for `spatial` dims, as
 /// ParseConvAttributes does, plus ceil_mode, count_include_pad, storage_order and p.
 StatusOr<PoolAttributes> ParsePoolAttributes(const Node& node, int spatial);
+
+// ---- Resize (opset 18+) and Col2Im ----------------------------------------------------------
+
+/// ONNX Resize keep_aspect_ratio_policy (opset 18), applied when `sizes` gives the output.
+enum class AspectPolicy {
+  kStretch,     // every resized dim gets its own scale sizes[i] / in
+  kNotLarger,   // one scale, the smallest sizes[i] / in over the axes; out = round(scale * in)
+  kNotSmaller,  // one scale, the largest
+};
+
+/// The Resize attributes that shape inference, the shape function and the lowering all read.
+struct ResizeAttributes {
+  /// Dims that scales / sizes / roi describe, in their order (attribute `axes`, normalized; all
+  /// dims 0..rank-1 when absent). Dims not listed keep their length and are copied.
+  std::vector<int> axes;
+  bool axes_given = false;
+  AspectPolicy policy = AspectPolicy::kStretch;
+  bool antialias = false;
+  /// Position of dim d in `axes` (the index into scales / sizes / roi starts), or -1.
+  int SlotOf(int d) const;
+};
+
+/// Reads antialias, keep_aspect_ratio_policy and axes for an input of `rank` (they are absent,
+/// so default, before opset 18). InvalidFormat naming node and attribute: an unknown policy, an
+/// axis out of range or repeated, antialias with mode "nearest" (ONNX defines it for linear and
+/// cubic only).
+StatusOr<ResizeAttributes> ParseResizeAttributes(const Node& node, int rank);
+
+/// Col2Im's window over `spatial` dims, defaults filled in: dilations and strides positive
+/// (default 1), pads (begins then ends) non-negative (default 0).
+struct Col2ImAttributes {
+  std::vector<int64_t> dilations, strides, pads;
+};
+/// InvalidFormat naming node and attribute on a wrong length or value.
+StatusOr<Col2ImAttributes> ParseCol2ImAttributes(const Node& node, int spatial);
 
 // ---- DFT ----------------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 // Neural-network ops: Conv, ConvTranspose, pooling, normalisation, Gemm, MatMul, Einsum,
-// DepthToSpace/SpaceToDepth, Resize/Upsample, GridSample, RoiAlign, MaxUnpool, Det.
+// DepthToSpace/SpaceToDepth, Resize/Upsample, GridSample, RoiAlign, MaxUnpool, Col2Im, Det.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -367,25 +367,72 @@ Status ScaledOutput(InferenceContext& ctx, const std::vector<double>& scales) {
   return Status::Ok();
 }
 
-// Resize: opset 10 (X, scales); 11+ (X, roi, scales, sizes). Output from constant sizes, else
-// from constant scales; otherwise data-dependent.
+// keep_aspect_ratio_policy's output length: round(scale * in), halves up (ONNX reference).
+int64_t PolicyLength(double scale, int64_t in) {
+  return static_cast<int64_t>(std::floor(scale * static_cast<double>(in) + 0.5));
+}
+
+// Resize with constant sizes: the given lengths (stretch), or one scale over the axes, the
+// smallest (not_larger) or largest (not_smaller) sizes[i] / in, which needs those input dims
+// constant too; otherwise their lengths are known at run time only.
+void SizedOutput(InferenceContext& ctx, const ResizeAttributes& a,
+                 const std::vector<DimExpr>& sizes, SymbolicShape& out) {
+  const size_t n = a.axes.size();
+  if (a.policy == AspectPolicy::kStretch) {
+    for (size_t i = 0; i < n; ++i) out[a.axes[i]] = sizes[i];
+    return;
+  }
+  bool known = true;
+  double scale = a.policy == AspectPolicy::kNotLarger ? INFINITY : 0;
+  for (size_t i = 0; i < n && known; ++i) {
+    const DimExpr& in = out[a.axes[i]];
+    known = in.is_const() && sizes[i].is_const() && in.const_value() > 0;
+    if (!known) break;
+    double r = static_cast<double>(sizes[i].const_value()) / in.const_value();
+    scale = a.policy == AspectPolicy::kNotLarger ? std::min(scale, r) : std::max(scale, r);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    DimExpr& d = out[a.axes[i]];
+    if (!known) {
+      d = ctx.FreshDim();
+      ctx.MarkDataDependent();
+    } else {
+      d = DimExpr(PolicyLength(scale, d.const_value()));
+    }
+  }
+}
+
+// Resize: opset 10 (X, scales); 11+ (X, roi, scales, sizes); 18+ the `axes` scales, sizes and
+// roi describe (other dims are kept) and keep_aspect_ratio_policy. Output from constant sizes,
+// else from constant scales; otherwise data-dependent.
 Status ResizeRule(InferenceContext& ctx) {
   int rank = ctx.input_rank(0);
+  ASSIGN_OR_RETURN(ResizeAttributes a, ParseResizeAttributes(ctx.node(), rank));
+  const size_t n = a.axes.size();
   int scales_in = ctx.opset() < 11 ? 1 : 2, sizes_in = 3;
+  SymbolicShape out = ctx.input_shape(0);
   if (ctx.opset() >= 11 && ctx.has_input(sizes_in) && ctx.input_rank(sizes_in) == 1 &&
       ctx.input_shape(sizes_in)[0] != DimExpr(0)) {
     if (std::optional<std::vector<DimExpr>> sizes = ctx.InputValues(sizes_in)) {
-      if (static_cast<int>(sizes->size()) != rank)
-        return ctx.Error("sizes has " + std::to_string(sizes->size()) + " values for rank " +
-                         std::to_string(rank));
-      ctx.SetOutput(0, ctx.input_dtype(0), *sizes);
+      if (sizes->size() != n)
+        return ctx.Error("sizes has " + std::to_string(sizes->size()) + " values for " +
+                         std::to_string(n) + " axes");
+      SizedOutput(ctx, a, *sizes, out);
+      ctx.SetOutput(0, ctx.input_dtype(0), std::move(out));
       return Status::Ok();
     }
   } else if (const TensorData* scales = ctx.input_data(scales_in)) {
-    return ScaledOutput(ctx, scales->ToDoubles());
+    std::vector<double> given = scales->ToDoubles();
+    if (given.size() != n)
+      return ctx.Error("has " + std::to_string(given.size()) + " scales for " + std::to_string(n) +
+                       " axes");
+    std::vector<double> full(rank, 1.0);
+    for (size_t i = 0; i < n; ++i) full[a.axes[i]] = given[i];
+    return ScaledOutput(ctx, full);
   }
   ctx.MarkDataDependent();
-  ctx.SetOutput(0, ctx.input_dtype(0), FreshShape(ctx, rank));
+  for (int d : a.axes) out[d] = ctx.FreshDim();
+  ctx.SetOutput(0, ctx.input_dtype(0), std::move(out));
   return Status::Ok();
 }
 
@@ -458,6 +505,55 @@ Status MaxUnpoolRule(InferenceContext& ctx) {
   return Status::Ok();
 }
 
+// Col2Im-18: input [N, C * prod(block_shape), L] with the blocks of an image of image_shape
+// (both 1-D int64 inputs of one length S) -> [N, C, image_shape...]. L must be the block count,
+// prod over d of (image + pads - dilation * (block - 1) - 1) / stride + 1. Data-dependent when
+// image_shape or block_shape is only known at run time.
+Status Col2ImRule(InferenceContext& ctx) {
+  RETURN_IF_ERROR(CheckRank(ctx, 0, 3, "input"));
+  RETURN_IF_ERROR(CheckRank(ctx, 1, 1, "image_shape"));
+  RETURN_IF_ERROR(CheckRank(ctx, 2, 1, "block_shape"));
+  const DimExpr& len = ctx.input_shape(1)[0];
+  if (!len.is_const())
+    return ctx.UnsupportedError("image_shape needs a length known at compile time");
+  ASSIGN_OR_RETURN(DimExpr s, MergeDim(ctx, len, ctx.input_shape(2)[0],
+                                       "image_shape length vs block_shape length"));
+  const int spatial = static_cast<int>(s.const_value());
+  if (spatial < 1) return ctx.Error("image_shape must not be empty");
+  ASSIGN_OR_RETURN(Col2ImAttributes attrs, ParseCol2ImAttributes(ctx.node(), spatial));
+  const SymbolicShape& x = ctx.input_shape(0);
+  std::optional<std::vector<DimExpr>> image = ctx.InputValues(1);
+  std::optional<std::vector<int64_t>> block = ctx.InputConstInts(2);
+  SymbolicShape out = {x[0], x[1]};
+  if (!block) out[1] = ctx.FreshDim();
+  if (block) {
+    int64_t product = 1;
+    for (int64_t b : *block) {
+      if (b <= 0) return ctx.Error("block_shape " + IntsToString(*block) + " must be positive");
+      product *= b;
+    }
+    ASSIGN_OR_RETURN(out[1], DivideDim(ctx, x[1], product, "channels"));
+  }
+  if (block && image) {
+    DimExpr blocks(1);
+    for (int d = 0; d < spatial; ++d) {
+      DimExpr span = (*image)[d] + DimExpr(attrs.pads[d] + attrs.pads[d + spatial] -
+                                           attrs.dilations[d] * ((*block)[d] - 1) - 1);
+      DimExpr positions = FloorDiv(span, DimExpr(attrs.strides[d])) + DimExpr(1);
+      if (positions.is_const() && positions.const_value() < 1)
+        return ctx.Error("image dim " + std::to_string(d) + " (" + (*image)[d].ToString() +
+                         ", padded) is smaller than its block");
+      blocks = blocks * positions;
+    }
+    RETURN_IF_ERROR(MergeDim(ctx, x[2], blocks, "L vs the image's block count").status());
+  } else {
+    ctx.MarkDataDependent();
+  }
+  for (int d = 0; d < spatial; ++d) out.push_back(image ? (*image)[d] : ctx.FreshDim());
+  ctx.SetOutput(0, ctx.input_dtype(0), std::move(out));
+  return Status::Ok();
+}
+
 // Det: [*, M, M] -> [*].
 Status DetRule(InferenceContext& ctx) {
   RETURN_IF_ERROR(CheckMinRank(ctx, 0, 2, "X"));
@@ -505,6 +601,7 @@ void RegisterNnOps(OpRegistry& r) {
   add(MakeDef("RoiAlign", 10, kLatestOpset, RoiAlignRule, 3, 3), kFloatTypes);
   add(MakeDef("MaxUnpool", 9, kLatestOpset, MaxUnpoolRule, 2, 3), kFloatTypes);
   add(MakeDef("Det", 11, kLatestOpset, DetRule), kFloatTypes);
+  add(MakeDef("Col2Im", 18, kLatestOpset, Col2ImRule, 3, 3), kNumericTypes);
 }
 
 }  // namespace kiln::compiler::ops

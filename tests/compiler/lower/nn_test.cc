@@ -31,11 +31,14 @@ namespace {
 
 using testing::Compare;
 using testing::Count;
+using testing::Floats;
 using testing::Generate;
+using testing::Ints;
 using testing::MakeTensor;
 using testing::Model;
 using testing::Nd;
 using testing::RandomTensor;
+using testing::Shape;
 using testing::ToNd;
 using testing::Unravel;
 
@@ -86,18 +89,6 @@ double F32Error(int64_t roundings, double abs_sum) {
 }
 
 bool IsHalf(DType t) { return t == DType::kF16 || t == DType::kBF16; }
-
-std::string Shape(const std::vector<int64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
-std::string Ints(const std::vector<int64_t>& d) {
-  std::string s;
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s;
-}
 
 // An ONNX text type: "float[2,3]", or "float" for a scalar.
 std::string Ty(const std::string& t, const std::vector<int64_t>& d) {
@@ -1313,16 +1304,6 @@ struct ResizeRef {
     });
   }
 };
-
-std::string Floats(const std::vector<double>& v) {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) {
-    char buf[32];
-    std::snprintf(buf, sizeof(buf), "%s%.6f", i ? ", " : "", v[i]);
-    s += buf;
-  }
-  return s;
-}
 
 // Resize from constant scales (or sizes when `sizes` is non-empty).
 void CheckResize(const ResizeRef& ref, std::vector<int64_t> dims, std::vector<double> scales,

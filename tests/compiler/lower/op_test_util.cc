@@ -1,14 +1,15 @@
 #include "tests/compiler/lower/op_test_util.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
 #include <sstream>
 
+#include "base/dtype.h"
 #include "compiler/lower/evaluate.h"
 #include "tests/compiler/test_util.h"
-#include "base/dtype.h"
 
 namespace kiln::compiler::testing {
 namespace {
@@ -157,6 +158,28 @@ std::string Model(int opset, const std::string& inputs, const std::string& outpu
                   const std::string& body, const std::string& inits) {
   std::string signature = "(" + inputs + ") => (" + outputs + ")";
   return Model(opset, inits.empty() ? signature : signature + " <" + inits + ">", body);
+}
+
+std::string Shape(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+std::string Ints(const std::vector<int64_t>& values) {
+  std::string s;
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
+  return s;
+}
+
+std::string Floats(const std::vector<double>& values) {
+  std::string s;
+  for (size_t i = 0; i < values.size(); ++i) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%s%.6f", i ? ", " : "", values[i]);
+    s += buf;
+  }
+  return s;
 }
 
 int64_t Count(const std::vector<int64_t>& dims) {

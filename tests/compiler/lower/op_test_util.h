@@ -54,6 +54,12 @@ std::string Model(int opset, const std::string& signature, const std::string& bo
 /// The same from input and output lists, with initializers in text syntax ("int64[1] k = {2}").
 std::string Model(int opset, const std::string& inputs, const std::string& outputs,
                   const std::string& body, const std::string& inits = "");
+/// Dims in ONNX text syntax: "[2,3]".
+std::string Shape(const std::vector<int64_t>& dims);
+/// Comma-separated values for a text-syntax list or initializer: "2, 3".
+std::string Ints(const std::vector<int64_t>& values);
+/// The same for floats, six decimals: "0.500000, 2.000000".
+std::string Floats(const std::vector<double>& values);
 
 // ---- A dense row-major N-d array of doubles, for the references ----
 

@@ -1,5 +1,6 @@
-// Attribute structs (compiler/ops/attributes.h): defaults, auto_pad, ConvTranspose extras, the
-// Einsum equation (ellipsis, implicit output), and errors naming the node and the attribute.
+// Attribute structs (compiler/ops/attributes.h): defaults, auto_pad, ConvTranspose extras,
+// Resize's axes and policy, Col2Im's window, the Einsum equation (ellipsis, implicit output),
+// and errors naming the node and the attribute.
 #define BOOST_TEST_MODULE attributes_test
 #include "compiler/ops/attributes.h"
 
@@ -174,6 +175,52 @@ BOOST_DATA_TEST_CASE(
   Status s = c.op[0] == 'C' ? ParseConvAttributes(n, 1, std::vector<int64_t>{3}).status()
                             : ParsePoolAttributes(n, 1).status();
   ExpectAttrError(s, c.attr, c.what);
+}
+
+// ---- Resize and Col2Im -----------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(resize_defaults_axes_and_policy) {
+  StatusOr<ResizeAttributes> r = ParseResizeAttributes(MakeNode("Resize", {}, 3), 3);
+  BOOST_TEST_REQUIRE(r.ok(), r.status().ToString());
+  BOOST_TEST(r->axes == (std::vector<int>{0, 1, 2}));
+  BOOST_TEST(!r->axes_given);
+  BOOST_TEST((r->policy == AspectPolicy::kStretch));
+  BOOST_TEST(!r->antialias);
+  r = ParseResizeAttributes(
+      MakeNode("Resize", {{"axes", Attribute::Ints({-1, 1})},
+                          {"keep_aspect_ratio_policy", Attribute::String("not_smaller")},
+                          {"mode", Attribute::String("cubic")},
+                          {"antialias", Attribute::Int(1)}}),
+      4);
+  BOOST_TEST_REQUIRE(r.ok(), r.status().ToString());
+  BOOST_TEST(r->axes == (std::vector<int>{3, 1}));
+  BOOST_TEST(r->SlotOf(1) == 1);
+  BOOST_TEST(r->SlotOf(3) == 0);
+  BOOST_TEST(r->SlotOf(0) == -1);
+  BOOST_TEST((r->policy == AspectPolicy::kNotSmaller));
+  BOOST_TEST(r->antialias);
+}
+
+BOOST_AUTO_TEST_CASE(resize_and_col2im_errors) {
+  auto resize = [](std::map<std::string, Attribute> attrs) {
+    return ParseResizeAttributes(MakeNode("Resize", std::move(attrs)), 4).status();
+  };
+  ExpectAttrError(resize({{"antialias", Attribute::Int(1)}}), "antialias", "linear and cubic");
+  ExpectAttrError(resize({{"keep_aspect_ratio_policy", Attribute::String("fit")}}),
+                  "keep_aspect_ratio_policy", "unknown value 'fit'");
+  ExpectAttrError(resize({{"axes", Attribute::Ints({1, -3})}}), "axes", "repeats a dim");
+  ExpectAttrError(resize({{"axes", Attribute::Ints({4})}}), "axes", "out of range for rank 4");
+  auto col2im = [](std::map<std::string, Attribute> attrs) {
+    return ParseCol2ImAttributes(MakeNode("Col2Im", std::move(attrs), 3), 2).status();
+  };
+  ExpectAttrError(col2im({{"strides", Attribute::Ints({1, 0})}}), "strides", "must be positive");
+  ExpectAttrError(col2im({{"pads", Attribute::Ints({1, 1})}}), "pads", "must have 4 values");
+  ExpectAttrError(col2im({{"pads", Attribute::Ints({0, 0, -1, 0})}}), "pads",
+                  "must be non-negative");
+  StatusOr<Col2ImAttributes> c = ParseCol2ImAttributes(MakeNode("Col2Im", {}, 3), 2);
+  BOOST_TEST_REQUIRE(c.ok(), c.status().ToString());
+  BOOST_TEST(c->dilations == (std::vector<int64_t>{1, 1}));
+  BOOST_TEST(c->pads == (std::vector<int64_t>{0, 0, 0, 0}));
 }
 
 // ---- Einsum ----------------------------------------------------------------------------------

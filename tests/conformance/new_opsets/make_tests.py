@@ -171,6 +171,7 @@ def define_tests():
          {"x": f32(3, 5, 2), "t": np.array([[0, 1], [4, 2], [1, 3]], np.int64), "w": f32(5)},
          [("y", TensorProto.FLOAT)])
     define_sampling_and_signal_tests()
+    define_resize_and_col2im_tests()
 
 
 def complex_pairs(c):
@@ -266,6 +267,95 @@ def define_sampling_and_signal_tests():
         test(f"test_{op.lower()}_noop_no_axes_18", 18,
              [helper.make_node(op, ["x"], ["y"], noop_with_empty_axes=1, keepdims=0)],
              {"x": img}, [("y", TensorProto.FLOAT)])
+
+
+def resize(name, opset, x, attrs, scales=None, sizes=None, roi=None, runtime=False):
+    """One Resize test: scales or sizes (and roi) as initializers, or as graph inputs."""
+    ins = ["x", "roi" if roi is not None else "", "scales" if scales is not None else "",
+           "sizes" if sizes is not None else ""]
+    while ins[-1] == "":
+        ins.pop()
+    given = {"roi": roi, "scales": None if scales is None else np.array(scales, np.float32),
+             "sizes": None if sizes is None else i64(*sizes)}
+    inputs, inits = {"x": x}, []
+    for n, v in given.items():
+        if v is None:
+            continue
+        if runtime:
+            inputs[n] = v
+        else:
+            inits.append(numpy_helper.from_array(v, n))
+    test(name, opset, [helper.make_node("Resize", ins, ["y"], **attrs)], inputs,
+         [("y", TensorProto.FLOAT)], inits)
+
+
+def define_resize_and_col2im_tests():
+    """Resize's opset 18/19 attributes (antialias when downscaling, axes,
+    keep_aspect_ratio_policy) over modes, down and up scaling and odd sizes; Col2Im in 2-D and
+    3-D with strides, pads and dilations, and with image_shape known only at run time."""
+    lin_aa = dict(mode="linear", antialias=1)
+    cub_aa = dict(mode="cubic", antialias=1)
+    resize("test_resize_antialias_linear_down_18", 18, f32(1, 2, 9, 11), lin_aa,
+           scales=[1, 1, 0.5, 0.6])
+    resize("test_resize_antialias_cubic_down_18", 18, f32(1, 1, 10, 7), cub_aa,
+           scales=[1, 1, 0.3, 0.75])
+    resize("test_resize_antialias_linear_down_up_sizes_18", 18, f32(2, 3, 7, 8),
+           dict(lin_aa, coordinate_transformation_mode="pytorch_half_pixel"),
+           sizes=[2, 3, 3, 13])
+    resize("test_resize_antialias_cubic_exclude_outside_18", 18, f32(1, 1, 8, 8),
+           dict(cub_aa, exclude_outside=1, cubic_coeff_a=-0.5), scales=[1, 1, 0.4, 0.55])
+    resize("test_resize_antialias_linear_exclude_outside_asymmetric_18", 18, f32(1, 2, 9, 7),
+           dict(lin_aa, exclude_outside=1, coordinate_transformation_mode="asymmetric"),
+           scales=[1, 1, 0.35, 0.7])
+    resize("test_resize_antialias_linear_3d_18", 18, f32(3, 12, 10), lin_aa,
+           scales=[1, 0.25, 0.65])
+    resize("test_resize_antialias_cubic_nhwc_axes_18", 18, f32(1, 9, 10, 3),
+           dict(cub_aa, axes=[1, 2]), scales=[0.45, 0.6])
+    resize("test_resize_antialias_linear_runtime_scales_18", 18, f32(1, 2, 11, 9), lin_aa,
+           scales=[1, 1, 0.4, 0.75], runtime=True)
+    resize("test_resize_axes_linear_scales_18", 18, f32(2, 3, 5, 6),
+           dict(mode="linear", axes=[2, 3]), scales=[1.5, 0.5])
+    resize("test_resize_axes_negative_nearest_sizes_18", 18, f32(1, 4, 5, 6),
+           dict(mode="nearest", axes=[-1, 2]), sizes=[9, 3])
+    resize("test_resize_axes_crop_and_resize_18", 18, f32(1, 1, 6, 7),
+           dict(mode="linear", axes=[3, 2], coordinate_transformation_mode="tf_crop_and_resize",
+                extrapolation_value=2.5),
+           sizes=[5, 4], roi=np.array([0.1, -0.2, 0.9, 0.8], np.float32))
+    resize("test_resize_axes_cubic_runtime_sizes_19", 19, f32(1, 1, 5, 6),
+           dict(mode="cubic", axes=[2, 3], coordinate_transformation_mode="half_pixel_symmetric"),
+           sizes=[8, 4], runtime=True)
+    resize("test_resize_not_larger_linear_18", 18, f32(1, 2, 6, 9),
+           dict(mode="linear", axes=[2, 3], keep_aspect_ratio_policy="not_larger"), sizes=[4, 4])
+    resize("test_resize_not_smaller_nearest_18", 18, f32(1, 1, 5, 8),
+           dict(mode="nearest", axes=[2, 3], keep_aspect_ratio_policy="not_smaller"),
+           sizes=[7, 7])
+    resize("test_resize_not_larger_cubic_up_18", 18, f32(1, 1, 4, 6),
+           dict(mode="cubic", axes=[2, 3], keep_aspect_ratio_policy="not_larger"),
+           sizes=[10, 9])
+    resize("test_resize_not_larger_2d_all_axes_18", 18, f32(6, 9),
+           dict(mode="linear", keep_aspect_ratio_policy="not_larger"), sizes=[4, 4])
+    resize("test_resize_not_smaller_antialias_18", 18, f32(1, 3, 10, 12),
+           dict(lin_aa, axes=[2, 3], keep_aspect_ratio_policy="not_smaller"), sizes=[4, 6])
+    resize("test_resize_not_smaller_runtime_sizes_18", 18, f32(1, 2, 7, 5),
+           dict(mode="linear", axes=[2, 3], keep_aspect_ratio_policy="not_smaller"),
+           sizes=[3, 3], runtime=True)
+
+    def col2im(name, x, image, block, runtime_image=False, **attrs):
+        inputs, inits = {"x": x}, [numpy_helper.from_array(i64(*block), "block")]
+        if runtime_image:
+            inputs["image"] = i64(*image)
+        else:
+            inits.append(numpy_helper.from_array(i64(*image), "image"))
+        test(name, 18, [helper.make_node("Col2Im", ["x", "image", "block"], ["y"], **attrs)],
+             inputs, [("y", TensorProto.FLOAT)], inits)
+
+    col2im("test_col2im_basic_18", f32(1, 5, 5), [5, 5], [1, 5])
+    col2im("test_col2im_overlapping_18", f32(2, 27, 6), [4, 5], [3, 3])
+    col2im("test_col2im_strides_pads_dilations_18", f32(2, 12, 9), [6, 7], [2, 3],
+           dilations=[2, 1], pads=[1, 0, 1, 2], strides=[2, 3])
+    col2im("test_col2im_3d_18", f32(1, 8, 24), [3, 4, 5], [2, 2, 2])
+    col2im("test_col2im_runtime_image_shape_18", f32(2, 12, 8), [5, 6], [2, 3],
+           runtime_image=True, strides=[2, 1])
 
 
 def main():
