@@ -14,7 +14,8 @@
 // Bounded per input so executions stay fast: at most kMaxCompiles entries are compiled (a
 // window that starts at a position derived from the input, so mutations of any entry get
 // compiled), payloads above kMaxPayloadBytes are skipped, and only the first tier
-// (Tier::kFast, what a first call compiles) is built.
+// (Tier::kFast, what a first call compiles) is built: KILN_FUZZ_TIER=optimized in the
+// environment builds the O3 tier instead (what hot kernels get; several times slower).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -109,7 +110,12 @@ void Compile(const Entry& e) {
   auto p = kiln::jit::DeserializeKernelPayload(e.payload->data(), e.payload->size());
   if (!p.ok()) Die(e.name + ": bound at load but does not decode: " + p.status().ToString());
   // The reference is dropped at once: the code is freed, so memory stays flat over the run.
-  auto ref = SharedEngine().Acquire(p->kernel, kiln::jit::Tier::kFast);
+  static const kiln::jit::Tier tier = [] {
+    const char* t = std::getenv("KILN_FUZZ_TIER");
+    return t != nullptr && std::string(t) == "optimized" ? kiln::jit::Tier::kOptimized
+                                                          : kiln::jit::Tier::kFast;
+  }();
+  auto ref = SharedEngine().Acquire(p->kernel, tier);
   ++g_counts.compiled;
   if (!ref.ok()) {
     // An error is an acceptable answer, but the validator should have caught what LLVM rejects:
