@@ -13,9 +13,11 @@
 //
 // Bounded per input so executions stay fast: at most kMaxCompiles entries are compiled (a
 // window that starts at a position derived from the input, so mutations of any entry get
-// compiled), payloads above kMaxPayloadBytes are skipped, and only the first tier
-// (Tier::kFast, what a first call compiles) is built: KILN_FUZZ_TIER=optimized in the
-// environment builds the O3 tier instead (what hot kernels get; several times slower).
+// compiled), payloads above kMaxPayloadBytes are skipped, and most inputs compile at the first
+// tier (Tier::kFast, what a first call compiles); one in kOptimizedEvery (by the input's hash)
+// compiles at the O3 tier hot kernels get, several times slower but the only path through
+// orc::cloneToNewContext, where the fuzzer found a crash the first tier never showed.
+// KILN_FUZZ_TIER=fast or =optimized in the environment compiles every input at that tier.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -39,6 +41,7 @@ namespace {
 constexpr int kMaxCompiles = 4;
 constexpr size_t kMaxPayloadBytes = 16 << 10;
 constexpr long kErrorsShown = 10;
+constexpr uint64_t kOptimizedEvery = 8;
 
 // What the run did, printed at exit (libFuzzer's stats count inputs, not compiles).
 struct Counts {
@@ -102,19 +105,22 @@ std::vector<Entry> Entries(const kiln::fb::Executable& root) {
   return out;
 }
 
-// Compiles one entry at the first tier. The loader already decoded this payload while binding,
-// so a decode failure here means the two disagree: that is a bug too.
-void Compile(const Entry& e) {
+// The tier an input with hash `h` compiles at (see the top of the file).
+kiln::jit::Tier TierFor(uint64_t h) {
+  static const char* forced = std::getenv("KILN_FUZZ_TIER");
+  if (forced != nullptr && std::string(forced) == "fast") return kiln::jit::Tier::kFast;
+  if (forced != nullptr && std::string(forced) == "optimized") return kiln::jit::Tier::kOptimized;
+  return (h >> 32) % kOptimizedEvery == 0 ? kiln::jit::Tier::kOptimized : kiln::jit::Tier::kFast;
+}
+
+// Compiles one entry at `tier`. The loader already decoded this payload while binding, so a
+// decode failure here means the two disagree: that is a bug too.
+void Compile(const Entry& e, kiln::jit::Tier tier) {
   if (e.format == nullptr || e.format->str() != kiln::jit::kPayloadFormat) return;
   if (e.payload == nullptr || e.payload->size() > kMaxPayloadBytes) return;
   auto p = kiln::jit::DeserializeKernelPayload(e.payload->data(), e.payload->size());
   if (!p.ok()) Die(e.name + ": bound at load but does not decode: " + p.status().ToString());
   // The reference is dropped at once: the code is freed, so memory stays flat over the run.
-  static const kiln::jit::Tier tier = [] {
-    const char* t = std::getenv("KILN_FUZZ_TIER");
-    return t != nullptr && std::string(t) == "optimized" ? kiln::jit::Tier::kOptimized
-                                                          : kiln::jit::Tier::kFast;
-  }();
   auto ref = SharedEngine().Acquire(p->kernel, tier);
   ++g_counts.compiled;
   if (!ref.ok()) {
@@ -181,11 +187,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (g_counts.loaded++ == 0) std::atexit(PrintCounts);
   std::vector<Entry> entries = Entries((*exe)->root());
   if (entries.empty()) return 0;
-  // FNV-1a of the input picks the window's start: deterministic per input (reproducible).
+  // FNV-1a of the input picks the window's start and the tier: deterministic per input, so a
+  // reproducer replays the same compiles.
   uint64_t h = 1469598103934665603ull;
   for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 1099511628211ull;
   const size_t n = entries.size();
   const size_t count = n < static_cast<size_t>(kMaxCompiles) ? n : kMaxCompiles;
-  for (size_t i = 0; i < count; ++i) Compile(entries[(h + i) % n]);
+  const kiln::jit::Tier tier = TierFor(h);
+  for (size_t i = 0; i < count; ++i) Compile(entries[(h + i) % n], tier);
   return 0;
 }

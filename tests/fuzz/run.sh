@@ -5,9 +5,9 @@
 #                  make_model_seeds (ONNX models compiled by kiln: real kernel IR and regions);
 #   npy_fuzzer     ParseNpy and its encode/parse round trip, on a few .npy images written here;
 #   region_fuzzer  the oneDNN region blob decoder and its re-encode check (no seeds);
-#   kernel_compile_fuzzer  load, then compile (first tier) up to four kernels and shape
-#                  functions of what loads: kernel IR -> LLVM IR -> machine code, on the
-#                  compiled seeds of make_model_seeds plus a few conformance models.
+#   kernel_compile_fuzzer  load, then compile (first tier; O3 for one input in eight) up to four
+#                  kernels and shape functions of what loads: kernel IR -> LLVM IR -> machine
+#                  code, on the compiled seeds of make_model_seeds plus a few conformance models.
 #
 #   tests/fuzz/run.sh [SECONDS]      (default 60, per fuzzer)
 #
