@@ -13,6 +13,7 @@ class Validator {
   explicit Validator(const Kernel& kernel) : kernel_(kernel) {}
 
   Status Run() {
+    RETURN_IF_ERROR(CheckName("the kernel", kernel_.name));
     RETURN_IF_ERROR(CheckSignature());
     if (!kernel_.body) return Fail("kernel has no body");
     return CheckStmt(kernel_.body.get());
@@ -23,7 +24,20 @@ class Validator {
     std::string where;
     for (const std::string& p : path_) where += (where.empty() ? "" : "/") + p;
     if (!where.empty()) where += ": ";
-    return InvalidArgument("kernel '" + kernel_.name + "': " + where + what);
+    std::string message = "kernel '" + kernel_.name + "': " + where + what;
+    // A NUL in a name (rejected by CheckName) would cut the message short where it is printed.
+    for (size_t i = message.find('\0'); i != std::string::npos; i = message.find('\0', i)) {
+      message.replace(i, 1, "\\0");
+    }
+    return InvalidArgument(message);
+  }
+
+  // Names become LLVM value, module and metadata names, and a NUL byte in one crashes LLVM
+  // (the optimized compile's orc::cloneToNewContext), so payloads must not carry one.
+  Status CheckName(const std::string& what, const std::string& name) const {
+    size_t nul = name.find('\0');
+    if (nul == std::string::npos) return Status::Ok();
+    return Fail(what + "'s name has a NUL byte (at " + std::to_string(nul) + ")");
   }
 
   Status CheckSignature() {
@@ -31,6 +45,7 @@ class Validator {
       const Buffer& b = kernel_.buffers[i];
       std::string at = "buffers[" + std::to_string(i) + "]";
       if (!b) return Fail(at + " is null");
+      RETURN_IF_ERROR(CheckName(at, b->name));
       if (b->scope != BufferScope::kParam) return Fail(at + " (" + b->name + ") is not a param");
       if (!IsValidDType(static_cast<uint8_t>(b->dtype))) return Fail(at + " has no dtype");
       if (b->rank < 0 || b->rank > kMaxRank) {
@@ -42,6 +57,7 @@ class Validator {
       const Var& v = kernel_.dims[i];
       std::string at = "dims[" + std::to_string(i) + "]";
       if (!v) return Fail(at + " is null");
+      RETURN_IF_ERROR(CheckName(at, v.name()));
       if (v.dtype() != DType::kI64) return Fail(at + " (" + v.name() + ") is not i64");
       if (!vars_.insert(v.get()).second) return Fail(at + " (" + v.name() + ") is listed twice");
     }
@@ -50,6 +66,7 @@ class Validator {
 
   Status Bind(const Var& var) {
     if (!var) return Fail("binding of a null var");
+    RETURN_IF_ERROR(CheckName("a bound var", var.name()));
     if (!vars_.insert(var.get()).second) return Fail("var " + var.name() + " is bound twice");
     return Status::Ok();
   }
@@ -206,6 +223,7 @@ class Validator {
   Status CheckAllocate(const StmtNode& s) {
     if (!s.buffer) return Fail("allocate of a null buffer");
     const BufferNode& b = *s.buffer;
+    RETURN_IF_ERROR(CheckName("a local buffer", b.name));
     path_.push_back("allocate " + b.name);
     if (b.scope != BufferScope::kLocal) return Fail("allocate of a param buffer");
     if (!IsValidDType(static_cast<uint8_t>(b.dtype))) return Fail("local buffer has no dtype");

@@ -104,13 +104,27 @@ StatusOr<PreconditionProgram> PreconditionProgram::Compile(const Kernel& kernel,
       table.dim_text = ToText(d);
     }
     p.tables_.push_back(std::move(table));
+    Equality eq;
+    if (e->op == ExprOp::kEq && e->args.size() == 2) {
+      eq.lhs = ids.at(e->args[0].get());
+      eq.rhs = ids.at(e->args[1].get());
+      eq.lhs_text = ToText(e->args[0]);
+      eq.rhs_text = ToText(e->args[1]);
+    }
+    p.equalities_.push_back(std::move(eq));
   }
   return p;
 }
 
 std::string PreconditionProgram::Explain(int i, const int64_t* const* shapes) const {
   const ClampedTable& t = tables_[i];
-  if (t.dim < 0) return "";
+  if (t.dim < 0) {
+    const Equality& eq = equalities_[i];
+    if (eq.lhs < 0) return "";
+    std::string lhs = eq.lhs_text + " is " + std::to_string(Eval(eq.lhs, shapes));
+    if (nodes_[eq.rhs].op == ExprOp::kIntImm) return lhs + ", not " + eq.rhs_text;
+    return lhs + ", " + eq.rhs_text + " is " + std::to_string(Eval(eq.rhs, shapes));
+  }
   int64_t d = Eval(t.dim, shapes);
   if (d <= t.rows) return "";
   return "dim " + t.dim_text + " is " + std::to_string(d) + ", more than the " +

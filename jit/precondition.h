@@ -35,7 +35,8 @@ class PreconditionProgram {
   const std::string& Describe(int i) const { return text_[i]; }
   /// What failing precondition i means for `shapes`, in terms a user can act on, when it has a
   /// form kiln knows; "" otherwise. Known today: a dim d broadcast against min(c, d), a table of
-  /// c rows sliced to d (as position embeddings are), which fails when d exceeds c.
+  /// c rows sliced to d (as position embeddings are), which fails when d exceeds c; and an
+  /// equality, for which it gives both sides' values ("in1.shape[0] is 2, in0.shape[1] is 3").
   std::string Explain(int i, const int64_t* const* shapes) const;
 
  private:
@@ -44,6 +45,11 @@ class PreconditionProgram {
     int dim = -1;  // node of d, -1 when the precondition has another form
     int64_t rows = 0;
     std::string dim_text;
+  };
+  // A precondition `a == b`: its sides' nodes and texts (lhs -1 when it has another form).
+  struct Equality {
+    int lhs = -1, rhs = -1;
+    std::string lhs_text, rhs_text;
   };
   struct Node {
     ExprOp op;
@@ -56,6 +62,7 @@ class PreconditionProgram {
   std::vector<int> roots_;
   std::vector<std::string> text_;
   std::vector<ClampedTable> tables_;  // per precondition
+  std::vector<Equality> equalities_;  // per precondition
 };
 
 }  // namespace kiln::jit

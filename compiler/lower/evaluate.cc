@@ -42,6 +42,23 @@ Status Call(jit::Engine& engine, const jit::Kernel& k, const std::vector<const T
   return errors.ToStatus(jit::IndexCheckSites(k));
 }
 
+// What the node's shape rule assumed about its dims (DimFact) must hold for these inputs, as
+// the kernels' preconditions make sure in the VM: a kernel run against a broken fact would read
+// past a buffer or (ReverseSequence) silently compute something else.
+Status CheckDimFacts(const std::string& where, const Node& node,
+                     const std::map<std::string, int64_t>& bindings) {
+  for (const DimFact& f : node.dim_facts) {
+    StatusOr<int64_t> a = f.a.Evaluate(bindings), b = f.b.Evaluate(bindings);
+    if (!a.ok() || !b.ok()) continue;  // over dims the inputs do not bind
+    bool equal = f.kind == DimFact::Kind::kEqual;
+    if (*a == *b || (!equal && *a == 1)) continue;
+    return InvalidArgument(where + ": " + f.a.ToString() + " is " + std::to_string(*a) + ", " +
+                           f.b.ToString() + " is " + std::to_string(*b) +
+                           (equal ? "; they must be equal" : "; the first must be 1 or equal"));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Evaluator::Evaluator(std::shared_ptr<jit::Engine> engine, const LoweringTable* table)
@@ -92,6 +109,7 @@ StatusOr<std::vector<TensorDataRef>> Evaluator::RunNode(const Graph& graph, Node
       }
     }
   }
+  RETURN_IF_ERROR(CheckDimFacts(graph.DescribeNode(id), node, bindings));
   // Output dims from the symbolic shapes where they evaluate.
   std::vector<std::vector<int64_t>> out_dims(node.outputs.size());
   bool need_shape_fn = node.data_dependent_shape;

@@ -27,7 +27,8 @@ class Evaluator {
   /// Runs node `node` of `graph` (shape inference done) on `inputs`, one per input slot
   /// (nullptr for an omitted optional input). Checks that each input's dtype and dims match the
   /// value's type (symbols bound consistently; InvalidArgument naming the node and input
-  /// otherwise); output shapes come from the symbolic shapes, or from the node's shape function
+  /// otherwise) and that the facts its shape rule assumed (Node::dim_facts) hold for them
+  /// (InvalidArgument naming the node and both dims' values otherwise); output shapes come from the symbolic shapes, or from the node's shape function
   /// when they are data-dependent. Returns one tensor per output slot (nullptr where omitted).
   StatusOr<std::vector<TensorDataRef>> RunNode(const Graph& graph, NodeId node,
                                                const std::vector<TensorDataRef>& inputs);

@@ -587,8 +587,9 @@ Status LowerReverseSequence(LowerContext& ctx) {
     src[time] = jit::Select(jit::Lt(index[time], len), len - 1 - index[time], index[time]);
     return jit::Load(ctx.in(0), src);
   });
-  // sequence_lens must have one entry per batch (not checked by the shape rule); otherwise the
-  // input is copied unchanged rather than reading outside sequence_lens.
+  // sequence_lens has one entry per batch: the shape rule makes a mismatch a compile error, or
+  // a fact the kernel's precondition checks before every call. The guard only keeps the kernel
+  // inside sequence_lens should it be called without that check (it then copies the input).
   ctx.SetBody(
       jit::If(jit::Eq(ctx.InputDim(1, 0), ctx.InputDim(0, batch)), reverse, CopyDataToOutput(ctx)));
   return Status::Ok();

@@ -155,6 +155,27 @@ Status TriluRule(InferenceContext& ctx) {
   return SameAsInput0(ctx);
 }
 
+// sequence_lens holds one length per batch entry. ONNX Runtime rejects any other length; a
+// kernel would otherwise read past it (or leave entries unused), so a mismatch is an error here
+// when both sizes are known, and a precondition of the node's kernel (checked before every
+// call) when either is symbolic.
+Status ReverseSequenceRule(InferenceContext& ctx) {
+  RETURN_IF_ERROR(CheckMinRank(ctx, 0, 2, "input"));
+  if (ctx.input_rank(1) != 1) return ctx.Error("sequence_lens must be 1-D");
+  int rank = ctx.input_rank(0);
+  ASSIGN_OR_RETURN(int64_t batch_attr, ctx.GetInt("batch_axis", 1));
+  ASSIGN_OR_RETURN(int batch, ctx.NormalizeAxis(batch_attr, rank, "batch_axis"));
+  const DimExpr& lens = ctx.input_shape(1)[0];
+  const DimExpr& batch_dim = ctx.input_shape(0)[batch];
+  if (lens.is_const() && batch_dim.is_const() && lens != batch_dim) {
+    return ctx.Error("sequence_lens has " + lens.ToString() + " entries but the batch dim (axis " +
+                     std::to_string(batch) + " of '" + ctx.input(0).name + "') is " +
+                     batch_dim.ToString() + ": it needs one length per batch entry");
+  }
+  ctx.Assume(DimFact::Kind::kEqual, lens, batch_dim);
+  return SameAsInput0(ctx);
+}
+
 Status CompressRule(InferenceContext& ctx) {
   if (ctx.input_dtype(1) != DType::kBool || ctx.input_rank(1) != 1)
     return ctx.Error("condition must be 1-D bool");
@@ -226,7 +247,7 @@ void RegisterIndexingOps(OpRegistry& r) {
   OpDef nms = MakeDef("NonMaxSuppression", 10, kLatestOpset, NonMaxSuppressionRule, 2, 5);
   nms.input0_types = DTypeBit(DType::kF32);
   MustRegister(r, nms);
-  MustRegister(r, MakeDef("ReverseSequence", 10, kLatestOpset, SameAsInput0, 2, 2));
+  MustRegister(r, MakeDef("ReverseSequence", 10, kLatestOpset, ReverseSequenceRule, 2, 2));
 }
 
 }  // namespace kiln::compiler::ops

@@ -644,6 +644,41 @@ BOOST_AUTO_TEST_CASE(a_table_clamped_to_the_sequence_broadcasts_to_the_sequence)
   }
 }
 
+// ReverseSequence needs one sequence length per batch entry (ONNX Runtime rejects any other
+// count); it used to copy its input unchanged. Both sizes static: a compile error naming the
+// node and both sizes. Either symbolic: a run-time error naming the node and both sizes (the
+// kernel's precondition).
+BOOST_AUTO_TEST_CASE(reverse_sequence_lengths_must_match_the_batch) {
+  std::string onnx = testing::ModelBytes(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[4, 3, 2] x, int64[2] l) => (float[4, 3, 2] y) { y = ReverseSequence(x, l) })");
+  CompileOptions o;
+  auto bad = kiln::CompileOnnxBytes(onnx.data(), onnx.size(), o);
+  BOOST_REQUIRE(!bad.ok());
+  const std::string& m = bad.status().message();
+  BOOST_TEST(m.find("(ReverseSequence)") != std::string::npos, m);
+  BOOST_TEST(m.find("sequence_lens has 2 entries but the batch dim (axis 1 of 'x') is 3") !=
+                 std::string::npos,
+             m);
+
+  Compiled c = Compile(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[T, B, 2] x, int64[L] l) => (float[T, B, 2] y) { y = ReverseSequence(x, l) })");
+  TensorDataRef x = F32({2, 3, 2}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  auto y = Run(c, {x, I64({3}, {2, 1, 0})});
+  BOOST_TEST(Compare(*y[0], *F32({2, 3, 2}, {6, 7, 2, 3, 4, 5, 0, 1, 8, 9, 10, 11}), 0, 0).empty());
+  for (int64_t count : {2, 4}) {
+    auto r = testing::RunExecutable(c.exe, {x, I64({count}, std::vector<double>(count, 1))});
+    BOOST_REQUIRE_MESSAGE(!r.ok(), std::to_string(count) + " lengths for a batch of 3 ran");
+    const std::string& e = r.status().message();
+    BOOST_TEST(r.status().code() == StatusCode::kInvalidArgument, r.status().ToString());
+    BOOST_TEST(e.find("node 'ReverseSequence_0'") != std::string::npos, e);
+    BOOST_TEST(e.find("in1.shape[0] is " + std::to_string(count) + ", in0.shape[1] is 3") !=
+                   std::string::npos,
+               e);
+  }
+}
+
 // An embedding lookup fused with the add after it: a token id outside the table is an error
 // naming the Gather node (not the fused kernel's anchor), the id and the range, as ONNX Runtime
 // words it; before, it read the last (or first) row.

@@ -3,8 +3,12 @@
 // constants and oneDNN region blobs exactly as `kiln compile` writes them (a few KB each).
 // Generated at fuzz time rather than checked in, so they always match the current format.
 //
-//   make_model_seeds DIR   -> DIR/model_<name>.kiln
+// Optional ONNX files (e.g. conformance node tests) are compiled for the JIT as well.
+//
+//   make_model_seeds DIR [MODEL.onnx ...]   -> DIR/model_<name>.kiln, DIR/onnx_<i>.kiln
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -64,30 +68,52 @@ const SeedModel kModels[] = {
         })"},
 };
 
+// Compiles the ONNX model `onnx` (named `name` in messages) and writes it to `path`.
+bool WriteSeed(const std::string& name, const std::string& onnx, const CompileOptions& options,
+               const std::string& path) {
+  StatusOr<std::vector<uint8_t>> bytes = kiln::CompileOnnxBytes(onnx.data(), onnx.size(), options);
+  if (!bytes.ok()) {
+    std::fprintf(stderr, "make_model_seeds: %s: %s\n", name.c_str(),
+                 bytes.status().ToString().c_str());
+    return false;
+  }
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr || std::fwrite(bytes->data(), 1, bytes->size(), f) != bytes->size() ||
+      std::fclose(f) != 0) {
+    std::fprintf(stderr, "make_model_seeds: cannot write %s\n", path.c_str());
+    return false;
+  }
+  std::printf("%s: %zu bytes (%s)\n", path.c_str(), bytes->size(), name.c_str());
+  return true;
+}
+
 int Main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: make_model_seeds DIR\n");
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: make_model_seeds DIR [MODEL.onnx ...]\n");
     return 2;
   }
+  const std::string dir = argv[1];
   for (const SeedModel& m : kModels) {
-    std::string onnx = testing::ModelBytes(m.text);
     CompileOptions options;
     options.external = m.external;
     if (m.regions_without_conv) options.external_options["regions_without_conv"] = "1";
-    StatusOr<std::vector<uint8_t>> bytes =
-        kiln::CompileOnnxBytes(onnx.data(), onnx.size(), options);
-    if (!bytes.ok()) {
-      std::fprintf(stderr, "make_model_seeds: %s: %s\n", m.name, bytes.status().ToString().c_str());
+    if (!WriteSeed(m.name, testing::ModelBytes(m.text), options,
+                   dir + "/model_" + m.name + ".kiln")) {
       return 1;
     }
-    std::string path = std::string(argv[1]) + "/model_" + m.name + ".kiln";
-    FILE* f = std::fopen(path.c_str(), "wb");
-    if (f == nullptr || std::fwrite(bytes->data(), 1, bytes->size(), f) != bytes->size() ||
-        std::fclose(f) != 0) {
-      std::fprintf(stderr, "make_model_seeds: cannot write %s\n", path.c_str());
+  }
+  for (int i = 2; i < argc; ++i) {
+    std::ifstream in(argv[i], std::ios::binary);
+    std::string onnx((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in.good() && !in.eof()) {
+      std::fprintf(stderr, "make_model_seeds: cannot read %s\n", argv[i]);
       return 1;
     }
-    std::printf("%s: %zu bytes\n", path.c_str(), bytes->size());
+    CompileOptions options;
+    options.external = "none";
+    if (!WriteSeed(argv[i], onnx, options, dir + "/onnx_" + std::to_string(i - 2) + ".kiln")) {
+      return 1;
+    }
   }
   return 0;
 }

@@ -4,7 +4,10 @@
 #                  disassemble, on seeds written by make_seeds (every opcode and table) and
 #                  make_model_seeds (ONNX models compiled by kiln: real kernel IR and regions);
 #   npy_fuzzer     ParseNpy and its encode/parse round trip, on a few .npy images written here;
-#   region_fuzzer  the oneDNN region blob decoder and its re-encode check (no seeds).
+#   region_fuzzer  the oneDNN region blob decoder and its re-encode check (no seeds);
+#   kernel_compile_fuzzer  load, then compile (first tier; O3 for one input in eight) up to four
+#                  kernels and shape functions of what loads: kernel IR -> LLVM IR -> machine
+#                  code, on the compiled seeds of make_model_seeds plus a few conformance models.
 #
 #   tests/fuzz/run.sh [SECONDS]      (default 60, per fuzzer)
 #
@@ -43,13 +46,24 @@ npy() {
 }
 
 # (1) Seeds, written by the repo's own generators (main output base, g++).
-mkdir -p "$work/load" "$work/npy" "$work/region" "$work/artifacts"
+mkdir -p "$work/load" "$work/npy" "$work/region" "$work/compile" "$work/artifacts"
 bazel build --jobs=2 //tests/fuzz:make_seeds //tests/fuzz:make_model_seeds >"$work/seeds.log" 2>&1 ||
   fail "building the seed writers failed" "$work/seeds.log"
 bin_main=$(bazel info bazel-bin 2>/dev/null) || fail "bazel info bazel-bin failed"
 "$bin_main/tests/fuzz/make_seeds" "$work/load" >>"$work/seeds.log" 2>&1 &&
   "$bin_main/tests/fuzz/make_model_seeds" "$work/load" >>"$work/seeds.log" 2>&1 ||
   fail "writing the load seeds failed" "$work/seeds.log"
+# The compile fuzzer's seeds: only real kernels (the hand-built ones carry stub payloads), from
+# the models above and a few ONNX node tests (an indexing check, a recurrence, a data-dependent
+# shape, a resize) when Debian's libonnx-testdata is installed (tools/setup.sh).
+node=${KILN_ONNX_TESTDATA:-/usr/share/libonnx-testdata/data/node}
+node_models=()
+for t in test_reversesequence_batch test_gathernd_example_int32 test_lstm_defaults \
+  test_nonzero_example test_resize_upsample_scales_linear; do
+  [[ -f $node/$t/model.onnx ]] && node_models+=("$node/$t/model.onnx")
+done
+"$bin_main/tests/fuzz/make_model_seeds" "$work/compile" "${node_models[@]}" \
+  >>"$work/seeds.log" 2>&1 || fail "writing the compile seeds failed" "$work/seeds.log"
 npy "$work/npy/f4.npy" '<f4' '(2, 3)' 0000803f000000400000404000008040000000000000c0bf
 npy "$work/npy/i8.npy" '<i8' '(2,)' 2a00000000000000ffffffffffffffff
 npy "$work/npy/b1.npy" '|b1' '()' 01
@@ -59,7 +73,7 @@ npy "$work/npy/f2.npy" '<f2' '(1, 2, 1)' 003c00c0
 # server exits after a few idle minutes rather than holding memory next to the main one.
 fuzz_bazel=(bazel "--output_base=$fuzz_base" --max_idle_secs=300)
 "${fuzz_bazel[@]}" build --jobs=2 --config=fuzz //tests/fuzz:load_fuzzer //tests/fuzz:npy_fuzzer \
-  //tests/external/onednn:region_fuzzer >"$work/build.log" 2>&1 ||
+  //tests/external/onednn:region_fuzzer //tests/fuzz:kernel_compile_fuzzer >"$work/build.log" 2>&1 ||
   fail "building the fuzzers with --config=fuzz failed" "$work/build.log"
 bin=$("${fuzz_bazel[@]}" info --config=fuzz bazel-bin 2>/dev/null) ||
   fail "bazel info bazel-bin failed for the fuzz output base"
@@ -75,6 +89,7 @@ fuzz() {  # fuzz NAME BINARY CORPUS
   # Coverage of the seeds alone, then the final stats line (execs, coverage, corpus, speed).
   grep -E '^#[0-9]+[[:space:]]+(INITED|DONE) ' "$log"
   grep -E '^Done [0-9]+ runs' "$log" | tail -n 1
+  grep -E '^[a-z_]+: [0-9]+ inputs loaded' "$log"  # the compile fuzzer's own counts
   local found
   found=$(cd "$work/artifacts" && ls -d "${name}"-crash-* "${name}"-leak-* "${name}"-timeout-* \
     "${name}"-oom-* 2>/dev/null)
@@ -92,4 +107,5 @@ fuzz() {  # fuzz NAME BINARY CORPUS
 fuzz load_fuzzer "$bin/tests/fuzz/load_fuzzer" "$work/load"
 fuzz npy_fuzzer "$bin/tests/fuzz/npy_fuzzer" "$work/npy"
 fuzz region_fuzzer "$bin/tests/external/onednn/region_fuzzer" "$work/region"
+fuzz kernel_compile_fuzzer "$bin/tests/fuzz/kernel_compile_fuzzer" "$work/compile"
 exit $rc

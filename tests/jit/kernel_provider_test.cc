@@ -336,7 +336,12 @@ BOOST_AUTO_TEST_CASE(preconditions_stop_mismatched_shapes_before_the_kernel_runs
   BOOST_TEST(y[8] == 0.0f);  // nothing was written
   Tensor tb_short = Wrap(b, {4});
   const Tensor* bad2[] = {&ta, &tb_short, &ty};
-  BOOST_TEST(!(*fn)->Run(bad2, 2, 1).ok());
+  Status s2 = (*fn)->Run(bad2, 2, 1);
+  BOOST_TEST(!s2.ok());
+  // An equality that fails is explained with both sides' values.
+  BOOST_TEST(s2.message().find("(in1.shape[0] == in0.shape[1]): in1.shape[0] is 4, "
+                               "in0.shape[1] is 8") != std::string::npos,
+             s2.ToString());
   const Tensor* good[] = {&ta, &tb, &ty};
   BOOST_TEST((*fn)->Run(good, 2, 1).ok());
   BOOST_TEST(y[63] == 3.0f);

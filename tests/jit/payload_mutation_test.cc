@@ -11,6 +11,7 @@
 
 #include "jit/codegen.h"
 #include "jit/compute.h"
+#include "jit/engine.h"
 #include "jit/kernel_ir.h"
 #include "jit/kernel_ir_serialize.h"
 
@@ -65,6 +66,44 @@ BOOST_AUTO_TEST_CASE(mutated_payloads_fail_cleanly_or_compile) {
   }
   BOOST_TEST_MESSAGE(accepted << " mutants decoded");
   BOOST_TEST(accepted > 0);
+}
+
+// Found by kernel_compile_fuzzer: a shape function's var "bytes" with one byte turned into a
+// NUL decoded and generated code, and the optimized compile then crashed inside LLVM
+// (orc::cloneToNewContext, on a compile thread): LLVM value names must not hold a NUL. Such a
+// name, of a var, a buffer or the kernel, is rejected when the payload is decoded.
+BOOST_AUTO_TEST_CASE(names_with_a_nul_byte_are_rejected_before_llvm_sees_them) {
+  const std::string nul("by\0tes", 6);
+  auto kernel = [](const std::string& kernel_name, const std::string& buffer_name,
+                   const std::string& var_name) {
+    Buffer in = Buffer::Param("in", DType::kF32, 1);
+    Buffer out = Buffer::Param(buffer_name, DType::kI64, 1);
+    Var n(var_name);
+    Stmt body = Let(n, DimOf(in, 0), Store(out, {IntImm(0)}, n * IntImm(4)));
+    return Kernel{kernel_name, {in, out}, {}, body};
+  };
+  const Kernel bad[] = {kernel("k", "out", nul), kernel("k", nul, "n"), kernel(nul, "out", "n")};
+  StatusOr<std::unique_ptr<Engine>> engine = Engine::Create();
+  BOOST_REQUIRE(engine.ok());
+  for (const Kernel& k : bad) {
+    std::vector<uint8_t> bytes = SerializeKernel(k);
+    StatusOr<KernelPayload> p = DeserializeKernelPayload(bytes.data(), bytes.size());
+    BOOST_REQUIRE(!p.ok());
+    const std::string& m = p.status().message();
+    BOOST_TEST(m.find("name has a NUL byte") != std::string::npos, m);
+    BOOST_TEST(m.find('\0') == std::string::npos, m);  // shown as \0, not cut short
+    // Kernels built in memory are checked too, before any code is generated.
+    for (Tier tier : {Tier::kFast, Tier::kOptimized}) {
+      StatusOr<KernelRef> ref = (*engine)->Acquire(k, tier);
+      BOOST_REQUIRE(!ref.ok());
+      BOOST_TEST(ref.status().code() == StatusCode::kInvalidArgument, ref.status().ToString());
+    }
+  }
+  // The same kernel with clean names compiles at both tiers.
+  for (Tier tier : {Tier::kFast, Tier::kOptimized}) {
+    StatusOr<KernelRef> ref = (*engine)->Acquire(kernel("k", "out", "bytes"), tier);
+    BOOST_TEST(ref.ok(), ref.status().ToString());
+  }
 }
 
 }  // namespace

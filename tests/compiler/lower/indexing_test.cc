@@ -581,6 +581,24 @@ BOOST_AUTO_TEST_CASE(reverse_sequence_lengths_out_of_range_are_errors) {
   BOOST_TEST(testing::RunModel(text, {x, I64({3}, {0, 4, 4})}, Table()).ok());
 }
 
+// sequence_lens with other than one entry per batch: an error naming the node and both sizes,
+// as ONNX Runtime rejects it (it used to copy the input unchanged). Run here through the
+// evaluator with symbolic dims, which checks the fact the shape rule records.
+BOOST_AUTO_TEST_CASE(reverse_sequence_lengths_per_batch_entry) {
+  TensorDataRef x = RandomTensor(DType::kF32, {4, 3, 2}, -1, 1, 25);
+  std::string text = Model(13, "float[T,B,2] x, int64[L] l", "y", "y = ReverseSequence(x, l)");
+  for (int64_t count : {2, 4}) {
+    StatusOr<std::vector<TensorDataRef>> r =
+        testing::RunModel(text, {x, I64({count}, std::vector<double>(count, 1))}, Table());
+    BOOST_REQUIRE_MESSAGE(!r.ok(), std::to_string(count) + " lengths for a batch of 3 ran");
+    BOOST_TEST(r.status().code() == StatusCode::kInvalidArgument);
+    std::string want = "(ReverseSequence): L is " + std::to_string(count) + ", B is 3";
+    BOOST_TEST(r.status().message().find(want) != std::string::npos,
+               r.status().message() << "\nwanted: " << want);
+  }
+  BOOST_TEST(testing::RunModel(text, {x, I64({3}, {1, 2, 3})}, Table()).ok());
+}
+
 // ---- Unique ----------------------------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(unique_sorted_and_unsorted) {
@@ -767,7 +785,7 @@ BOOST_AUTO_TEST_CASE(non_max_suppression) {
 }
 
 // Shapes the shape rules leave unchecked never make a kernel leave its buffers: the documented
-// fallbacks (no update applied, input copied, error from the shape function).
+// fallbacks (no update applied, error from the shape function).
 BOOST_AUTO_TEST_CASE(unchecked_shape_mismatches_stay_in_bounds) {
   TensorDataRef x = RandomTensor(DType::kF32, {4, 3}, -1, 1, 60);
   Expect(Run(Model(13, "float[4,3] x, int64[2,3] i, float[2,2] u", "y",
@@ -777,9 +795,15 @@ BOOST_AUTO_TEST_CASE(unchecked_shape_mismatches_stay_in_bounds) {
   Expect(Run(Model(13, "float[4,3] x, int64[2,1] i, float[2,2] u", "y", "y = ScatterND(x, i, u)"),
              {x, I64({2, 1}, {0, 1}), F32({2, 2}, {9, 9, 9, 9})})[0],
          DType::kF32, ToNd(x));
-  Expect(Run(Model(13, "float[4,3] x, int64[2] l", "y", "y = ReverseSequence(x, l)"),
-             {x, I64({2}, {3, 3})})[0],
-         DType::kF32, ToNd(x));
+  // ReverseSequence's sequence_lens is checked now: too few lengths for the batch used to copy
+  // the input; it is an error naming both sizes (reverse_sequence_lengths_per_batch_entry).
+  StatusOr<std::vector<TensorDataRef>> rs = testing::RunModel(
+      Model(13, "float[4,3] x, int64[2] l", "y", "y = ReverseSequence(x, l)"),
+      {x, I64({2}, {3, 3})}, Table());
+  BOOST_REQUIRE(!rs.ok());
+  BOOST_TEST(rs.status().message().find("sequence_lens has 2 entries but the batch dim (axis 1 "
+                                        "of 'x') is 3") != std::string::npos,
+             rs.status().message());
   BOOST_TEST(!testing::RunModel(Model(11, "float[1,6,4] b, float[1,1,5] s, int64 m", "y",
                                       "y = NonMaxSuppression(b, s, m)"),
                                 {RandomTensor(DType::kF32, {1, 6, 4}, 0, 1, 61),
