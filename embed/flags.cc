@@ -333,6 +333,10 @@ void AddRuntimeFlags(FlagParser& flags, RuntimeOptions* options) {
                   "optimized code is compiled in the background once it is hot; off: optimize "
                   "at once",
                   "on", [options](bool on) { options->dispatch.tiering = on; });
+  flags.AddInt("--jit-startup-threads", "N",
+               "threads that compile, as the process starts, the kernels its first call needs "
+               "(kiln run; warm-up); 0: each kernel compiles on its first call",
+               0, 64, &options->dispatch.startup_compile_threads, "one per core, at most 4");
   flags.AddSwitch("--jit-bucketing", "pow2", "exact",
                   "pow2: shapes whose varying dims are not powers of two share their "
                   "power-of-two bucket's specialized kernels (compiled once per kernel); exact: "

@@ -44,6 +44,7 @@ class ThreadScopedFunction : public TensorFunction {
     ApplyThreads(threads_);
     return inner_->RunProfiled(args, num_inputs, num_outputs, profiler);
   }
+  void Prefetch() override { inner_->Prefetch(); }
 
  private:
   std::unique_ptr<TensorFunction> inner_;
@@ -317,6 +318,11 @@ Status Runtime::Warmup(const std::shared_ptr<const Executable>& exe,
   StatusOr<std::unique_ptr<Context>> ctx = NewContext(exe);
   if (!ctx.ok()) return ctx.status().WithContext("warm-up");
   std::vector<Tensor> outputs;
+  // The startup threads compile ahead of this thread, optimized too (until every compile is
+  // done: a prefetch still queued after the call must not compile the first tier).
+  std::shared_ptr<void> optimized_prefetch;
+  if (options.optimized) optimized_prefetch = state_->jit->OptimizedPrefetch();
+  exe->Prefetch(index);
   {
     // Kernels are selected (and compiled) on this thread: optimized at once, not twice.
     std::optional<jit::OptimizedTierScope> optimized;
@@ -326,6 +332,12 @@ Status Runtime::Warmup(const std::shared_ptr<const Executable>& exe,
   }
   if (options.optimized) WaitForBackgroundCompiles();
   return Status::Ok();
+}
+
+void Runtime::Prefetch(const std::shared_ptr<const Executable>& exe,
+                       const std::string& function) const {
+  if (exe == nullptr) return;
+  exe->Prefetch(exe->FindFunction(function.empty() ? exe->entry_function() : function));
 }
 
 void Runtime::WaitForBackgroundCompiles() const { state_->jit->WaitForBackgroundCompiles(); }

@@ -151,6 +151,15 @@ class Runtime {
   /// the runtime's state alive. InvalidArgument for a null or unbound executable.
   StatusOr<std::unique_ptr<Context>> NewContext(std::shared_ptr<const Executable> exe,
                                                 const ContextOptions& options = {}) const;
+  /// Starts compiling, on the JIT's startup threads (jit::DispatchOptions::
+  /// startup_compile_threads, at the normal priority), what the first call of `function` ("":
+  /// the entry function) needs: the generic code of every kernel and shape function it calls,
+  /// in the order its code names them (Executable::Prefetch). Returns at once; the first call
+  /// then waits only for kernels still compiling, and compiles itself those no thread has
+  /// started. So a process starting up compiles on every core. Does nothing for a null or
+  /// unbound `exe`, an unknown function or startup_compile_threads == 0.
+  void Prefetch(const std::shared_ptr<const Executable>& exe,
+                const std::string& function = "") const;
 
   /// Compiles every kernel and shape function that a call of `exe`'s function at the shapes
   /// `dims` (a value for each symbolic dim of its parameters, by name) needs, before the first

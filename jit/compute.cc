@@ -41,7 +41,6 @@ Stmt LoopNest(const Buffer& shape_of, const std::function<Stmt(const std::vector
 }
 
 Expr InitValue(Reduction r, DType t) {
-  bool is_float = IsFloat(t);
   switch (r) {
     case Reduction::kProd:
       return Const(t, 1);

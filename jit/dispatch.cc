@@ -175,8 +175,8 @@ DispatchStats DispatchCounters::Snapshot() const {
 // destroyed from inside one of its own tasks (the last owner of a dispatcher can be a task). ----
 
 struct BackgroundCompiler::State {
-  State(double cpu_share, int window_ms)
-      : budget(cpu_share, int64_t{window_ms} * 1'000'000) {}
+  State(double cpu_share, int window_ms, bool lowest_priority)
+      : budget(cpu_share, int64_t{window_ms} * 1'000'000), lowest_priority(lowest_priority) {}
   std::mutex mu;
   std::condition_variable cv, idle_cv;
   std::deque<std::function<void()>> queue;
@@ -184,6 +184,7 @@ struct BackgroundCompiler::State {
   int waiters = 0;   // threads in WaitIdle: while > 0, no budget and the normal priority
   pid_t tid = 0;     // the worker's thread id, once its priority is lowered
   CpuBudget budget;  // used by the worker thread only
+  const bool lowest_priority;  // nice 19 while nobody waits; else the process's priority
 };
 
 namespace {
@@ -194,6 +195,11 @@ constexpr int kBackgroundNice = 19;
 // RLIMIT_NICE that allows it; without, the compiles just stay at the lowest priority).
 void SetNice(pid_t tid, int nice) {
   if (tid != 0) setpriority(PRIO_PROCESS, static_cast<id_t>(tid), nice);
+}
+
+// The nice value of `state`'s thread while nobody waits for it.
+int IdleNice(const BackgroundCompiler::State& state) {
+  return state.lowest_priority ? kBackgroundNice : 0;
 }
 
 }  // namespace
@@ -254,8 +260,8 @@ void NoteCompileForExitHook() {
 
 }  // namespace
 
-BackgroundCompiler::BackgroundCompiler(double cpu_share, int window_ms)
-    : state_(std::make_shared<State>(cpu_share, window_ms)) {
+BackgroundCompiler::BackgroundCompiler(double cpu_share, int window_ms, bool lowest_priority)
+    : state_(std::make_shared<State>(cpu_share, window_ms, lowest_priority)) {
   {
     // Registered by the first compiler (after the engine has set LLVM up), and again after
     // compiles (NoteCompileForExitHook).
@@ -274,7 +280,7 @@ BackgroundCompiler::BackgroundCompiler(double cpu_share, int window_ms)
     // value needs no privilege; a failure just leaves the default priority.)
     pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
     std::unique_lock<std::mutex> lock(state->mu);
-    if (state->waiters == 0) SetNice(tid, kBackgroundNice);
+    if (state->waiters == 0 && state->lowest_priority) SetNice(tid, kBackgroundNice);
     state->tid = tid;
     for (;;) {
       state->cv.wait(lock, [&] { return state->stop || !state->queue.empty(); });
@@ -346,7 +352,24 @@ void BackgroundCompiler::WaitIdle() {
   }
   state_->idle_cv.wait(
       lock, [&] { return state_->stop || (state_->queue.empty() && !state_->running_task); });
-  if (--state_->waiters == 0) SetNice(state_->tid, kBackgroundNice);
+  if (--state_->waiters == 0) SetNice(state_->tid, IdleNice(*state_));
+}
+
+StartupCompiler::StartupCompiler(int threads) : threads_(std::max(threads, 1)) {}
+
+void StartupCompiler::Submit(std::function<void()> task) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (workers_.empty()) {
+    for (int i = 0; i < threads_; ++i) {
+      workers_.push_back(std::make_unique<BackgroundCompiler>(0, 2000, /*lowest_priority=*/false));
+    }
+  }
+  workers_[next_++ % workers_.size()]->Submit(std::move(task));
+}
+
+void StartupCompiler::WaitIdle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& worker : workers_) worker->WaitIdle();
 }
 
 // ---- Specialization. ----
@@ -445,7 +468,30 @@ StatusOr<KernelFn> KernelDispatcher::Generic() {
   fn = t.generic.load(std::memory_order_acquire);
   if (fn) return fn;
   if (!t.generic_error.ok()) return t.generic_error;
-  Tier tier = options_.tiering && !OptimizedTierScope::Active() ? Tier::kFast : Tier::kOptimized;
+  return CompileGeneric(options_.tiering && !OptimizedTierScope::Active() ? Tier::kFast
+                                                                         : Tier::kOptimized);
+}
+
+void KernelDispatcher::Prefetch(StartupCompiler& startup,
+                                std::shared_ptr<const std::atomic<int>> optimized_requests) {
+  if (table_->generic.load(std::memory_order_acquire)) return;
+  startup.Submit([weak = weak_from_this(), optimized_requests] {
+    std::shared_ptr<KernelDispatcher> d = weak.lock();
+    if (!d) return;
+    Table& t = *d->table_;
+    // Held by a first call (or another prefetch) that compiles it now: nothing to do.
+    std::unique_lock<std::mutex> lock(t.generic_mu, std::try_to_lock);
+    if (!lock.owns_lock() || t.generic.load(std::memory_order_acquire) ||
+        !t.generic_error.ok()) {
+      return;
+    }
+    bool fast = d->options_.tiering && optimized_requests->load() == 0;
+    (void)d->CompileGeneric(fast ? Tier::kFast : Tier::kOptimized);  // Select reports errors
+  });
+}
+
+StatusOr<KernelFn> KernelDispatcher::CompileGeneric(Tier tier) {
+  Table& t = *table_;
   int64_t cpu = 0;
   StatusOr<KernelRef> compiled = CompileTimed(*engine_, *counters_, payload_.kernel, tier, &cpu);
   if (!compiled.ok()) {

@@ -84,6 +84,11 @@ struct DispatchOptions {
   /// cap. Its thread also runs at the lowest priority (nice 19), below the threads of requests.
   double compile_cpu_share = 0.5;
   int compile_window_ms = 2000;
+  /// Threads of the StartupCompiler that compiles, at the normal priority, the generic variants
+  /// of the kernels a program is about to call (Executable::Prefetch): a process starting up
+  /// compiles on every core. < 0: one per core (std::thread::hardware_concurrency, at most 4);
+  /// 0: no prefetching (each kernel compiles on its first call, on the calling thread).
+  int startup_compile_threads = -1;
 };
 
 /// Counters summed over every kernel of a provider (a snapshot; each field read atomically).
@@ -118,7 +123,10 @@ struct DispatchCounters {
 /// compiler the same way, waiting for a compile in progress, before exit tears LLVM down. Compiles the program runs on its own threads (first calls) are its business.
 class BackgroundCompiler {
  public:
-  explicit BackgroundCompiler(double cpu_share = 0, int window_ms = 2000);
+  /// `lowest_priority` false: the thread keeps the process's priority (compiles a caller is
+  /// about to wait for: StartupCompiler).
+  explicit BackgroundCompiler(double cpu_share = 0, int window_ms = 2000,
+                              bool lowest_priority = true);
   ~BackgroundCompiler();
   BackgroundCompiler(const BackgroundCompiler&) = delete;
   BackgroundCompiler& operator=(const BackgroundCompiler&) = delete;
@@ -134,6 +142,25 @@ class BackgroundCompiler {
  private:
   std::shared_ptr<State> state_;
   std::thread thread_;
+};
+
+/// Threads that compile the generic variants of kernels a program is about to call
+/// (KernelDispatcher::Prefetch), so that a process starting up compiles on every core instead of
+/// one kernel at a time on the calling thread. `threads` BackgroundCompilers at the normal
+/// priority without a budget, made on the first Submit and given tasks in turn. Thread-safe;
+/// the destructor drops queued tasks and waits for the compiles in progress.
+class StartupCompiler {
+ public:
+  explicit StartupCompiler(int threads);
+  void Submit(std::function<void()> task);
+  /// Blocks until no task is queued or running (tests).
+  void WaitIdle();
+
+ private:
+  std::mutex mu_;
+  int threads_;
+  size_t next_ = 0;
+  std::vector<std::unique_ptr<BackgroundCompiler>> workers_;
 };
 
 /// While an object of this class is alive on a thread, dispatchers called on that thread compile
@@ -167,7 +194,7 @@ Kernel SpecializeKernel(const Kernel& kernel, const std::vector<const int64_t*>&
 /// for calls already running it: its code is freed only once no EpochGuard that could be running
 /// it is alive. Destroying the last owner of the BackgroundCompiler (the provider or a
 /// dispatcher) waits for a compile in progress, so destroy them before the process exits.
-class KernelDispatcher {
+class KernelDispatcher : public std::enable_shared_from_this<KernelDispatcher> {
  public:
   /// Whether the caller times a call (for the payback rule), and what served it.
   enum class CallTiming { kNone, kUnspecialized, kSpecialized };
@@ -205,6 +232,12 @@ class KernelDispatcher {
   int key_size() const { return key_size_; }
   /// Shapes currently tracked (tests of the cap).
   int tracked_shapes() const;
+  /// Compiles the generic variant on `startup` now, as the first call would, unless it is
+  /// compiled or being compiled already (a first call then waits for it, or compiles it itself
+  /// if the task has not started). The tier is chosen when the task runs: optimized while a
+  /// caller on any thread is warming up (the provider's `optimized_requests` > 0), else as
+  /// Select's first call would. The task holds the dispatcher weakly.
+  void Prefetch(StartupCompiler& startup, std::shared_ptr<const std::atomic<int>> optimized_requests);
   /// The tier of the generic variant now: kFast until the optimized one is swapped in (before
   /// the first call, the tier the first call will compile).
   Tier generic_tier() const;
@@ -261,6 +294,8 @@ class KernelDispatcher {
 
   KernelDispatcher() = default;
   StatusOr<KernelFn> Generic();
+  // Under table_->generic_mu, with no generic variant yet: compiles it at `tier`.
+  StatusOr<KernelFn> CompileGeneric(Tier tier);
   // Counts a call served by a first-tier generic variant and starts the tier-up at the
   // threshold.
   void CountFirstTierCall();

@@ -1,7 +1,9 @@
 // JitKernelProvider: payload decoding and table checks at load; stack-only argument marshalling.
 #include "jit/kernel_provider.h"
 
+#include <algorithm>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "base/epoch.h"
@@ -15,10 +17,21 @@ namespace {
 
 class JitTensorFunction : public TensorFunction {
  public:
-  JitTensorFunction(std::shared_ptr<KernelDispatcher> dispatcher, PreconditionProgram pre)
+  JitTensorFunction(std::shared_ptr<KernelDispatcher> dispatcher, PreconditionProgram pre,
+                    std::weak_ptr<StartupCompiler> startup,
+                    std::shared_ptr<const std::atomic<int>> optimized_prefetch)
       : dispatcher_(std::move(dispatcher)),
         pre_(std::move(pre)),
-        sites_(IndexCheckSites(dispatcher_->kernel())) {}
+        sites_(IndexCheckSites(dispatcher_->kernel())),
+        startup_(std::move(startup)),
+        optimized_prefetch_(std::move(optimized_prefetch)) {}
+
+  void Prefetch() override {
+    // The provider (which owns the threads) may be gone: then the first call compiles.
+    if (std::shared_ptr<StartupCompiler> startup = startup_.lock()) {
+      dispatcher_->Prefetch(*startup, optimized_prefetch_);
+    }
+  }
 
   Status Run(const Tensor* const* args, int num_inputs, int num_outputs) override {
     EpochGuard guard;  // nested (a thread-local count) inside the VM's per-run guard
@@ -86,6 +99,8 @@ class JitTensorFunction : public TensorFunction {
   std::shared_ptr<KernelDispatcher> dispatcher_;
   PreconditionProgram pre_;
   std::vector<std::string> sites_;  // IndexCheckSites of the kernel, for its error messages
+  std::weak_ptr<StartupCompiler> startup_;
+  std::shared_ptr<const std::atomic<int>> optimized_prefetch_;
 };
 
 std::string Quote(std::string_view what, std::string_view name) {
@@ -100,9 +115,23 @@ JitKernelProvider::JitKernelProvider(std::shared_ptr<Engine> engine,
       options_(options),
       compiler_(std::make_shared<BackgroundCompiler>(options.dispatch.compile_cpu_share,
                                                      options.dispatch.compile_window_ms)),
-      counters_(std::make_shared<DispatchCounters>()) {}
+      counters_(std::make_shared<DispatchCounters>()) {
+  int threads = options.dispatch.startup_compile_threads;
+  if (threads < 0) threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 4);
+  if (threads > 0) startup_ = std::make_shared<StartupCompiler>(threads);
+}
 
 JitKernelProvider::~JitKernelProvider() = default;
+
+void JitKernelProvider::WaitForBackgroundCompiles() {
+  if (startup_) startup_->WaitIdle();
+  compiler_->WaitIdle();
+}
+
+std::shared_ptr<void> JitKernelProvider::OptimizedPrefetch() {
+  optimized_prefetch_->fetch_add(1);
+  return std::shared_ptr<void>(nullptr, [count = optimized_prefetch_](void*) { count->fetch_sub(1); });
+}
 
 StatusOr<KernelPayload> JitKernelProvider::Decode(std::string_view what, std::string_view name,
                                                   std::string_view format, const uint8_t* payload,
@@ -169,7 +198,8 @@ StatusOr<std::unique_ptr<TensorFunction>> JitKernelProvider::PrepareKernel(const
   ASSIGN_OR_RETURN(KernelRef generic, LinkCode(spec.code, p.kernel));
   auto dispatcher = KernelDispatcher::Create(engine_, compiler_, counters_, std::move(p),
                                              options_.dispatch, hints, std::move(generic));
-  return std::unique_ptr<TensorFunction>(new JitTensorFunction(std::move(dispatcher), std::move(pre)));
+  return std::unique_ptr<TensorFunction>(new JitTensorFunction(
+      std::move(dispatcher), std::move(pre), startup_, optimized_prefetch_));
 }
 
 StatusOr<std::unique_ptr<TensorFunction>> JitKernelProvider::PrepareShapeFunction(
@@ -189,7 +219,8 @@ StatusOr<std::unique_ptr<TensorFunction>> JitKernelProvider::PrepareShapeFunctio
   ASSIGN_OR_RETURN(KernelRef generic, LinkCode(spec.code, p.kernel));
   auto dispatcher = KernelDispatcher::Create(engine_, compiler_, counters_, std::move(p),
                                              options_.dispatch, {}, std::move(generic));
-  return std::unique_ptr<TensorFunction>(new JitTensorFunction(std::move(dispatcher), std::move(pre)));
+  return std::unique_ptr<TensorFunction>(new JitTensorFunction(
+      std::move(dispatcher), std::move(pre), startup_, optimized_prefetch_));
 }
 
 }  // namespace kiln::jit

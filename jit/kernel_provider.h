@@ -3,6 +3,7 @@
 #ifndef KILN_JIT_KERNEL_PROVIDER_H_
 #define KILN_JIT_KERNEL_PROVIDER_H_
 
+#include <atomic>
 #include <memory>
 
 #include "jit/dispatch.h"
@@ -51,8 +52,13 @@ class JitKernelProvider : public KernelProvider {
 
   /// Dispatch counters summed over every kernel this provider prepared.
   DispatchStats stats() const { return counters_->Snapshot(); }
-  /// Blocks until no background compile is queued or running (tests, warm-up).
-  void WaitForBackgroundCompiles() { compiler_->WaitIdle(); }
+  /// Blocks until no background compile is queued or running (tests, warm-up), startup
+  /// compiles (Prefetch) included.
+  void WaitForBackgroundCompiles();
+  /// While the returned token is alive, prefetched generic variants (TensorFunction::Prefetch,
+  /// on the StartupCompiler) compile optimized, not at the first tier: for a warm-up, which
+  /// wants the optimized code anyway.
+  std::shared_ptr<void> OptimizedPrefetch();
 
  private:
   StatusOr<KernelPayload> Decode(std::string_view what, std::string_view name,
@@ -65,6 +71,8 @@ class JitKernelProvider : public KernelProvider {
   JitProviderOptions options_;
   std::shared_ptr<BackgroundCompiler> compiler_;
   std::shared_ptr<DispatchCounters> counters_;
+  std::shared_ptr<StartupCompiler> startup_;  // null when options_.startup_compile_threads == 0
+  std::shared_ptr<std::atomic<int>> optimized_prefetch_ = std::make_shared<std::atomic<int>>(0);
 };
 
 }  // namespace kiln::jit

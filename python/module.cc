@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "embed/omp_wait.h"
 #include "embed/runtime.h"
 #include "python/arrays.h"
 #include "python/errors.h"
@@ -135,6 +136,7 @@ void DefineSession(py::module_& m) {
 void DefineModule(py::module_& m) {
   m.doc() = "kiln: run ONNX models and .kiln executables (see the kiln package).";
   m.attr("__version__") = kKilnVersion;
+  m.attr("_OMP_SPIN_COUNT_DEFAULT") = kOmpSpinCountDefault;  // __init__.py repeats it
   DefineErrors(m);
   DefineTensor(m);
   DefineNodeArg(m);

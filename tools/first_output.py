@@ -16,7 +16,9 @@ For each case: `kiln compile` writes the executable twice, plain and with code f
   ort   node: onnxruntime-node InferenceSession.create + one run (default graph optimizations,
         intraOpNumThreads = --threads).
 Every process gets the same input (.npy). Prints a markdown table of the medians and the
-ratios to ORT, with the CPU and the load average (other processes share the machine).
+ratios to ORT, of wall time and of process CPU time (user + sys, every thread: what a loaded
+machine does not inflate), with the CPU and the load average (other processes share the
+machine).
 
 Prerequisites: a built CLI (bazel build //tools:kiln) and the quickstart model (bazel build
 //examples/quickstart:quickstart_onnx), /work/models and /work/zoo, ONNX Runtime for node in
@@ -24,6 +26,7 @@ NODE_PATH (default /tmp/ort/node_modules).
 """
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -99,13 +102,23 @@ def cases(work):
     ]
 
 
-def timed(cmd, env=None):
-    """Wall seconds of one whole process; raises with its output if it fails."""
+CPU = {}  # case kind -> process CPU seconds (user + sys) of each timed process
+
+
+def timed(cmd, env=None, kind=None):
+    """Wall seconds of one whole process; raises with its output if it fails. Its CPU seconds
+    (user + sys, all threads) go to CPU[kind]: on a machine other processes load, wall time
+    says as much about them, CPU time only about the process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+    if kind:
+        CPU.setdefault(kind, []).append(after.ru_utime - before.ru_utime +
+                                        after.ru_stime - before.ru_stime)
     return took
 
 
@@ -150,28 +163,31 @@ def main():
                         "--warmup", "2"] + dims + threads + ["--input"] + inputs,
                        check=True, capture_output=True)
         t = {"cold": [], "aot": [], "warm": [], "ort": []}
+        CPU.clear()
         for _ in range(a.rounds):
             t["cold"].append(timed(run + [plain, "--jit-cache", "off"] + threads +
-                                   ["--input"] + inputs))
+                                   ["--input"] + inputs, kind="cold"))
             t["aot"].append(timed(run + [aot, "--jit-cache", "off"] + threads +
-                                  ["--input"] + inputs))
+                                  ["--input"] + inputs, kind="aot"))
             t["warm"].append(timed(run + [plain, "--jit-cache", warm_dir] + threads +
-                                   ["--input"] + inputs))
-            t["ort"].append(timed(["node", ort_js, onnx, str(a.threads)] + inputs))
+                                   ["--input"] + inputs, kind="warm"))
+            t["ort"].append(timed(["node", ort_js, onnx, str(a.threads)] + inputs, kind="ort"))
         med = {k: statistics.median(v) * 1e3 for k, v in t.items()}
-        rows.append((name, med))
-        print(f"{name}: " + ", ".join(f"{k} {v:.0f} ms" for k, v in med.items()),
+        cpu_med = {k: statistics.median(v) * 1e3 for k, v in CPU.items()}
+        rows.append((name, med, cpu_med))
+        print(f"{name}: " + ", ".join(f"{k} {v:.0f} ms (cpu {cpu_med[k]:.0f})"
+                                      for k, v in med.items()),
               file=sys.stderr, flush=True)
     load = os.getloadavg()
     print(f"\nTime to first output, whole processes, medians of {a.rounds}, {a.threads} "
           f"thread(s); {cpu()}; load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}\n")
     print("| case | ORT create + run | kiln, empty cache | kiln, AOT | kiln, warm cache |")
     print("|---|---:|---:|---:|---:|")
-    for name, m in rows:
-        o = m["ort"]
-        print(f"| {name} | {o:.0f} ms | {m['cold']:.0f} ms ({m['cold'] / o:.2f}x) | "
-              f"{m['aot']:.0f} ms ({m['aot'] / o:.2f}x) | {m['warm']:.0f} ms "
-              f"({m['warm'] / o:.2f}x) |")
+    for name, m, c in rows:
+        o, oc = m["ort"], c["ort"]
+        cells = [f"{m[k]:.0f} ms ({m[k] / o:.2f}x; cpu {c[k]:.0f} ms, {c[k] / oc:.2f}x)"
+                 for k in ("cold", "aot", "warm")]
+        print(f"| {name} | {o:.0f} ms (cpu {oc:.0f} ms) | " + " | ".join(cells) + " |")
     return 0
 
 

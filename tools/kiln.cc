@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <string_view>
 
+#include "embed/omp_wait.h"
 #include "embed/runtime.h"
 #include "serializer/version.h"
 #include "tools/commands.h"
@@ -35,6 +36,7 @@ void PrintVersion() {
   std::printf("kiln %s\nexecutable format %d.%d (loads major %d, minor <= %d)\nLLVM %s\n",
               kiln::kKilnVersion, kiln::kFormatMajor, kiln::kFormatMinor, kiln::kFormatMajor,
               kiln::kFormatMinor, kiln::LlvmVersion());
+  std::printf("OpenMP wait: %s\n", kiln::OmpWaitPolicySource().c_str());
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "vm/opcodes.h"
 #include "vm/verifier.h"
@@ -437,6 +438,41 @@ std::string_view Executable::entry_function() const {
   const fb::ModelMetadata* m = root_->metadata();
   if (m && m->entry() && m->entry()->size() > 0) return View(m->entry());
   return "main";
+}
+
+void Executable::Prefetch(int function) const {
+  if (!bound_ || function < 0 || function >= num_functions()) return;
+  // A worklist of functions, each visited once (recursion and shared callees are fine).
+  std::vector<bool> seen_function(num_functions(), false), seen_kernel(kernels_.size(), false),
+      seen_shape(shape_functions_.size(), false);
+  std::vector<int> work = {function};
+  seen_function[function] = true;
+  auto visit = [&](int f) {
+    if (f >= 0 && f < num_functions() && !seen_function[f]) {
+      seen_function[f] = true;
+      work.push_back(f);
+    }
+  };
+  // Verified at load: every callee index is in range.
+  for (size_t next = 0; next < work.size(); ++next) {
+    const auto* code = root_->functions()->Get(work[next])->code();
+    if (code == nullptr) continue;
+    for (const fb::Instruction* in : *code) {
+      auto op = static_cast<Opcode>(in->opcode());
+      int callee = in->a();
+      if (op == Opcode::kInvokeKernel && !seen_kernel[callee]) {
+        seen_kernel[callee] = true;
+        kernels_[callee]->Prefetch();
+      } else if (op == Opcode::kInvokeShapeFunc && !seen_shape[callee]) {
+        seen_shape[callee] = true;
+        shape_functions_[callee]->Prefetch();
+      } else if (op == Opcode::kInvoke) {
+        visit(callee);
+      } else if (op == Opcode::kInvokeExternal) {
+        visit(external_fallback(callee));  // -1 (the vendor runs it) is skipped
+      }
+    }
+  }
 }
 
 std::string_view Executable::SourceNode(int function, int pc) const {

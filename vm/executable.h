@@ -133,6 +133,13 @@ class Executable {
   /// Why region i runs its fallback (the vendor's reason, or that it is absent); "" if not.
   const std::string& external_fallback_reason(int i) const { return fallbacks_[i].reason; }
 
+  /// Calls TensorFunction::Prefetch on every kernel and shape function that function
+  /// `function` calls, in the order its code names them (each once), and on those of the
+  /// functions it invokes and of the fallbacks its regions run: what its first call needs
+  /// starts compiling before the call. Kernels of a fallback no region runs are left alone.
+  /// Returns at once; does nothing when !bound() or for an index out of range.
+  void Prefetch(int function) const;
+
   /// Source node of functions[f].code[pc] from the debug table, or "" if none.
   std::string_view SourceNode(int function, int pc) const;
   std::string_view String(int i) const;

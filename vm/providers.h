@@ -53,6 +53,10 @@ class TensorFunction {
     (void)profiler;
     return Run(args, num_inputs, num_outputs);
   }
+  /// Starts what the first Run would otherwise do before computing (a JIT compiles the code)
+  /// on other threads, and returns at once; Run then waits for it or does it itself. Optional
+  /// (the default does nothing), never an error: a failure surfaces at Run as without it.
+  virtual void Prefetch() {}
 };
 
 /// Bucket values the compiler declared for a symbolic dim (`symbol`, a kernel dim name):

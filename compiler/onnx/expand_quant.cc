@@ -121,29 +121,14 @@ Status Expand(NodeWriter& w, const NodeProto& n, const onnx::GraphProto& g,
 
 Status ExpandQuantizedOps(onnx::GraphProto* graph, int64_t opset) {
   if (opset < 10) return Status::Ok();
-  bool any = false;
-  for (NodeProto& n : *graph->mutable_node()) {
-    for (onnx::AttributeProto& a : *n.mutable_attribute()) {
-      if (a.has_g()) RETURN_IF_ERROR(ExpandQuantizedOps(a.mutable_g(), opset));
-      for (onnx::GraphProto& g : *a.mutable_graphs()) RETURN_IF_ERROR(ExpandQuantizedOps(&g, opset));
-    }
-    any = any || IsQuantized(n);
-  }
-  if (!any) return Status::Ok();
-  google::protobuf::RepeatedPtrField<NodeProto> nodes;
-  nodes.Swap(graph->mutable_node());
-  for (int i = 0; i < nodes.size(); ++i) {
-    NodeProto& n = nodes[i];
-    if (!IsQuantized(n)) {
-      *graph->add_node() = std::move(n);
-      continue;
-    }
-    std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
-    NodeWriter w(name + "/q/", opset, TensorProto::FLOAT, "");
-    RETURN_IF_ERROR(Expand(w, n, *graph, n.op_type() + " node '" + name + "'"));
-    for (NodeProto& e : w.nodes()) *graph->add_node() = std::move(e);
-  }
-  return Status::Ok();
+  return onnx_internal::ExpandMatching(
+      graph, IsQuantized,
+      [opset](const NodeProto& n, const std::string& name,
+              const onnx::GraphProto& g) -> StatusOr<std::vector<NodeProto>> {
+        NodeWriter w(name + "/q/", opset, TensorProto::FLOAT, "");
+        RETURN_IF_ERROR(Expand(w, n, g, n.op_type() + " node '" + name + "'"));
+        return std::move(w.nodes());
+      });
 }
 
 }  // namespace kiln::compiler

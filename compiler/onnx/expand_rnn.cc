@@ -18,6 +18,7 @@ using onnx::NodeProto;
 using onnx::TensorProto;
 using onnx_internal::DeclaredType;
 using onnx_internal::FloatAttr;
+using onnx_internal::GraphAttr;
 using onnx_internal::IntAttr;
 using onnx_internal::IntsAttr;
 using onnx_internal::TensorAttr;
@@ -287,14 +288,6 @@ std::vector<std::string> RnnStep(Writer& b, const Recurrent& r, const DirectionV
   return {Masked(b, mask, h_new, h), y};
 }
 
-AttributeProto BodyAttr(onnx::GraphProto body) {
-  AttributeProto a;
-  a.set_name("body");
-  a.set_type(AttributeProto::GRAPH);
-  *a.mutable_g() = std::move(body);
-  return a;
-}
-
 // Builds one direction's Loop; returns its final states (H, and C for LSTM) and Y in time
 // order, [seq, batch, hidden].
 std::vector<std::string> DirectionLoop(Writer& w, const Recurrent& r, const Common& c,
@@ -333,8 +326,7 @@ std::vector<std::string> DirectionLoop(Writer& w, const Recurrent& r, const Comm
   std::vector<std::string> ins = {c.seq, go, h0};
   if (lstm) ins.push_back(c0);
   int n_out = (lstm ? 3 : 2) + (v.reverse ? 1 : 0);
-  std::vector<std::string> res = w.OpN("Loop", ins, n_out, {});
-  w.nodes().back().add_attribute()->CopyFrom(BodyAttr(std::move(body)));
+  std::vector<std::string> res = w.OpN("Loop", ins, n_out, {GraphAttr("body", std::move(body))});
   std::string y = res[lstm ? 2 : 1];
   if (v.reverse) y = w.Op("Gather", {y, res.back()}, {IntAttr("axis", 0)});
   std::vector<std::string> result = {res[0]};
@@ -430,36 +422,21 @@ bool IsRecurrent(const NodeProto& n) {
 }  // namespace
 
 Status ExpandRecurrentOps(onnx::GraphProto* graph, int64_t opset) {
-  bool any = false;
-  for (NodeProto& n : *graph->mutable_node()) {
-    for (AttributeProto& a : *n.mutable_attribute()) {
-      if (a.has_g()) RETURN_IF_ERROR(ExpandRecurrentOps(a.mutable_g(), opset));
-      for (onnx::GraphProto& g : *a.mutable_graphs()) RETURN_IF_ERROR(ExpandRecurrentOps(&g, opset));
-    }
-    any = any || IsRecurrent(n);
-  }
-  if (!any) return Status::Ok();
-  google::protobuf::RepeatedPtrField<NodeProto> nodes;
-  nodes.Swap(graph->mutable_node());
-  for (int i = 0; i < nodes.size(); ++i) {
-    NodeProto& n = nodes[i];
-    if (!IsRecurrent(n)) {
-      *graph->add_node() = std::move(n);
-      continue;
-    }
-    std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
-    ASSIGN_OR_RETURN(Recurrent r, Parse(n, name));
-    if (opset < 9) {
-      return Unsupported(r.label + ": kiln runs recurrent ops from ai.onnx opset 9 (the model "
-                         "imports " + std::to_string(opset) + ")");
-    }
-    int elem_type = DeclaredType(*graph, r.x);
-    if (elem_type == 0 && opset < 15) elem_type = TensorProto::FLOAT;
-    Writer w(name + "/rnn/", opset, elem_type, r.x);
-    Expand(w, r);
-    for (NodeProto& e : w.nodes()) *graph->add_node() = std::move(e);
-  }
-  return Status::Ok();
+  return onnx_internal::ExpandMatching(
+      graph, IsRecurrent,
+      [opset](const NodeProto& n, const std::string& name,
+              const onnx::GraphProto& g) -> StatusOr<std::vector<NodeProto>> {
+        ASSIGN_OR_RETURN(Recurrent r, Parse(n, name));
+        if (opset < 9) {
+          return Unsupported(r.label + ": kiln runs recurrent ops from ai.onnx opset 9 (the model "
+                             "imports " + std::to_string(opset) + ")");
+        }
+        int elem_type = DeclaredType(g, r.x);
+        if (elem_type == 0 && opset < 15) elem_type = TensorProto::FLOAT;
+        Writer w(name + "/rnn/", opset, elem_type, r.x);
+        Expand(w, r);
+        return std::move(w.nodes());
+      });
 }
 
 }  // namespace kiln::compiler

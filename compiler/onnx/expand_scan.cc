@@ -12,6 +12,7 @@ namespace {
 using onnx::AttributeProto;
 using onnx::NodeProto;
 using onnx::TensorProto;
+using onnx_internal::GraphAttr;
 using onnx_internal::IntAttr;
 using onnx_internal::TensorAttr;
 using Writer = onnx_internal::NodeWriter;
@@ -81,14 +82,6 @@ StatusOr<Scan> Parse(const NodeProto& n, const std::string& name, int64_t opset)
   return s;
 }
 
-AttributeProto BodyAttr(onnx::GraphProto body) {
-  AttributeProto a;
-  a.set_name("body");
-  a.set_type(AttributeProto::GRAPH);
-  *a.mutable_g() = std::move(body);
-  return a;
-}
-
 std::string True(Writer& w) {
   TensorProto yes;
   yes.set_data_type(TensorProto::BOOL);
@@ -132,8 +125,7 @@ std::vector<std::string> ScanLoop(Writer& w, const Scan& s,
   std::vector<std::string> ins = {seq, True(w)};
   for (int i = 0; i < s.states; ++i) ins.push_back(inputs[i]);
   int n_out = s.states + s.scan_outputs + (any_reverse_out ? 1 : 0);
-  std::vector<std::string> res = w.OpN("Loop", ins, n_out, {});
-  w.nodes().back().add_attribute()->CopyFrom(BodyAttr(std::move(body)));
+  std::vector<std::string> res = w.OpN("Loop", ins, n_out, {GraphAttr("body", std::move(body))});
   // Reversed scan outputs: Gather by the stacked step indices (last - iter) puts them back.
   for (int k = 0; k < s.scan_outputs; ++k) {
     std::string& y = res[s.states + k];
@@ -162,8 +154,8 @@ std::vector<std::string> BatchLoop(Writer& w, const Scan& s) {
   for (NodeProto& n : b.nodes()) *body.add_node() = std::move(n);
   body.add_output()->set_name(cond_out);
   for (const std::string& o : outs) body.add_output()->set_name(o);
-  std::vector<std::string> res = w.OpN("Loop", {batch, True(w)}, static_cast<int>(outs.size()), {});
-  w.nodes().back().add_attribute()->CopyFrom(BodyAttr(std::move(body)));
+  std::vector<std::string> res = w.OpN("Loop", {batch, True(w)}, static_cast<int>(outs.size()),
+                                       {GraphAttr("body", std::move(body))});
   return res;
 }
 
@@ -174,33 +166,18 @@ bool IsScan(const NodeProto& n) {
 }  // namespace
 
 Status ExpandScanOps(onnx::GraphProto* graph, int64_t opset) {
-  bool any = false;
-  for (NodeProto& n : *graph->mutable_node()) {
-    for (AttributeProto& a : *n.mutable_attribute()) {
-      if (a.has_g()) RETURN_IF_ERROR(ExpandScanOps(a.mutable_g(), opset));
-      for (onnx::GraphProto& g : *a.mutable_graphs()) RETURN_IF_ERROR(ExpandScanOps(&g, opset));
-    }
-    any = any || IsScan(n);
-  }
-  if (!any) return Status::Ok();
-  google::protobuf::RepeatedPtrField<NodeProto> nodes;
-  nodes.Swap(graph->mutable_node());
-  for (int i = 0; i < nodes.size(); ++i) {
-    NodeProto& n = nodes[i];
-    if (!IsScan(n)) {
-      *graph->add_node() = std::move(n);
-      continue;
-    }
-    std::string name = n.name().empty() ? "Scan_" + std::to_string(i) : n.name();
-    ASSIGN_OR_RETURN(Scan s, Parse(n, name, opset));
-    Writer w(name + "/scan/", opset, TensorProto::FLOAT, "");
-    std::vector<std::string> res = s.batched ? BatchLoop(w, s) : ScanLoop(w, s, s.inputs);
-    for (size_t k = 0; k < res.size(); ++k) {
-      if (!s.outputs[k].empty()) w.Rename(res[k], s.outputs[k]);
-    }
-    for (NodeProto& e : w.nodes()) *graph->add_node() = std::move(e);
-  }
-  return Status::Ok();
+  return onnx_internal::ExpandMatching(
+      graph, IsScan,
+      [opset](const NodeProto& n, const std::string& name,
+              const onnx::GraphProto&) -> StatusOr<std::vector<NodeProto>> {
+        ASSIGN_OR_RETURN(Scan s, Parse(n, name, opset));
+        Writer w(name + "/scan/", opset, TensorProto::FLOAT, "");
+        std::vector<std::string> res = s.batched ? BatchLoop(w, s) : ScanLoop(w, s, s.inputs);
+        for (size_t k = 0; k < res.size(); ++k) {
+          if (!s.outputs[k].empty()) w.Rename(res[k], s.outputs[k]);
+        }
+        return std::move(w.nodes());
+      });
 }
 
 }  // namespace kiln::compiler

@@ -39,6 +39,14 @@ AttributeProto TensorAttr(const std::string& name, TensorProto t) {
   return a;
 }
 
+AttributeProto GraphAttr(const std::string& name, onnx::GraphProto g) {
+  AttributeProto a;
+  a.set_name(name);
+  a.set_type(AttributeProto::GRAPH);
+  *a.mutable_g() = std::move(g);
+  return a;
+}
+
 NodeWriter::NodeWriter(std::string prefix, int64_t opset, int elem_type, std::string like)
     : NodeWriter(std::move(prefix), std::make_shared<int>(0), opset, elem_type, std::move(like)) {}
 
@@ -134,6 +142,34 @@ int DeclaredRank(const onnx::GraphProto& g, const std::string& name) {
     }
   }
   return -1;
+}
+
+Status ExpandMatching(onnx::GraphProto* graph, const std::function<bool(const NodeProto&)>& match,
+                      const ExpandNode& expand) {
+  bool any = false;
+  for (NodeProto& n : *graph->mutable_node()) {
+    for (AttributeProto& a : *n.mutable_attribute()) {
+      if (a.has_g()) RETURN_IF_ERROR(ExpandMatching(a.mutable_g(), match, expand));
+      for (onnx::GraphProto& g : *a.mutable_graphs())
+        RETURN_IF_ERROR(ExpandMatching(&g, match, expand));
+    }
+    any = any || match(n);
+  }
+  if (!any) return Status::Ok();
+  // Nodes are moved back one by one so that `expand` sees the nodes before its node as rewritten.
+  google::protobuf::RepeatedPtrField<NodeProto> nodes;
+  nodes.Swap(graph->mutable_node());
+  for (int i = 0; i < nodes.size(); ++i) {
+    NodeProto& n = nodes[i];
+    if (!match(n)) {
+      *graph->add_node() = std::move(n);
+      continue;
+    }
+    std::string name = n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name();
+    ASSIGN_OR_RETURN(std::vector<NodeProto> replacement, expand(n, name, *graph));
+    for (NodeProto& e : replacement) *graph->add_node() = std::move(e);
+  }
+  return Status::Ok();
 }
 
 }  // namespace kiln::compiler::onnx_internal

@@ -1,13 +1,16 @@
-// Writing ONNX nodes from code: what the import-time expansions (expand_rnn, expand_quant) use
-// to replace one node by several.
+// Writing ONNX nodes from code: what the import-time expansions (expand_scan, expand_rnn,
+// expand_quant) use to replace one node by several, and the graph walk that does the replacing.
 #ifndef KILN_COMPILER_ONNX_NODE_WRITER_H_
 #define KILN_COMPILER_ONNX_NODE_WRITER_H_
 
 #include <onnx/onnx_pb.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "base/status.h"
 
 namespace kiln::compiler::onnx_internal {
 
@@ -15,6 +18,7 @@ onnx::AttributeProto IntAttr(const std::string& name, int64_t v);
 onnx::AttributeProto IntsAttr(const std::string& name, const std::vector<int64_t>& v);
 onnx::AttributeProto FloatAttr(const std::string& name, float v);
 onnx::AttributeProto TensorAttr(const std::string& name, onnx::TensorProto t);
+onnx::AttributeProto GraphAttr(const std::string& name, onnx::GraphProto g);
 
 /// Appends nodes to one graph (the outer graph or a Loop body). Names are `prefix` + what +
 /// "_" + a counter shared by every writer of one expanded node (Sub()), so they are unique
@@ -62,6 +66,20 @@ class NodeWriter {
 int DeclaredType(const onnx::GraphProto& g, const std::string& name);
 /// The rank `name` is known to have in `g` (initializer dims, or a declared shape), or -1.
 int DeclaredRank(const onnx::GraphProto& g, const std::string& name);
+
+/// The nodes that replace `node`, writing its outputs. `name` is the node's name, or
+/// "<op_type>_<index in its graph>" when it has none. `graph` is the graph being rewritten: its
+/// inputs, initializers and value_info, and as nodes only those before `node` (already rewritten).
+using ExpandNode = std::function<StatusOr<std::vector<onnx::NodeProto>>(
+    const onnx::NodeProto& node, const std::string& name, const onnx::GraphProto& graph)>;
+
+/// Rewrites `graph` in place: first every subgraph (graph attributes of its nodes, recursively),
+/// then every node of `graph` for which `match` holds is replaced by what `expand` returns for
+/// it; the other nodes keep their place. A graph without a matching node is left untouched.
+/// Errors: the first error `expand` returns (the graph is then partly rewritten).
+Status ExpandMatching(onnx::GraphProto* graph,
+                      const std::function<bool(const onnx::NodeProto&)>& match,
+                      const ExpandNode& expand);
 
 }  // namespace kiln::compiler::onnx_internal
 

@@ -85,6 +85,7 @@ StatusOr<std::vector<Tensor>> Batcher::Run(const std::vector<Tensor>& inputs,
     cv_.wait_until(lock, until, [this] {
       return queue_.size() >= static_cast<size_t>(options_.max_batch);
     });
+    stats_.most_queued = std::max<uint64_t>(stats_.most_queued, queue_.size());
     std::vector<Request*> batch = TakeBatch();
     if (batch.size() > 1) {
       ++stats_.batches;

@@ -45,8 +45,9 @@ class Batcher {
                                     std::chrono::steady_clock::time_point deadline);
 
   struct Stats {
-    uint64_t batches = 0;   // invocations attempted with more than one request
-    uint64_t requests = 0;  // requests that ran inside such an invocation
+    uint64_t batches = 0;      // invocations attempted with more than one request
+    uint64_t requests = 0;     // requests that ran inside such an invocation
+    uint64_t most_queued = 0;  // the most requests waiting when a batch was taken from them
   };
   Stats stats() const;
 

@@ -22,6 +22,16 @@ Errors: every error kiln reports is a ``kiln.KilnError`` subclass named after ki
 where and what, e.g. which input has the wrong dtype.
 """
 
+import os as _os
+
+# How kiln's OpenMP threads wait (embed/omp_wait.h, kOmpSpinCountDefault): a bounded spin, so
+# that a busy host does not slow 2-thread runs 10-40x. libgomp reads its environment once, when
+# the extension below loads it, so the default is set here, before that, and only when the user
+# set neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT. It has no effect when libgomp was loaded
+# before kiln (by another extension imported first): set GOMP_SPINCOUNT before starting Python.
+if "OMP_WAIT_POLICY" not in _os.environ and "GOMP_SPINCOUNT" not in _os.environ:
+    _os.environ["GOMP_SPINCOUNT"] = "3000"
+
 from ._kiln import (  # noqa: F401  (the public API, re-exported)
     Aborted,
     DeadlineExceeded,

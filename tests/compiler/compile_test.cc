@@ -17,6 +17,7 @@
 #include "embed/compile.h"
 #include "external/onednn/run/runtime.h"
 #include "external/registry/registry.h"
+#include "tests/compiler/conv_net.h"
 #include "tests/compiler/e2e_util.h"
 #include "tests/compiler/lower/op_test_util.h"
 #include "tests/compiler/test_util.h"
@@ -191,32 +192,14 @@ BOOST_AUTO_TEST_CASE(data_dependent_shapes) {
 }
 
 BOOST_AUTO_TEST_CASE(conv_net_onednn_matches_the_jit) {
-  const char* text = R"(
-    <ir_version: 8, opset_import: ["" : 13]>
-    g (float[N, 3, 12, 12] x, float[8, 3, 3, 3] w, float[8] b, float[8, 8, 1, 1] w2, float[10, 8] fc) => (float[N, 10] y) {
-      c = Conv <pads = [1, 1, 1, 1]> (x, w, b)
-      r = Relu(c)
-      p = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (r)
-      c2 = Conv(p, w2)
-      s = Add(c2, p)
-      r2 = Relu(s)
-      gp = GlobalAveragePool(r2)
-      f = Flatten(gp)
-      y = Gemm <transB = 1> (f, fc)
-    }
-  )";
-  Compiled jit = Compile(text, "none");
-  Compiled dnn = Compile(text, "onednn");
+  Compiled jit = Compile(testing::kConvNet, "none");
+  Compiled dnn = Compile(testing::kConvNet, "onednn");
   BOOST_TEST(dnn.stats.external_regions >= 1);
   BOOST_TEST(jit.stats.external_regions == 0);
-  auto w = testing::RandomTensor(DType::kF32, {8, 3, 3, 3}, -0.5, 0.5, 1);
-  auto b = testing::RandomTensor(DType::kF32, {8}, -0.5, 0.5, 2);
-  auto w2 = testing::RandomTensor(DType::kF32, {8, 8, 1, 1}, -0.5, 0.5, 3);
-  auto fc = testing::RandomTensor(DType::kF32, {10, 8}, -0.5, 0.5, 4);
   for (int64_t n : {1, 3, 2}) {
-    auto x = testing::RandomTensor(DType::kF32, {n, 3, 12, 12}, -1, 1, n);
-    auto a = Run(jit, {x, w, b, w2, fc});
-    auto d = Run(dnn, {x, w, b, w2, fc});
+    std::vector<TensorDataRef> in = testing::ConvNetInputs(n);
+    auto a = Run(jit, in);
+    auto d = Run(dnn, in);
     // Different summation orders over 27-term dot products: f32 rounding, not bits.
     std::string diff = Compare(*d[0], *a[0], 1e-4, 1e-5);
     BOOST_TEST(diff.empty(), "N=" << n << ": " << diff);

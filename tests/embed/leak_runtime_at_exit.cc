@@ -8,8 +8,7 @@
 #include <vector>
 
 #include "embed/runtime.h"
-#include "jit/compute.h"
-#include "jit/kernel_ir_serialize.h"
+#include "tests/jit/test_programs.h"
 #include "vm/builder.h"
 
 // Never destroyed, but reachable from these globals (external linkage, so the stores stay):
@@ -22,24 +21,10 @@ namespace {
 
 constexpr int64_t kStorageBytes = 1 << 16;
 
-
 // @main(x: f32[n, m]) -> exp(x), through one JIT kernel (vector math: a compile of tens of ms).
 kiln::StatusOr<std::vector<uint8_t>> Program() {
-  using namespace kiln;
-  ExecutableBuilder b("leak at exit");
-  jit::Kernel exp = jit::ElementwiseUnary("exp", DType::kF32, DType::kF32, 2,
-                                          [](jit::Expr x) { return jit::Exp(x); });
-  int k = b.AddKernel(KernelDef{exp.name, {DType::kF32}, {DType::kF32}, jit::kPayloadFormat,
-                                jit::SerializeKernel(exp), {}});
-  FunctionBuilder& f = b.AddFunction("main");
-  f.AddParam(ValueSpec{"x", DType::kF32, {{-1, "n"}, {-1, "m"}}, false});
-  f.AddResult(ValueSpec{"y", DType::kF32, {{-1, "n"}, {-1, "m"}}, false});
-  f.ShapeOf(1, 0);
-  f.LoadConsti(2, kStorageBytes);
-  f.AllocStorage(3, 2);
-  f.AllocTensorReg(4, 3, 0, DType::kF32, 1);
-  f.InvokeKernel(k, {0}, {4});
-  f.Ret({4});
+  kiln::ExecutableBuilder b("leak at exit");
+  kiln::jit::testing::AddExpProgram(b, kStorageBytes);
   return b.Finish();
 }
 

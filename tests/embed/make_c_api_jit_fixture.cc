@@ -4,40 +4,16 @@
 #include <cstdio>
 
 #include "jit/aot_compile.h"
-#include "jit/compute.h"
-#include "jit/kernel_ir_serialize.h"
+#include "tests/jit/test_programs.h"
 #include "vm/builder.h"
-
-namespace {
-
-void Build(kiln::ExecutableBuilder& b) {
-  using namespace kiln;
-  jit::Operand x{DType::kF32, 1, {}};
-  jit::Kernel add = jit::ElementwiseBinary("add", x, x, DType::kF32,
-                                           [](jit::Expr a, jit::Expr c) { return a + c; });
-  KernelDef def{"add", {DType::kF32, DType::kF32}, {DType::kF32}};
-  def.payload_format = jit::kPayloadFormat;
-  def.payload = jit::SerializeKernel(add);
-  int k = b.AddKernel(def);
-  FunctionBuilder& f = b.AddFunction("main");
-  f.AddParam(ValueSpec{"x", DType::kF32, {{3, ""}}, false});
-  f.AddResult(ValueSpec{"y", DType::kF32, {{3, ""}}, false});
-  f.LoadConsti(1, 12);
-  f.AllocStorage(2, 1);
-  f.AllocTensor(3, 2, 0, DType::kF32, {3});
-  f.InvokeKernel(k, {0, 0}, {3});
-  f.Ret({3});
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   using namespace kiln;
   if (argc != 3) return 2;
   ExecutableBuilder plain("c api jit fixture");
-  Build(plain);
+  jit::testing::AddTwicePlusProgram(plain);
   ExecutableBuilder aot("c api jit fixture, code for this host");
-  Build(aot);
+  jit::testing::AddTwicePlusProgram(aot);
   auto target = jit::ResolveCodeTarget("native");
   if (!target.ok()) {
     std::fprintf(stderr, "%s\n", target.status().ToString().c_str());

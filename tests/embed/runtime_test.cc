@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "jit/compute.h"
-#include "jit/kernel_ir_serialize.h"
+#include "tests/jit/test_programs.h"
 #include "tests/jit/test_util.h"
 #include "vm/builder.h"
 
@@ -25,17 +25,10 @@ namespace {
 using jit::Buffer;
 using jit::Expr;
 using jit::Kernel;
+using jit::testing::KirKernel;
+using jit::testing::KirShapeFunction;
 
 constexpr int64_t kWidth = 4;
-
-KernelDef KirKernel(const Kernel& k, std::vector<DType> ins, std::vector<DType> outs) {
-  return KernelDef{
-      k.name, std::move(ins), std::move(outs), jit::kPayloadFormat, jit::SerializeKernel(k), {}};
-}
-
-ShapeFunctionDef KirShapeFunction(const Kernel& k) {
-  return ShapeFunctionDef{k.name, 1, 1, {}, jit::kPayloadFormat, jit::SerializeKernel(k)};
-}
 
 // out[0] := value(x) for x: f32[rows, kWidth].
 Kernel XShape(const char* name, Expr (*value)(const Buffer& x)) {
@@ -396,6 +389,40 @@ BOOST_AUTO_TEST_CASE(warmup_compiles_everything_so_the_first_invoke_compiles_not
   fails(*exe, {{"batch", 1}, {"seq", 2}}, {}, StatusCode::kInvalidArgument, "'seq'");
   fails(*exe, {{"batch", 1}}, {"nope", true}, StatusCode::kNotFound, "'nope'");
   fails(nullptr, {{"batch", 1}}, {}, StatusCode::kInvalidArgument, "null executable");
+}
+
+// Prefetch compiles on the startup threads what the first call needs, at the first tier; the
+// call then compiles nothing. With no startup threads it compiles nothing ahead.
+BOOST_AUTO_TEST_CASE(prefetch_compiles_the_first_calls_kernels_on_startup_threads) {
+  for (int threads : {0, 1, 2}) {
+    BOOST_TEST_CONTEXT("startup threads " << threads) {
+      RuntimeOptions o = Quiet();
+      o.dispatch.tiering = true;
+      o.dispatch.startup_compile_threads = threads;
+      o.num_threads = 1;  // kernels wrapped to set the OpenMP team: Prefetch goes through
+      auto rt = Runtime::Create(o);
+      BOOST_REQUIRE(rt.ok());
+      std::vector<uint8_t> bytes = BuildAffine();
+      auto exe = (*rt)->LoadBytes(bytes.data(), bytes.size());
+      BOOST_REQUIRE(exe.ok());
+      (*rt)->Prefetch(*exe);
+      (*rt)->Prefetch(*exe, "no such function");  // ignored
+      (*rt)->Prefetch(nullptr);                   // ignored
+      (*rt)->WaitForBackgroundCompiles();
+      RuntimeStats ahead = (*rt)->stats();
+      const int64_t expected = threads > 0 ? 4 : 0;  // two kernels, two shape functions
+      BOOST_CHECK_EQUAL(ahead.engine.compilations, expected);
+      BOOST_CHECK_EQUAL(ahead.engine.fast_compilations, expected);
+      BOOST_CHECK_EQUAL(ahead.dispatch.fast_generics, expected);
+      auto ctx = (*rt)->NewContext(*exe);
+      BOOST_REQUIRE(ctx.ok());
+      RunAndCheck(**rt, **ctx, 5);  // one call: below the tier-up threshold
+      RuntimeStats after = (*rt)->stats();
+      BOOST_CHECK_EQUAL(after.engine.compilations, 4);
+      BOOST_CHECK_EQUAL(after.engine.fast_compilations, 4);
+      BOOST_CHECK_EQUAL(after.dispatch.tier_ups, 0);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(with_a_jit_cache_the_optimized_tier_is_stored_and_used_from_the_first_call) {

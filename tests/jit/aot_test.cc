@@ -19,6 +19,7 @@
 #include "jit/kernel_ir_serialize.h"
 #include "jit/kernel_provider.h"
 #include "serializer/version.h"
+#include "tests/jit/test_programs.h"
 #include "tests/jit/test_util.h"
 #include "vm/builder.h"
 #include "vm/context.h"
@@ -27,16 +28,13 @@
 namespace kiln::jit {
 namespace {
 
+using testing::KirKernel;
 using testing::RowSumKernel;
 using testing::RowsShapeKernel;
 
 constexpr int64_t kStorageBytes = 1 << 20;  // every output below fits
 
 DimSpec Sym(const char* s) { return DimSpec{-1, s}; }
-
-KernelDef KirKernel(const Kernel& k, std::vector<DType> ins, std::vector<DType> outs) {
-  return KernelDef{k.name, std::move(ins), std::move(outs), kPayloadFormat, SerializeKernel(k), {}};
-}
 
 void EmitAlloc(FunctionBuilder& f, int dst, int reg, DType dtype, int shape_reg) {
   f.LoadConsti(reg, kStorageBytes);

@@ -15,6 +15,7 @@ using testing::Call;
 using testing::CompileOrFail;
 using testing::SameFloat;
 using testing::TestBuffer;
+using testing::WrapInt;
 namespace data = boost::unit_test::data;
 
 const std::vector<DType> kAllTypes = {
@@ -143,26 +144,6 @@ int64_t Saturate(double v, DType to) {
   if (t <= lo) return static_cast<int64_t>(lo);
   if (t >= hi) return static_cast<int64_t>(hi);
   return static_cast<int64_t>(t);
-}
-
-int64_t WrapInt(int64_t v, DType to) {
-  auto u = static_cast<uint64_t>(v);
-  switch (to) {
-    case DType::kI8:
-      return static_cast<int8_t>(u);
-    case DType::kU8:
-      return static_cast<uint8_t>(u);
-    case DType::kI16:
-      return static_cast<int16_t>(u);
-    case DType::kI32:
-      return static_cast<int32_t>(u);
-    case DType::kU16:
-      return static_cast<uint16_t>(u);
-    case DType::kU32:
-      return static_cast<uint32_t>(u);
-    default:
-      return v;  // i64, u64 (the bits)
-  }
 }
 
 // Expected result of casting a source element to `to`, from the definitions in kernel_ir.h.

@@ -15,6 +15,7 @@ using testing::Call;
 using testing::CompileOrFail;
 using testing::SameFloat;
 using testing::TestBuffer;
+using testing::WrapInt;
 using testing::UlpDistance;
 namespace data = boost::unit_test::data;
 
@@ -77,26 +78,6 @@ int64_t MaxOf(DType t) {
   }
 }
 
-// Two's-complement wrap of `v` into `t`.
-int64_t Wrap(uint64_t v, DType t) {
-  switch (t) {
-    case DType::kI8:
-      return static_cast<int8_t>(v);
-    case DType::kU8:
-      return static_cast<uint8_t>(v);
-    case DType::kI16:
-      return static_cast<int16_t>(v);
-    case DType::kI32:
-      return static_cast<int32_t>(v);
-    case DType::kU16:
-      return static_cast<uint16_t>(v);
-    case DType::kU32:
-      return static_cast<uint32_t>(v);
-    default:
-      return static_cast<int64_t>(v);  // i64, u64 (the bits)
-  }
-}
-
 // Values of `t` (u64 as its bits: 2^63 is INT64_MIN, the maximum -1).
 std::vector<int64_t> IntSamples(DType t) {
   if (t == DType::kU64) {
@@ -117,11 +98,11 @@ int64_t IntReference(ExprOp op, DType t, int64_t a, int64_t b) {
   bool is_unsigned = IsUnsignedInteger(t);
   switch (op) {
     case ExprOp::kAdd:
-      return Wrap(ua + ub, t);
+      return WrapInt(ua + ub, t);
     case ExprOp::kSub:
-      return Wrap(ua - ub, t);
+      return WrapInt(ua - ub, t);
     case ExprOp::kMul:
-      return Wrap(ua * ub, t);
+      return WrapInt(ua * ub, t);
     case ExprOp::kMin:
       return is_unsigned ? static_cast<int64_t>(std::min(ua, ub)) : std::min(a, b);
     case ExprOp::kMax:
@@ -132,7 +113,7 @@ int64_t IntReference(ExprOp op, DType t, int64_t a, int64_t b) {
   if (b == 0) return 0;
   bool quotient = op == ExprOp::kDiv || op == ExprOp::kFloorDiv;
   if (is_unsigned) return static_cast<int64_t>(quotient ? ua / ub : ua % ub);
-  if (b == -1) return quotient ? Wrap(0 - ua, t) : 0;
+  if (b == -1) return quotient ? WrapInt(0 - ua, t) : 0;
   int64_t q = a / b, r = a % b;
   bool adjust = r != 0 && ((r < 0) != (b < 0));
   switch (op) {
@@ -383,7 +364,7 @@ BOOST_DATA_TEST_CASE(integer_neg_and_abs_wrap, data::make(kIntTypes), dt) {
     for (int64_t k = 0; k < n; ++k) {
       int64_t x = s[k];
       bool negate = op == ExprOp::kNeg || (x < 0 && !IsUnsignedInteger(dt));
-      int64_t expected = negate ? Wrap(0 - static_cast<uint64_t>(x), dt) : x;
+      int64_t expected = negate ? WrapInt(0 - static_cast<uint64_t>(x), dt) : x;
       BOOST_TEST(out.IntAt(k) == expected, ExprOpName(op) << "(" << x << ")");
     }
   }
@@ -422,7 +403,7 @@ BOOST_DATA_TEST_CASE(muladd_on_ints_and_floats,
     if (!IsFloat(dt)) {
       uint64_t exact = static_cast<uint64_t>(x.IntAt(k)) * static_cast<uint64_t>(y.IntAt(k)) +
                        static_cast<uint64_t>(z.IntAt(k));
-      BOOST_TEST(r.IntAt(k) == Wrap(exact, dt), "k=" << k);
+      BOOST_TEST(r.IntAt(k) == WrapInt(exact, dt), "k=" << k);
       continue;
     }
     long double exact = static_cast<long double>(x.At(k)) * y.At(k) + z.At(k);

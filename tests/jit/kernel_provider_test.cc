@@ -12,6 +12,7 @@
 
 #include "jit/compute.h"
 #include "jit/kernel_ir_serialize.h"
+#include "tests/jit/test_programs.h"
 #include "tests/jit/test_util.h"
 #include "vm/builder.h"
 #include "vm/context.h"
@@ -19,6 +20,8 @@
 namespace kiln::jit {
 namespace {
 
+using testing::KirKernel;
+using testing::KirShapeFunction;
 using testing::RowSumKernel;
 using testing::RowsShapeKernel;
 
@@ -52,12 +55,6 @@ Kernel MatmulShapeKernel() {
                 Seq({Store(out, {IntImm(0)}, DimOf(a, 0)), Store(out, {IntImm(1)}, DimOf(b, 1))})};
 }
 
-KernelDef KirKernel(const Kernel& k, std::vector<DType> ins, std::vector<DType> outs) {
-  return KernelDef{k.name, std::move(ins), std::move(outs), kPayloadFormat, SerializeKernel(k), {}};
-}
-ShapeFunctionDef KirShapeFunction(const Kernel& k, int ins, int outs) {
-  return ShapeFunctionDef{k.name, ins, outs, {}, kPayloadFormat, SerializeKernel(k)};
-}
 
 // Emits: storage of kStorageBytes in `reg`+1, then tensor `dst` of `dtype` shaped by `shape_reg`.
 void EmitAllocShaped(FunctionBuilder& f, int dst, int reg, DType dtype, int shape_reg) {

@@ -246,6 +246,25 @@ double RoundToFormat(double v, int mantissa_bits, int min_exp, int max_exp) {
   return std::copysign(r, v);
 }
 
+int64_t WrapInt(uint64_t v, DType to) {
+  switch (to) {
+    case DType::kI8:
+      return static_cast<int8_t>(v);
+    case DType::kU8:
+      return static_cast<uint8_t>(v);
+    case DType::kI16:
+      return static_cast<int16_t>(v);
+    case DType::kI32:
+      return static_cast<int32_t>(v);
+    case DType::kU16:
+      return static_cast<uint16_t>(v);
+    case DType::kU32:
+      return static_cast<uint32_t>(v);
+    default:
+      return static_cast<int64_t>(v);  // i64, u64 (the bits)
+  }
+}
+
 double UlpDistance(double a, double b, DType dtype) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : 1e30;
   if (a == b) return 0;

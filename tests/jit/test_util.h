@@ -89,6 +89,10 @@ inline double RoundToHalf(double v) { return RoundToFormat(v, 10, -14, 15); }
 inline double RoundToBFloat16(double v) { return RoundToFormat(v, 7, -126, 127); }
 inline double RoundToFloat(double v) { return RoundToFormat(v, 23, -126, 127); }
 
+/// Two's-complement wrap of the bits `v` into the integer type `to`, sign- or zero-extended
+/// back to int64 (i64 and u64: the bits unchanged).
+int64_t WrapInt(uint64_t v, DType to);
+
 /// Distance in units in the last place of `dtype` (f32 or f64) between two values; 0 when both
 /// are NaN or equal, a huge number when only one is NaN.
 double UlpDistance(double a, double b, DType dtype);

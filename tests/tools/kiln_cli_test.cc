@@ -21,9 +21,8 @@
 #include <utility>
 #include <vector>
 
-#include "jit/compute.h"
-#include "jit/kernel_ir_serialize.h"
 #include "serializer/version.h"
+#include "tests/jit/test_programs.h"
 #include "tools/npy.h"
 #include "vm/builder.h"
 #include "vm/context.h"
@@ -61,26 +60,7 @@ bool Contains(const std::string& s, const std::string& part) { return s.find(par
 // @spin(): loops forever.
 std::string WriteProgram() {
   ExecutableBuilder b("cli test");
-  float w[2] = {0.5f, -1.5f};
-  int c = b.AddConstant("w", DType::kF32, {2}, w, sizeof(w));
-  FunctionBuilder& f = b.AddFunction("main");
-  f.AddParam(ValueSpec{"x", DType::kF32, {{-1, "n"}, {3, ""}}, false});
-  f.AddParam(ValueSpec{"k", DType::kI64, {}, false});
-  f.AddResult(ValueSpec{"k", DType::kI64, {}, false});
-  f.AddResult(ValueSpec{"x", DType::kF32, {{-1, "n"}, {3, ""}}, false});
-  f.AddResult(ValueSpec{"w", DType::kF32, {{2, ""}}, false});
-  f.SetSourceNode("Identity_0");
-  f.LoadConst(2, c);
-  f.Ret({1, 0, 2});
-  FunctionBuilder& spin = b.AddFunction("spin");
-  Label top = spin.NewLabel();
-  spin.Bind(top);
-  spin.Move(1, 0);
-  spin.Goto(top);
-  spin.set_register_count(2);
-  MetadataDef meta;
-  meta.entry = "main";
-  b.SetMetadata(meta);
+  jit::testing::AddPassThroughProgram(b);
   std::string path = TmpDir() + "/cli.kiln";
   BOOST_REQUIRE(b.WriteFile(path).ok());
   return path;
@@ -801,7 +781,7 @@ BOOST_AUTO_TEST_CASE(profile_prints_tables_and_writes_a_chrome_trace) {
 
 // Every subcommand: -h / --help anywhere on the line prints its help (exit 0), even after a bad
 // flag; an unknown flag is a usage error naming it (exit 2). kiln --version names kiln's, the
-// executable format's and LLVM's versions.
+// executable format's and LLVM's versions, and how OpenMP threads wait.
 BOOST_AUTO_TEST_CASE(help_version_and_unknown_flags_on_every_subcommand) {
   std::string path = WriteProgram();
   for (std::string cmd : {"compile", "inspect", "run", "bench", "profile"}) {
@@ -837,6 +817,9 @@ BOOST_AUTO_TEST_CASE(help_version_and_unknown_flags_on_every_subcommand) {
                                  std::to_string(kFormatMinor)),
              r.out);
   BOOST_TEST(Contains(r.out, "LLVM 19."), r.out);
+  // The test's environment sets no OpenMP wait variable: kiln's default is what libgomp read.
+  BOOST_TEST(Contains(r.out, "OpenMP wait: GOMP_SPINCOUNT="), r.out);
+  BOOST_TEST(Contains(r.out, " (kiln's default)\n"), r.out);
 }
 
 // Inputs of WriteProgram's @main as .npy files: x: f32[rows, 3] counting from 1, and k.
@@ -957,21 +940,7 @@ BOOST_AUTO_TEST_CASE(bench_json_records_the_setup_and_warmup_is_exact) {
 // kiln run / bench bind the JIT: a kernel stored as kernel IR is compiled on first use.
 BOOST_AUTO_TEST_CASE(run_and_bench_jit_compile_kernel_payloads) {
   ExecutableBuilder b;
-  jit::Operand x{DType::kF32, 1, {}};
-  jit::Kernel add = jit::ElementwiseBinary("add", x, x, DType::kF32,
-                                           [](jit::Expr a, jit::Expr c) { return a + c; });
-  KernelDef def{"add", {DType::kF32, DType::kF32}, {DType::kF32}};
-  def.payload_format = jit::kPayloadFormat;
-  def.payload = jit::SerializeKernel(add);
-  int k = b.AddKernel(def);
-  FunctionBuilder& f = b.AddFunction("main");
-  f.AddParam(ValueSpec{"x", DType::kF32, {{3, ""}}, false});
-  f.AddResult(ValueSpec{"y", DType::kF32, {{3, ""}}, false});
-  f.LoadConsti(1, 12);
-  f.AllocStorage(2, 1);
-  f.AllocTensor(3, 2, 0, DType::kF32, {3});
-  f.InvokeKernel(k, {0, 0}, {3});
-  f.Ret({3});
+  jit::testing::AddTwicePlusProgram(b);
   std::string path = TmpDir() + "/jit_add.kiln";
   BOOST_REQUIRE(b.WriteFile(path).ok());
   float xs[3] = {1.5f, -2, 4};

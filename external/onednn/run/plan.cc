@@ -109,6 +109,17 @@ Status StoppedBefore(const Plan& plan, size_t step, const RegionData& data) {
                           " of " + std::to_string(plan.steps.size()) + what);
 }
 
+// One step: its oneDNN primitive, or kiln's max pool standing in for it (blocked_pool.h).
+void RunStep(const Step& step, dnnl::stream& stream,
+             const std::unordered_map<int, memory>& args) {
+  if (step.max_pool == nullptr) {
+    step.prim.execute(stream, args);
+    return;
+  }
+  step.max_pool->Run(static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),
+                     static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()));
+}
+
 // Runs the steps in order, each waited for (oneDNN's CPU stream runs a primitive to its end
 // before execute returns), checking the run's deadline before each: a deadline fires within
 // one primitive of its time. With a `profiler`, each step is timed and reported.
@@ -118,7 +129,7 @@ Status RunSteps(Plan& plan, Workspace& ws, const RegionData& data, RegionProfile
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     if (DeadlinePassed()) return StoppedBefore(plan, i, data);
     int64_t start = info != nullptr ? NowNs() : 0;
-    plan.steps[i].prim.execute(ws.stream, ws.step_args[i]);
+    RunStep(plan.steps[i], ws.stream, ws.step_args[i]);
     if (primitives_run != nullptr) primitives_run->fetch_add(1, std::memory_order_relaxed);
     if (info == nullptr) continue;
     ws.stream.wait();
@@ -241,7 +252,10 @@ StatusOr<std::shared_ptr<Plan>> BuildPlan(const RegionData& data, WeightCache& w
 
 const std::vector<StepInfo>& Plan::Describe() {
   std::call_once(described_, [this] {
-    for (const Step& step : steps) info_.push_back(DescribeStep(step.prim));
+    for (const Step& step : steps) {
+      info_.push_back(DescribeStep(step.prim));
+      if (step.max_pool != nullptr) info_.back().impl = BlockedMaxPool::ImplName();
+    }
   });
   return info_;
 }

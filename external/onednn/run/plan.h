@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "external/onednn/region.h"
+#include "external/onednn/run/blocked_pool.h"
 #include "external/onednn/run/runtime.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "base/status.h"
@@ -45,6 +46,9 @@ struct Step {
   dnnl::primitive prim;
   std::vector<std::pair<int, int>> args;  // oneDNN argument -> slot
   int op = -1;                            // the region op, for error messages (-1: boundary)
+  /// When set, runs instead of `prim` (a max pool, `prim` the oneDNN pooling it replaces: its
+  /// kind and descriptors still describe the step) on the SRC and DST arguments.
+  std::shared_ptr<const BlockedMaxPool> max_pool;
 };
 
 /// Intermediates and scratchpad of one call, with a memory object per slot, each step's

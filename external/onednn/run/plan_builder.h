@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -113,6 +114,13 @@ class Builder {
 
   // ---- Ops, by family ----
   Status Conv(const Op& op, bool plain);  // plan_conv_pool.cc
+  using MakeConv = std::function<dnnl::convolution_forward::primitive_desc(
+      const dnnl::memory::desc& src, const dnnl::memory::desc& weights)>;
+  /// Conv's primitive with pairs of groups merged (plan_conv_pool.cc, PairingGroupsPays) in
+  /// *pd and the slot of its weights, or -1 (pd untouched) when oneDNN would not run it as a
+  /// blocked JIT convolution.
+  int PairedGroups(const Op& op, const MakeConv& make, const dnnl::memory::desc& src_md,
+                   dnnl::convolution_forward::primitive_desc* pd);
   Status Pool(const Op& op, bool plain);
   Status MatMul(const Op& op);  // plan_matmul.cc
   StatusOr<MatMulShapes> MatMulShapesOf(const Op& op);

@@ -16,6 +16,7 @@
 #include "embed/compile.h"
 #include "external/onednn/run/runtime.h"
 #include "external/registry/registry.h"
+#include "tests/compiler/conv_net.h"
 #include "tests/compiler/e2e_util.h"
 #include "tests/compiler/lower/op_test_util.h"
 #include "tests/compiler/test_util.h"
@@ -24,21 +25,7 @@ namespace kiln::compiler {
 namespace {
 
 using testing::Compare;
-
-// Conv + relu + max pool, a residual 1x1 conv, global pool and a Gemm: oneDNN takes the
-// convolutions and what surrounds them (compile_test's conv net).
-const char* kConvNet = R"(
-  <ir_version: 8, opset_import: ["" : 13]>
-  g (float[N, 3, 12, 12] x, float[8, 3, 3, 3] w, float[8] b, float[8, 8, 1, 1] w2) => (float[N, 8, 1, 1] y) {
-    c = Conv <pads = [1, 1, 1, 1]> (x, w, b)
-    r = Relu(c)
-    p = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (r)
-    c2 = Conv(p, w2)
-    s = Add(c2, p)
-    r2 = Relu(s)
-    y = GlobalAveragePool(r2)
-  }
-)";
+using testing::kConvNet;
 
 // A convolution whose region ends in a softmax over the batch: in oneDNN 2.6 that softmax
 // (the outermost axis) is a reference implementation ('ref:any'), so the runtime declines.
@@ -152,16 +139,13 @@ BOOST_AUTO_TEST_CASE(an_absent_vendors_regions_run_their_fallbacks_and_match_non
   BOOST_TEST(Contains(absent.notices[0], "no runtime is registered for vendor 'onednn': its "
                                          "regions onednn_0"));
   Load none(CompileText(kConvNet, "none"), WithOneDnn());
-  auto w = testing::RandomTensor(DType::kF32, {8, 3, 3, 3}, -0.5, 0.5, 1);
-  auto b = testing::RandomTensor(DType::kF32, {8}, -0.5, 0.5, 2);
-  auto w2 = testing::RandomTensor(DType::kF32, {8, 8, 1, 1}, -0.5, 0.5, 3);
   for (int64_t n : {1, 3}) {
-    auto x = testing::RandomTensor(DType::kF32, {n, 3, 12, 12}, -1, 1, n);
-    auto want = Run(none.exe, {x, w, b, w2});
-    std::string diff = Compare(*Run(absent.exe, {x, w, b, w2})[0], *want[0], kRtol, kAtol);
+    std::vector<TensorDataRef> in = testing::ConvNetInputs(n);
+    auto want = Run(none.exe, in);
+    std::string diff = Compare(*Run(absent.exe, in)[0], *want[0], kRtol, kAtol);
     BOOST_TEST(diff.empty(), "absent, N=" << n << ": " << diff);
     // oneDNN sums in another order: f32 rounding over 27-term dot products (compile_test).
-    diff = Compare(*Run(with_vendor.exe, {x, w, b, w2})[0], *want[0], 1e-4, 1e-5);
+    diff = Compare(*Run(with_vendor.exe, in)[0], *want[0], 1e-4, 1e-5);
     BOOST_TEST(diff.empty(), "oneDNN, N=" << n << ": " << diff);
   }
   Load required(dnn, std::make_shared<ExternalRegistry>(), true);

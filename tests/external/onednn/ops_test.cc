@@ -9,6 +9,8 @@
 #include <cmath>
 #include <ostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "external/onednn/region.h"
 #include "tests/external/onednn/test_util.h"
@@ -418,6 +420,75 @@ BOOST_AUTO_TEST_CASE(global_pools_after_conv) {
   std::vector<Floats> got = r.Run({{xd, x}}, {{2, 16, 1, 1}, {2, 16, 1, 1}});
   BOOST_TEST(Close(got[0], avg, DotTolerance(27), 1e-4));
   BOOST_TEST(Close(got[1], mx, DotTolerance(27), 1e-4));
+}
+
+// The implementation and operands of each step of one kind ("pool", "conv") a profiled run
+// reports.
+struct StepsOf : RegionProfiler {
+  explicit StepsOf(std::string k) : kind(std::move(k)) {}
+  std::string kind;
+  std::vector<std::string> impls, shapes;
+  void Record(const RegionStepSample& s) override {
+    if (s.kind != kind) return;
+    impls.emplace_back(s.impl);
+    shapes.emplace_back(s.shapes);
+  }
+};
+
+// MaxPools between convolutions (blocked layouts, 12 channels: a half-padded block) run kiln's
+// own kernel on AVX2 CPUs (oneDNN 2.6's is ~5x slower there), with ceil_mode and padded
+// windows as googlenet has them; the results match the reference loops.
+BOOST_AUTO_TEST_CASE(max_pools_between_convs_run_kilns_blocked_kernel) {
+  Dims wd = {12, 3, 3, 3};
+  Floats w = Random(Numel(wd), 60);
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 3, 10, 10] X) => (float A, float B) {
+      c = Conv <pads = [1, 1, 1, 1]> (X, W)
+      A = MaxPool <kernel_shape = [3, 3], strides = [2, 2], ceil_mode = 1> (c)
+      B = MaxPool <kernel_shape = [3, 3], pads = [1, 1, 1, 1]> (c)
+    })",
+                                       {{"W", wd, w}}));
+  Dims xd = {2, 3, 10, 10}, cd, ad, bd;
+  Floats x = Random(Numel(xd), 61);
+  Floats c = RefConv2d(x, xd, w, wd, nullptr, {1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &cd);
+  // ceil_mode: a 5th window over rows / columns 8..10, i.e. one row / column of padding.
+  Floats a = RefPool2d(c, cd, true, {3, 3}, {2, 2}, {0, 0, 1, 1}, false, &ad);
+  Floats b = RefPool2d(c, cd, true, {3, 3}, {1, 1}, {1, 1, 1, 1}, false, &bd);
+  BOOST_REQUIRE(ad == (Dims{2, 12, 5, 5}));
+  std::vector<Floats> got;
+  StepsOf profiler("pool");
+  BOOST_REQUIRE(r.TryRun({{xd, x}}, {ad, bd}, &got, &profiler).ok());
+  BOOST_TEST(Close(got[0], a, DotTolerance(27), 1e-4));
+  BOOST_TEST(Close(got[1], b, DotTolerance(27), 1e-4));
+  bool avx2 = __builtin_cpu_supports("avx2");
+  BOOST_TEST(profiler.impls.size() == 2u);
+  for (const std::string& impl : profiler.impls) BOOST_TEST((impl == "kiln:avx2") == avx2, impl);
+}
+
+// Groups of 4 channels (resnext's first stage) have no blocked oneDNN convolution on AVX2: the
+// runtime pairs them into groups of 8 with block-diagonal weights ([2, 8, 8, 3, 3] for 16
+// channels in 4 groups, not [4, 4, 4, 3, 3]) and runs oneDNN's JIT; the result is the grouped
+// convolution's. 8 channels per group stay as they are.
+BOOST_DATA_TEST_CASE(four_channel_groups_run_paired, data::make({4, 2}), groups) {
+  Dims wd = {16, 16 / groups, 3, 3};
+  Floats w = Random(Numel(wd), 62), b = Random(16, 63);
+  CompiledRegion r = Compile(MakeGraph(
+      "<ir_version: 8, opset_import: [\"\" : 17]>\n g (float[N, 16, 9, 9] X) => (float Y) {\n"
+      "  c = Conv <pads = [1, 1, 1, 1], group = " + std::to_string(groups) + "> (X, W, B)\n"
+      "  Y = Relu(c)\n}",
+      {{"W", wd, w}, {"B", {16}, b}}));
+  Dims xd = {2, 16, 9, 9}, yd;
+  Floats x = Random(Numel(xd), 64);
+  Floats want = Relu(RefConv2d(x, xd, w, wd, &b, {groups, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &yd));
+  std::vector<Floats> got;
+  StepsOf steps("conv");
+  BOOST_REQUIRE(r.TryRun({{xd, x}}, {yd}, &got, &steps).ok());
+  BOOST_TEST(Close(got[0], want, DotTolerance(9 * 16 / groups), 1e-4));
+  BOOST_REQUIRE(steps.shapes.size() == 1u);
+  bool pairs = groups == 4 && __builtin_cpu_supports("avx2") && !__builtin_cpu_supports("avx512f");
+  std::string weights = groups == 2 || pairs ? ", 2x8x8x3x3:" : ", 4x4x4x3x3:";
+  BOOST_TEST(steps.shapes[0].find(weights) != std::string::npos, steps.shapes[0]);
+  if (pairs) BOOST_TEST(steps.impls[0].rfind("jit", 0) == 0u, steps.impls[0]);
 }
 
 // ---- Softmax, LayerNorm, eltwise, binary, concat -------------------------------------------
