@@ -3,7 +3,7 @@
 //   kiln_serve --model NAME=FILE.kiln [--model ...] [--host 127.0.0.1] [--port 8000]
 //              [--workers N] [--threads N] [--io-threads N] [--max-body-bytes N] [--timeout-ms N]
 //              [--max-queue N] [--max-request-bytes N] [--invoke-timeout-ms N] [--jit-cache DIR|off] [--plugin LIB.so]...
-//              [--grpc-port N] [--warmup] [--dim NAME=N]...
+//              [--grpc-port N] [--warmup] [--dim NAME=N]... [--warmup-dims NAME=LO:HI]...
 //   (kiln_serve --help describes each flag and its default.)
 #include <pthread.h>
 #include <signal.h>
@@ -17,6 +17,7 @@
 
 #include "embed/flags.h"
 #include "embed/runtime.h"
+#include "examples/serving/inference.h"
 #include "examples/serving/model_repository.h"
 #include "examples/serving/server.h"
 
@@ -28,6 +29,7 @@ struct Flags {
   std::vector<kiln::serving::ModelSource> models;
   ServerOptions server;
   kiln::RuntimeOptions runtime;
+  std::vector<std::string> warmup_dims;  // --warmup-dims, parsed once --jit-bucketing is known
 };
 
 constexpr int64_t kMaxBytes = int64_t{1} << 40;
@@ -55,6 +57,15 @@ void AddFlags(kiln::FlagParser& flags, Flags* f) {
   flags.AddSizeMap("--dim",
                    "the value of symbolic dim NAME in --warmup inputs (1 if not given)",
                    &f->server.warmup_dims);
+  flags.AddCustom("--warmup-dims", "NAME=LO:HI|NAME=V1,V2,...",
+                  "implies --warmup: warm up at each value of symbolic dim NAME listed, or for "
+                  "LO:HI at one value of every shape bucket of the range (each power of two and "
+                  "one value between two; every value with --jit-bucketing exact), with the "
+                  "specialized variants hot shapes get, so requests in the range compile nothing",
+                  "", true, [f](const std::string& v) {
+                    f->warmup_dims.push_back(v);
+                    return kiln::Status::Ok();
+                  });
   flags.AddInt("--workers", "N",
                "inference threads (REST and gRPC share them and the queue); each request borrows "
                "a VM context of its model",
@@ -115,6 +126,17 @@ int main(int argc, char** argv) {
                           "times --threads.");
   AddFlags(parser, &flags);
   if (std::optional<int> exit = parser.Parse(argc, argv)) return *exit;
+  kiln::serving::WarmupShapes shapes;
+  for (const std::string& v : flags.warmup_dims) {
+    kiln::Status st =
+        kiln::serving::ParseWarmupDims(v, flags.runtime.dispatch.bucketing, &shapes);
+    if (!st.ok()) {
+      std::fprintf(stderr, "kiln_serve: --warmup-dims: %s\n", st.ToString().c_str());
+      return 2;
+    }
+    flags.server.warmup = true;
+  }
+  flags.server.warmup_values = shapes.values;
   if (flags.models.empty()) {
     std::fprintf(stderr, "kiln_serve: at least one --model NAME=FILE is required\n%s",
                  parser.Usage().c_str());

@@ -262,6 +262,104 @@ BOOST_AUTO_TEST_CASE(warmup_compiles_before_ready) {
   BOOST_TEST((*runtime)->stats().engine.compilations == compiled);  // nothing left to compile
 }
 
+BOOST_AUTO_TEST_CASE(warmup_bucket_values_cover_each_dispatch_bucket) {
+  using V = std::vector<int64_t>;
+  BOOST_TEST(WarmupBucketValues(1, 16, jit::Bucketing::kPowerOfTwo) == V({1, 2, 3, 4, 7, 8, 15, 16}),
+             boost::test_tools::per_element());
+  // A range starting inside a bucket keeps that bucket; one ending inside keeps its top.
+  BOOST_TEST(WarmupBucketValues(5, 20, jit::Bucketing::kPowerOfTwo) == V({7, 8, 15, 16, 20}),
+             boost::test_tools::per_element());
+  BOOST_TEST(WarmupBucketValues(3, 5, jit::Bucketing::kExact) == V({3, 4, 5}),
+             boost::test_tools::per_element());
+  BOOST_TEST(WarmupBucketValues(0, 5, jit::Bucketing::kExact).empty());
+  BOOST_TEST(WarmupBucketValues(6, 5, jit::Bucketing::kPowerOfTwo).empty());
+  // Every value of 1..300 rounds up to the power of two of one listed value, and each listed
+  // non-power of two is the only one of its bucket.
+  V values = WarmupBucketValues(1, 300, jit::Bucketing::kPowerOfTwo);
+  BOOST_TEST(values.size() == 17u);  // 9 powers of two, 8 buckets between
+  auto round_up = [](int64_t v) {
+    int64_t p = 1;
+    while (p < v) p *= 2;
+    return p;
+  };
+  for (int64_t v = 1; v <= 300; ++v) {
+    bool covered = false;
+    for (int64_t w : values) {
+      covered |= round_up(w) == round_up(v) && ((v & (v - 1)) == 0) == ((w & (w - 1)) == 0);
+    }
+    BOOST_TEST(covered, "seq " << v);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(warmup_dims_flag_parses_ranges_and_lists) {
+  WarmupShapes shapes;
+  BOOST_TEST(ParseWarmupDims("seq=1:8", jit::Bucketing::kPowerOfTwo, &shapes).ok());
+  BOOST_TEST(ParseWarmupDims("batch=4,1,2,4", jit::Bucketing::kPowerOfTwo, &shapes).ok());
+  BOOST_TEST(shapes.values["seq"] == std::vector<int64_t>({1, 2, 3, 4, 7, 8}),
+             boost::test_tools::per_element());
+  BOOST_TEST(shapes.values["batch"] == std::vector<int64_t>({1, 2, 4}),
+             boost::test_tools::per_element());
+  for (const char* bad : {"seq=1:8", "x", "=1:2", "x=0:4", "x=4:2", "x=1,,2", "x=a", "x=1:"}) {
+    Status st = ParseWarmupDims(bad, jit::Bucketing::kPowerOfTwo, &shapes);
+    BOOST_TEST(st.code() == StatusCode::kInvalidArgument, bad);
+    BOOST_TEST(st.message().find(bad) != std::string::npos, st.ToString());
+  }
+  // Points: the product of the lists a model uses; other symbols from dims or 1.
+  FunctionSignature sig;
+  sig.symbols = {"batch", "seq", "other"};
+  shapes.dims = {{"other", 5}};
+  auto points = WarmupPoints(sig, shapes);
+  BOOST_TEST(points.size() == 18u);
+  BOOST_TEST(points.front().at("batch") == 1);
+  BOOST_TEST(points.front().at("seq") == 1);
+  BOOST_TEST(points.back().at("batch") == 4);
+  BOOST_TEST(points.back().at("seq") == 8);
+  BOOST_TEST(points.back().at("other") == 5);
+}
+
+BOOST_AUTO_TEST_CASE(warmup_over_a_range_leaves_nothing_to_compile_in_it) {
+  // A runtime of its own, so the counts are this test's; no JIT cache, so every kernel the
+  // warm-up needs is compiled (not loaded) and counted.
+  RuntimeOptions ro;
+  ro.jit_cache = RuntimeOptions::kJitCacheOff;
+  auto runtime = Runtime::Create(ro);
+  BOOST_REQUIRE(runtime.ok());
+  auto repo = NewRepository();
+  auto own = ModelRepository::Load({{"add", repo->Find("add")->path}}, *runtime);
+  BOOST_REQUIRE(own.ok());
+  ServerOptions o = TestOptions();
+  o.warmup = true;
+  o.warmup_values = {{"n", WarmupBucketValues(1, 40, jit::Bucketing::kPowerOfTwo)}};
+  auto server = StartServer(o, *own);
+  RuntimeStats warm = (*runtime)->stats();
+  // Hot shapes were specialized before ready, as requests would have made them.
+  BOOST_TEST(warm.dispatch.specializations >= 1);
+  BOOST_TEST(warm.dispatch.fast_generics == 0);  // optimized code at once, no first tier
+  auto c = Connect(*server);
+  BOOST_TEST(Call(*c, "GET", "/v2/health/ready").status == 200);
+  for (int n = 1; n <= 40; ++n) {
+    std::string a, b;
+    for (int i = 0; i < n; ++i) {
+      a += (i ? "," : "") + std::to_string(i);
+      b += i ? ",0.5" : "0.5";
+    }
+    std::string req = R"({"inputs":[{"name":"a","shape":[)" + std::to_string(n) +
+                      R"(],"datatype":"FP32","data":[)" + a + R"(]},{"name":"b","shape":[)" +
+                      std::to_string(n) + R"(],"datatype":"FP32","data":[)" + b + "]}]}";
+    HttpResponse r = Call(*c, "POST", "/v2/models/add/infer", req);
+    BOOST_REQUIRE(r.status == 200);
+    Json body = ParseBody(r);
+    const Json* data = body.Find("outputs")->items()[0].Find("data");
+    BOOST_REQUIRE(data->items().size() == static_cast<size_t>(n));
+    BOOST_TEST(data->items()[n - 1].double_value() == n - 0.5);
+  }
+  (*runtime)->WaitForBackgroundCompiles();
+  RuntimeStats after = (*runtime)->stats();
+  BOOST_TEST(after.engine.compilations == warm.engine.compilations);
+  BOOST_TEST(after.dispatch.compilations == warm.dispatch.compilations);
+  BOOST_TEST(after.dispatch.hits >= warm.dispatch.hits + 40);  // every request specialized
+}
+
 BOOST_AUTO_TEST_CASE(context_pool_lends_distinct_contexts_and_reuses_them) {
   auto model = Repository()->Find("spin");
   auto a = model->AcquireContext();
