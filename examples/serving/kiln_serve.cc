@@ -29,7 +29,8 @@ struct Flags {
   std::vector<kiln::serving::ModelSource> models;
   ServerOptions server;
   kiln::RuntimeOptions runtime;
-  std::vector<std::string> warmup_dims;  // --warmup-dims, parsed once --jit-bucketing is known
+  std::vector<std::string> warmup_dims;  // --warmup-dims, expanded once --jit-bucketing is known
+  kiln::serving::WarmupShapes warmup_check;  // where the flag's syntax is checked
 };
 
 constexpr int64_t kMaxBytes = int64_t{1} << 40;
@@ -51,8 +52,9 @@ void AddFlags(kiln::FlagParser& flags, Flags* f) {
                "also serve the KServe v2 gRPC protocol on port N (0 picks a free one); -1: no gRPC",
                -1, 65535, &f->server.grpc_port);
   flags.AddBool("--warmup",
-                "before reporting ready (and before a reloaded model is served), run each model "
-                "once on zero inputs at its declared shapes so its kernels are compiled",
+                "before reporting ready (and before a reloaded model is served), warm each model "
+                "up on zero inputs at its declared shapes: optimized and specialized code "
+                "compiled and waited for, so requests at those shapes compile nothing",
                 &f->server.warmup);
   flags.AddSizeMap("--dim",
                    "the value of symbolic dim NAME in --warmup inputs (1 if not given)",
@@ -63,6 +65,10 @@ void AddFlags(kiln::FlagParser& flags, Flags* f) {
                   "one value between two; every value with --jit-bucketing exact), with the "
                   "specialized variants hot shapes get, so requests in the range compile nothing",
                   "", true, [f](const std::string& v) {
+                    // Checked now (a bad value exits 2 with the usage); expanded into values
+                    // after parsing, when --jit-bucketing is known.
+                    RETURN_IF_ERROR(kiln::serving::ParseWarmupDims(
+                        v, kiln::jit::Bucketing::kExact, &f->warmup_check));
                     f->warmup_dims.push_back(v);
                     return kiln::Status::Ok();
                   });
@@ -128,12 +134,8 @@ int main(int argc, char** argv) {
   if (std::optional<int> exit = parser.Parse(argc, argv)) return *exit;
   kiln::serving::WarmupShapes shapes;
   for (const std::string& v : flags.warmup_dims) {
-    kiln::Status st =
-        kiln::serving::ParseWarmupDims(v, flags.runtime.dispatch.bucketing, &shapes);
-    if (!st.ok()) {
-      std::fprintf(stderr, "kiln_serve: --warmup-dims: %s\n", st.ToString().c_str());
-      return 2;
-    }
+    // Checked when parsed: cannot fail now.
+    (void)kiln::serving::ParseWarmupDims(v, flags.runtime.dispatch.bucketing, &shapes);
     flags.server.warmup = true;
   }
   flags.server.warmup_values = shapes.values;

@@ -262,35 +262,6 @@ BOOST_AUTO_TEST_CASE(warmup_compiles_before_ready) {
   BOOST_TEST((*runtime)->stats().engine.compilations == compiled);  // nothing left to compile
 }
 
-BOOST_AUTO_TEST_CASE(warmup_bucket_values_cover_each_dispatch_bucket) {
-  using V = std::vector<int64_t>;
-  BOOST_TEST(WarmupBucketValues(1, 16, jit::Bucketing::kPowerOfTwo) == V({1, 2, 3, 4, 7, 8, 15, 16}),
-             boost::test_tools::per_element());
-  // A range starting inside a bucket keeps that bucket; one ending inside keeps its top.
-  BOOST_TEST(WarmupBucketValues(5, 20, jit::Bucketing::kPowerOfTwo) == V({7, 8, 15, 16, 20}),
-             boost::test_tools::per_element());
-  BOOST_TEST(WarmupBucketValues(3, 5, jit::Bucketing::kExact) == V({3, 4, 5}),
-             boost::test_tools::per_element());
-  BOOST_TEST(WarmupBucketValues(0, 5, jit::Bucketing::kExact).empty());
-  BOOST_TEST(WarmupBucketValues(6, 5, jit::Bucketing::kPowerOfTwo).empty());
-  // Every value of 1..300 rounds up to the power of two of one listed value, and each listed
-  // non-power of two is the only one of its bucket.
-  V values = WarmupBucketValues(1, 300, jit::Bucketing::kPowerOfTwo);
-  BOOST_TEST(values.size() == 17u);  // 9 powers of two, 8 buckets between
-  auto round_up = [](int64_t v) {
-    int64_t p = 1;
-    while (p < v) p *= 2;
-    return p;
-  };
-  for (int64_t v = 1; v <= 300; ++v) {
-    bool covered = false;
-    for (int64_t w : values) {
-      covered |= round_up(w) == round_up(v) && ((v & (v - 1)) == 0) == ((w & (w - 1)) == 0);
-    }
-    BOOST_TEST(covered, "seq " << v);
-  }
-}
-
 BOOST_AUTO_TEST_CASE(warmup_dims_flag_parses_ranges_and_lists) {
   WarmupShapes shapes;
   BOOST_TEST(ParseWarmupDims("seq=1:8", jit::Bucketing::kPowerOfTwo, &shapes).ok());
