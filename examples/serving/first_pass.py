@@ -27,21 +27,14 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from memory_curve import infer_request, send  # noqa: E402  (beside this file)
+from memory_curve import infer_request, scrape, send  # noqa: E402  (beside this file)
 
 
 def jit_counters(port):
     """(compilations, specializations) from /metrics."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    conn.request("GET", "/metrics")
-    page = conn.getresponse().read().decode()
-    conn.close()
-
-    def value(name):
-        m = re.search("^" + name + r" (\S+)$", page, re.M)
-        return int(float(m.group(1))) if m else -1
-
-    return value("kiln_jit_compilations_total"), value("kiln_jit_specializations_total")
+    value = scrape(port)
+    return (int(value("kiln_jit_compilations_total")),
+            int(value("kiln_jit_specializations_total")))
 
 
 def start(binary, model, args, flags):
