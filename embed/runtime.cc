@@ -327,8 +327,13 @@ Status Runtime::Warmup(const std::shared_ptr<const Executable>& exe,
     // Kernels are selected (and compiled) on this thread: optimized at once, not twice.
     std::optional<jit::OptimizedTierScope> optimized;
     if (options.optimized) optimized.emplace();
-    Status s = (*ctx)->Invoke(index, *inputs, &outputs);
-    if (!s.ok()) return s.WithContext("warm-up");
+    // Hot shapes are specialized after specialize_after calls: that many make them hot now.
+    const int calls =
+        options.specialize ? std::max(1, state_->options.dispatch.specialize_after) : 1;
+    for (int i = 0; i < calls; ++i) {
+      Status s = (*ctx)->Invoke(index, *inputs, &outputs);
+      if (!s.ok()) return s.WithContext("warm-up");
+    }
   }
   if (options.optimized) WaitForBackgroundCompiles();
   return Status::Ok();
@@ -338,6 +343,23 @@ void Runtime::Prefetch(const std::shared_ptr<const Executable>& exe,
                        const std::string& function) const {
   if (exe == nullptr) return;
   exe->Prefetch(exe->FindFunction(function.empty() ? exe->entry_function() : function));
+}
+
+std::vector<int64_t> WarmupBucketValues(int64_t lo, int64_t hi, jit::Bucketing bucketing) {
+  std::vector<int64_t> values;
+  if (lo < 1 || hi < lo) return values;
+  if (bucketing == jit::Bucketing::kExact) {
+    for (int64_t v = lo; v <= hi; ++v) values.push_back(v);
+    return values;
+  }
+  // Buckets (p/2, p) share one entry each (KernelDispatcher::Lookup rounds a varying dim up to
+  // a power of two); a power of two keeps an exact entry. One value of each is enough.
+  for (int64_t p = 1; p / 2 < hi && p > 0; p *= 2) {
+    int64_t top = std::min(hi, p - 1);
+    if (top > p / 2 && top >= lo) values.push_back(top);
+    if (p >= lo && p <= hi) values.push_back(p);
+  }
+  return values;
 }
 
 void Runtime::WaitForBackgroundCompiles() const { state_->jit->WaitForBackgroundCompiles(); }

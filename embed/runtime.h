@@ -88,7 +88,20 @@ struct WarmupOptions {
   /// so that requests run at steady-state speed from the first. false: the first tier only
   /// (cheaper; the optimized code then follows in the background once kernels are hot).
   bool optimized = true;
+  /// true: run the call DispatchOptions::specialize_after times (at least once), so that the
+  /// shape-specialized variants a shape gets once it is hot are compiled during warm-up too
+  /// (where the payback rule grants them, as it would for requests), and waited for with
+  /// `optimized`. false: one call (generic code only).
+  bool specialize = false;
 };
+
+/// The values of a symbolic dim in [lo, hi] that warm up every shape-table entry the kernel
+/// dispatcher (jit/dispatch.h, KernelDispatcher) keeps for a dim varying over that range, in
+/// ascending order: with Bucketing::kPowerOfTwo each power of two (an exact entry of its own) and
+/// one value of every other bucket (the values rounding up to the same power of two share an
+/// entry), e.g. 1:16 -> 1 2 3 4 7 8 15 16; with kExact every value. Empty if lo > hi or lo < 1.
+/// (A kernel whose key holds a dim computed from several symbols may bucket differently.)
+std::vector<int64_t> WarmupBucketValues(int64_t lo, int64_t hi, jit::Bucketing bucketing);
 
 /// The directory RuntimeOptions::jit_cache names (see there): empty for "off", or for the
 /// default when neither $XDG_CACHE_HOME (absolute) nor $HOME (absolute) is set.

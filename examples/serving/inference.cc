@@ -161,27 +161,103 @@ std::chrono::steady_clock::time_point InvokeDeadline(const InferLimits& limits) 
   return std::chrono::steady_clock::now() + limits.invoke_timeout;
 }
 
-Status WarmUp(const Model& model, const std::map<std::string, int64_t>& dims) {
-  std::string where = "warm-up of model '" + model.name + "'";
-  std::vector<Tensor> inputs;
-  for (const ValueSpec& spec : model.signature().params) {
-    int64_t shape_dims[kMaxRank];
-    for (size_t d = 0; d < spec.shape.size() && d < static_cast<size_t>(kMaxRank); ++d) {
-      const DimSpec& dim = spec.shape[d];
-      auto it = dims.find(dim.symbol);
-      shape_dims[d] = dim.fixed() ? dim.value : (it != dims.end() ? it->second : 1);
+namespace {
+
+// "LO:HI" or "V1,V2,..." (each a positive integer) into `out`, ascending.
+Status ParseWarmupValues(const std::string& text, jit::Bucketing bucketing,
+                         std::vector<int64_t>* out) {
+  auto number = [](const std::string& n, int64_t* v) {
+    if (n.empty() || n.size() > 12 || n.find_first_not_of("0123456789") != std::string::npos) {
+      return false;
     }
-    auto shape = Shape::Make(shape_dims, static_cast<int>(spec.shape.size()));
-    if (!shape.ok()) return shape.status().WithContext(where + ", input '" + spec.name + "'");
-    auto t = Tensor::Allocate(DefaultAllocator(), spec.dtype, *shape);
-    if (!t.ok()) return t.status().WithContext(where);
-    if (t->NumBytes() > 0) std::memset(t->data(), 0, t->NumBytes());
-    inputs.push_back(std::move(*t));
+    *v = std::stoll(n);
+    return *v >= 1;
+  };
+  size_t colon = text.find(':');
+  if (colon != std::string::npos) {
+    int64_t lo = 0, hi = 0;
+    if (!number(text.substr(0, colon), &lo) || !number(text.substr(colon + 1), &hi)) {
+      return InvalidArgument("LO and HI must be integers >= 1");
+    }
+    if (hi < lo) return InvalidArgument("HI is below LO");
+    *out = WarmupBucketValues(lo, hi, bucketing);
+    return Status::Ok();
   }
-  auto ctx = model.AcquireContext();
-  if (!ctx.ok()) return ctx.status().WithContext(where);
-  auto outputs = InvokeModel(model, **ctx, inputs, std::chrono::steady_clock::time_point::max());
-  if (!outputs.ok()) return outputs.status().WithContext(where);
+  for (size_t start = 0; start <= text.size();) {
+    size_t comma = std::min(text.find(',', start), text.size());
+    int64_t v = 0;
+    if (!number(text.substr(start, comma - start), &v)) {
+      return InvalidArgument("'" + text.substr(start, comma - start) + "' is not an integer >= 1");
+    }
+    out->push_back(v);
+    start = comma + 1;
+  }
+  std::sort(out->begin(), out->end());
+  out->erase(std::unique(out->begin(), out->end()), out->end());
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseWarmupDims(const std::string& flag, jit::Bucketing bucketing, WarmupShapes* shapes) {
+  size_t eq = flag.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return InvalidArgument("wants NAME=LO:HI or NAME=V1,V2,..., got '" + flag + "'");
+  }
+  std::string name = flag.substr(0, eq);
+  if (shapes->values.count(name) != 0) {
+    return InvalidArgument(flag + ": '" + name + "' is given twice");
+  }
+  std::vector<int64_t> values;
+  RETURN_IF_ERROR(ParseWarmupValues(flag.substr(eq + 1), bucketing, &values).WithContext(flag));
+  shapes->values[name] = std::move(values);
+  return Status::Ok();
+}
+
+std::vector<std::map<std::string, int64_t>> WarmupPoints(const FunctionSignature& sig,
+                                                         const WarmupShapes& shapes) {
+  std::map<std::string, int64_t> base;
+  for (const std::string& symbol : sig.symbols) {
+    auto it = shapes.dims.find(symbol);
+    base[symbol] = it != shapes.dims.end() ? it->second : 1;
+  }
+  std::vector<std::map<std::string, int64_t>> points = {base};
+  for (const std::string& symbol : sig.symbols) {
+    auto it = shapes.values.find(symbol);
+    if (it == shapes.values.end() || it->second.empty()) continue;
+    std::vector<std::map<std::string, int64_t>> next;
+    for (const auto& point : points) {
+      for (int64_t v : it->second) {
+        next.push_back(point);
+        next.back()[symbol] = v;
+      }
+    }
+    points = std::move(next);
+  }
+  return points;
+}
+
+Status WarmUp(const Model& model, const WarmupShapes& shapes) {
+  std::string where = "warm-up of model '" + model.name + "'";
+  std::vector<std::map<std::string, int64_t>> points = WarmupPoints(model.signature(), shapes);
+  const int max_shapes = model.runtime().options().dispatch.max_shapes;
+  if (points.size() > 1 && static_cast<int64_t>(points.size()) > max_shapes) {
+    return InvalidArgument(where + ": " + std::to_string(points.size()) +
+                           " shapes, more than the " + std::to_string(max_shapes) +
+                           " a kernel keeps (they would evict one another)");
+  }
+  WarmupOptions options;
+  options.function = model.signature().name;
+  // Once each first: a dim seen with a second value is bucketed from then on.
+  if (points.size() > 1) {
+    for (const auto& dims : points) {
+      RETURN_IF_ERROR(model.runtime().Warmup(model.exe, dims, options).WithContext(where));
+    }
+  }
+  options.specialize = true;
+  for (const auto& dims : points) {
+    RETURN_IF_ERROR(model.runtime().Warmup(model.exe, dims, options).WithContext(where));
+  }
   return Status::Ok();
 }
 

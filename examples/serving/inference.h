@@ -15,6 +15,7 @@
 
 #include "base/status.h"
 #include "base/tensor.h"
+#include "embed/runtime.h"
 #include "examples/serving/json.h"
 #include "examples/serving/model_repository.h"
 #include "vm/context.h"
@@ -95,11 +96,35 @@ using Invoker = std::function<StatusOr<std::vector<Tensor>>(
 /// The deadline of one invocation started now: `limits.invoke_timeout` from now, or never.
 std::chrono::steady_clock::time_point InvokeDeadline(const InferLimits& limits);
 
-/// Warm-up: runs `model` once on zero inputs so the JIT work of its first request is done
-/// before the server reports ready. Each input has its declared shape, a symbolic dim taking its
-/// value from `dims` (by symbol name; 1 when absent). Errors name the model. (One function, so
-/// a Runtime-level warm-up can replace its body.)
-Status WarmUp(const Model& model, const std::map<std::string, int64_t>& dims);
+/// What a warm-up covers: a value for symbolic dims by name (`dims`; 1 for a dim not named
+/// there nor in `values`), and the values a dim takes in turn (`values`, e.g. the buckets of a
+/// range, WarmupBucketValues in embed/runtime.h). A name the model does not use is ignored (one
+/// server warms several models up).
+struct WarmupShapes {
+  std::map<std::string, int64_t> dims;
+  std::map<std::string, std::vector<int64_t>> values;
+};
+
+/// Parses a `--warmup-dims` value, NAME=LO:HI (the values of [LO, HI] that `bucketing` puts in
+/// distinct shape-table entries, WarmupBucketValues) or NAME=V1,V2,... (those values, ascending),
+/// into `shapes->values`. InvalidArgument naming the flag value for a malformed one, a value
+/// below 1, HI below LO or a NAME given twice.
+Status ParseWarmupDims(const std::string& flag, jit::Bucketing bucketing, WarmupShapes* shapes);
+
+/// The dims of every warm-up call of `sig`: each combination of `shapes.values` of the dims
+/// `sig` uses (in ascending order of each), the other symbols from `shapes.dims` or 1.
+std::vector<std::map<std::string, int64_t>> WarmupPoints(const FunctionSignature& sig,
+                                                         const WarmupShapes& shapes);
+
+/// Warm-up: compiles before the server reports ready what the first requests at the warm-up
+/// shapes (WarmupPoints) need, through Runtime::Warmup on zero inputs: the optimized code of
+/// every kernel they call and, as each shape is run specialize_after times, the specialized
+/// variants those shapes get once hot; it returns when every compile is done, so requests at
+/// those shapes compile nothing. The shapes are first each run once, so the dispatcher learns
+/// which dims vary before it files them by bucket. Errors name the model: InvalidArgument when
+/// the points exceed the shapes a kernel tracks (DispatchOptions::max_shapes; they would evict
+/// one another), else Runtime::Warmup's.
+Status WarmUp(const Model& model, const WarmupShapes& shapes);
 
 /// The HTTP status for an inference error of `code` (from checking or invoking): 400 for errors
 /// the request caused (InvalidArgument, OutOfRange), 413 ResourceExhausted (a request over

@@ -3,7 +3,7 @@
 //   kiln_serve --model NAME=FILE.kiln [--model ...] [--host 127.0.0.1] [--port 8000]
 //              [--workers N] [--threads N] [--io-threads N] [--max-body-bytes N] [--timeout-ms N]
 //              [--max-queue N] [--max-request-bytes N] [--invoke-timeout-ms N] [--jit-cache DIR|off] [--plugin LIB.so]...
-//              [--grpc-port N] [--warmup] [--dim NAME=N]...
+//              [--grpc-port N] [--warmup] [--dim NAME=N]... [--warmup-dims NAME=LO:HI]...
 //   (kiln_serve --help describes each flag and its default.)
 #include <pthread.h>
 #include <signal.h>
@@ -17,6 +17,7 @@
 
 #include "embed/flags.h"
 #include "embed/runtime.h"
+#include "examples/serving/inference.h"
 #include "examples/serving/model_repository.h"
 #include "examples/serving/server.h"
 
@@ -28,6 +29,8 @@ struct Flags {
   std::vector<kiln::serving::ModelSource> models;
   ServerOptions server;
   kiln::RuntimeOptions runtime;
+  std::vector<std::string> warmup_dims;  // --warmup-dims, expanded once --jit-bucketing is known
+  kiln::serving::WarmupShapes warmup_check;  // where the flag's syntax is checked
 };
 
 constexpr int64_t kMaxBytes = int64_t{1} << 40;
@@ -49,12 +52,26 @@ void AddFlags(kiln::FlagParser& flags, Flags* f) {
                "also serve the KServe v2 gRPC protocol on port N (0 picks a free one); -1: no gRPC",
                -1, 65535, &f->server.grpc_port);
   flags.AddBool("--warmup",
-                "before reporting ready (and before a reloaded model is served), run each model "
-                "once on zero inputs at its declared shapes so its kernels are compiled",
+                "before reporting ready (and before a reloaded model is served), warm each model "
+                "up on zero inputs at its declared shapes: optimized and specialized code "
+                "compiled and waited for, so requests at those shapes compile nothing",
                 &f->server.warmup);
   flags.AddSizeMap("--dim",
                    "the value of symbolic dim NAME in --warmup inputs (1 if not given)",
                    &f->server.warmup_dims);
+  flags.AddCustom("--warmup-dims", "NAME=LO:HI|NAME=V1,V2,...",
+                  "implies --warmup: warm up at each value of symbolic dim NAME listed, or for "
+                  "LO:HI at one value of every shape bucket of the range (each power of two and "
+                  "one value between two; every value with --jit-bucketing exact), with the "
+                  "specialized variants hot shapes get, so requests in the range compile nothing",
+                  "", true, [f](const std::string& v) {
+                    // Checked now (a bad value exits 2 with the usage); expanded into values
+                    // after parsing, when --jit-bucketing is known.
+                    RETURN_IF_ERROR(kiln::serving::ParseWarmupDims(
+                        v, kiln::jit::Bucketing::kExact, &f->warmup_check));
+                    f->warmup_dims.push_back(v);
+                    return kiln::Status::Ok();
+                  });
   flags.AddInt("--workers", "N",
                "inference threads (REST and gRPC share them and the queue); each request borrows "
                "a VM context of its model",
@@ -115,6 +132,13 @@ int main(int argc, char** argv) {
                           "times --threads.");
   AddFlags(parser, &flags);
   if (std::optional<int> exit = parser.Parse(argc, argv)) return *exit;
+  kiln::serving::WarmupShapes shapes;
+  for (const std::string& v : flags.warmup_dims) {
+    // Checked when parsed: cannot fail now.
+    (void)kiln::serving::ParseWarmupDims(v, flags.runtime.dispatch.bucketing, &shapes);
+    flags.server.warmup = true;
+  }
+  flags.server.warmup_values = shapes.values;
   if (flags.models.empty()) {
     std::fprintf(stderr, "kiln_serve: at least one --model NAME=FILE is required\n%s",
                  parser.Usage().c_str());

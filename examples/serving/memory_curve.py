@@ -35,8 +35,8 @@ def rss_mb(pid):
     raise RuntimeError("no VmRSS")
 
 
-def metrics(port):
-    """allocator bytes in use / cached (MB), JIT kernels held, specializations (/metrics)."""
+def scrape(port):
+    """A function giving the value of a /metrics sample (a regex of its name) read now."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     conn.request("GET", "/metrics")
     page = conn.getresponse().read().decode()
@@ -46,6 +46,12 @@ def metrics(port):
         m = re.search("^" + pattern + r" (\S+)$", page, re.M)
         return float(m.group(1)) if m else float("nan")
 
+    return value
+
+
+def metrics(port):
+    """allocator bytes in use / cached (MB), JIT kernels held, specializations (/metrics)."""
+    value = scrape(port)
     return (value(r'kiln_allocator_bytes\{state="in_use"\}') / 2**20,
             value(r'kiln_allocator_bytes\{state="cached"\}') / 2**20,
             value("kiln_jit_cached_kernels"), value("kiln_jit_specializations_total"))

@@ -65,6 +65,8 @@ class Model : public std::enable_shared_from_this<Model> {
   /// This version's batcher, made on first use with `options`; null if batching is off
   /// (max_batch <= 1) or the model has no common symbolic batch dim (IsBatchable).
   Batcher* GetBatcher(const BatchOptions& options) const;
+  /// The runtime the version was loaded with (its JIT compiles the model's kernels).
+  const Runtime& runtime() const { return *runtime_; }
 
  private:
   friend class ModelRepository;

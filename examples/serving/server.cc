@@ -520,7 +520,8 @@ void Server::Impl::Stop() {
 
 ModelRepository::Prepare Server::Impl::Prepare() const {
   if (!options_.warmup) return nullptr;
-  return [dims = options_.warmup_dims](const Model& model) { return WarmUp(model, dims); };
+  WarmupShapes shapes{options_.warmup_dims, options_.warmup_values};
+  return [shapes](const Model& model) { return WarmUp(model, shapes); };
 }
 
 Status Server::Impl::WarmUpAll() {

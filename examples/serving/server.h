@@ -40,10 +40,13 @@ struct ServerOptions {
   int max_json_depth = 64;
   /// KServe v2 gRPC on this port as well (0: an ephemeral one, see Server::grpc_port()); -1: none.
   int grpc_port = -1;
-  /// Before reporting ready (and before a reloaded version is served), run each model once on
-  /// zero inputs (WarmUp in inference.h), symbolic dims from `warmup_dims` (else 1).
+  /// Before reporting ready (and before a reloaded version is served), warm each model up on
+  /// zero inputs (WarmUp in inference.h: optimized and specialized code compiled, every
+  /// compile waited for), symbolic dims from `warmup_dims` (else 1), at every combination of
+  /// the values `warmup_values` lists for some dims (--warmup-dims; ParseWarmupDims).
   bool warmup = false;
   std::map<std::string, int64_t> warmup_dims;
+  std::map<std::string, std::vector<int64_t>> warmup_values;
   /// Every this many ms a housekeeping thread returns the C library's free heap memory to the
   /// system (malloc_trim); 0: never. Why: JIT compilations and requests of varying shapes leave
   /// most of glibc's per-thread arenas free but resident, and without trimming the server's RSS

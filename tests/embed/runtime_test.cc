@@ -391,6 +391,71 @@ BOOST_AUTO_TEST_CASE(warmup_compiles_everything_so_the_first_invoke_compiles_not
   fails(nullptr, {{"batch", 1}}, {}, StatusCode::kInvalidArgument, "null executable");
 }
 
+// With `specialize`, warm-up runs the shape until it is hot, so the specialized variants the
+// first requests would make are compiled before them; without it, those requests compile them.
+BOOST_AUTO_TEST_CASE(warmup_with_specialize_compiles_the_hot_shapes_variants_too) {
+  for (bool specialize : {false, true}) {
+    BOOST_TEST_CONTEXT("specialize " << specialize) {
+      RuntimeOptions o = Quiet();
+      o.dispatch.min_share = 0;  // every hot shape is specialized, whatever its run time
+      o.dispatch.payback = 0;
+      auto rt = Runtime::Create(o);
+      BOOST_REQUIRE(rt.ok());
+      std::vector<uint8_t> bytes = BuildAffine();
+      auto exe = (*rt)->LoadBytes(bytes.data(), bytes.size());
+      BOOST_REQUIRE(exe.ok());
+      WarmupOptions w;
+      w.specialize = specialize;
+      Status s = (*rt)->Warmup(*exe, {{"batch", 5}}, w);
+      BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+      RuntimeStats warm = (*rt)->stats();
+      BOOST_CHECK_EQUAL(warm.dispatch.specializations > 0, specialize);
+      auto ctx = (*rt)->NewContext(*exe);
+      BOOST_REQUIRE(ctx.ok());
+      for (int i = 0; i < o.dispatch.specialize_after; ++i) RunAndCheck(**rt, **ctx, 5);
+      (*rt)->WaitForBackgroundCompiles();
+      RuntimeStats after = (*rt)->stats();
+      if (specialize) {
+        BOOST_CHECK_EQUAL(after.dispatch.compilations, warm.dispatch.compilations);
+        BOOST_CHECK_EQUAL(after.engine.compilations, warm.engine.compilations);
+        BOOST_CHECK_GT(after.dispatch.hits, warm.dispatch.hits);
+      } else {
+        BOOST_CHECK_GT(after.dispatch.specializations, 0);
+        BOOST_CHECK_GT(after.dispatch.compilations, warm.dispatch.compilations);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(warmup_bucket_values_cover_each_dispatch_bucket) {
+  using V = std::vector<int64_t>;
+  BOOST_TEST(WarmupBucketValues(1, 16, jit::Bucketing::kPowerOfTwo) == V({1, 2, 3, 4, 7, 8, 15, 16}),
+             boost::test_tools::per_element());
+  // A range starting inside a bucket keeps that bucket; one ending inside keeps its top.
+  BOOST_TEST(WarmupBucketValues(5, 20, jit::Bucketing::kPowerOfTwo) == V({7, 8, 15, 16, 20}),
+             boost::test_tools::per_element());
+  BOOST_TEST(WarmupBucketValues(3, 5, jit::Bucketing::kExact) == V({3, 4, 5}),
+             boost::test_tools::per_element());
+  BOOST_TEST(WarmupBucketValues(0, 5, jit::Bucketing::kExact).empty());
+  BOOST_TEST(WarmupBucketValues(6, 5, jit::Bucketing::kPowerOfTwo).empty());
+  // Every value of 1..300 rounds up to the power of two of one listed value, and each listed
+  // non-power of two is the only one of its bucket.
+  V values = WarmupBucketValues(1, 300, jit::Bucketing::kPowerOfTwo);
+  BOOST_TEST(values.size() == 17u);  // 9 powers of two, 8 buckets between
+  auto round_up = [](int64_t v) {
+    int64_t p = 1;
+    while (p < v) p *= 2;
+    return p;
+  };
+  for (int64_t v = 1; v <= 300; ++v) {
+    bool covered = false;
+    for (int64_t w : values) {
+      covered |= round_up(w) == round_up(v) && ((v & (v - 1)) == 0) == ((w & (w - 1)) == 0);
+    }
+    BOOST_TEST(covered, "seq " << v);
+  }
+}
+
 // Prefetch compiles on the startup threads what the first call needs, at the first tier; the
 // call then compiles nothing. With no startup threads it compiles nothing ahead.
 BOOST_AUTO_TEST_CASE(prefetch_compiles_the_first_calls_kernels_on_startup_threads) {

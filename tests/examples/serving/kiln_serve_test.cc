@@ -130,6 +130,8 @@ BOOST_AUTO_TEST_CASE(bad_flags_exit_2_naming_the_flag) {
       {{serve, "--model=a=b", "--bogus"}, "kiln_serve: unknown flag --bogus\n"},
       {{serve, "--model", "a=b", "--threads", "-2"}, "kiln_serve: --threads: wants an integer"},
       {{serve, "--model", "a=b", "--workers"}, "kiln_serve: --workers needs a value"},
+      {{serve, "--model", "a=b", "--warmup-dims", "seq=9:2"},
+       "kiln_serve: --warmup-dims: seq=9:2: HI is below LO"},
   };
   for (const Case& c : cases) {
     auto [code, out] = RunToExit(c.args);
@@ -153,7 +155,7 @@ BOOST_AUTO_TEST_CASE(help_describes_every_flag_with_its_default) {
           "(default: 64)", "  --max-body-bytes N  ", "(default: 16 MiB)", "  --timeout-ms N  ",
           "(default: 10000)", "  --invoke-timeout-ms N  ", "  --jit-cache DIR|off  ",
           "  --plugin PATH  ", "  --grpc-port N  ", "(default: -1)", "  --warmup  ",
-          "  --dim NAME=VALUE  ", "  --max-batch N  ", "  --batch-timeout-us N  ",
+          "  --dim NAME=VALUE  ", "  --warmup-dims NAME=LO:HI|NAME=V1,V2,...\n", "  --max-batch N  ", "  --batch-timeout-us N  ",
           "(default: 500)", "  -h, --help  "}) {
       BOOST_TEST(out.find(part) != std::string::npos, part << " in\n" << out);
     }

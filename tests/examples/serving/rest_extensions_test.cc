@@ -241,25 +241,97 @@ BOOST_AUTO_TEST_CASE(prometheus_metrics) {
   BOOST_TEST(Call(*c, "POST", "/metrics").status == 405);
 }
 
-BOOST_AUTO_TEST_CASE(warmup_compiles_before_ready) {
-  // A runtime of its own, so the counts are this test's.
-  auto runtime = Runtime::Create();
-  BOOST_REQUIRE(runtime.ok());
-  auto repo = NewRepository();
-  auto own = ModelRepository::Load({{"add", repo->Find("add")->path}}, *runtime);
+// The demo `add` model in a repository with a runtime of its own, so JIT counts are one test's.
+std::shared_ptr<ModelRepository> OwnAddModel(const RuntimeOptions& options,
+                                             std::shared_ptr<Runtime>* runtime) {
+  auto rt = Runtime::Create(options);
+  BOOST_REQUIRE(rt.ok());
+  *runtime = *rt;
+  auto own = ModelRepository::Load({{"add", NewRepository()->Find("add")->path}}, *rt);
   BOOST_REQUIRE(own.ok());
+  return *own;
+}
+
+BOOST_AUTO_TEST_CASE(warmup_compiles_before_ready) {
+  std::shared_ptr<Runtime> runtime;
+  auto own = OwnAddModel({}, &runtime);
   ServerOptions o = TestOptions();
   o.warmup = true;
   o.warmup_dims = {{"n", 3}};
-  auto server = StartServer(o, *own);
-  int64_t compiled = (*runtime)->stats().engine.compilations;
+  auto server = StartServer(o, own);
+  int64_t compiled = runtime->stats().engine.compilations;
   BOOST_TEST(compiled >= 1);
   auto c = Connect(*server);
   BOOST_TEST(Call(*c, "GET", "/v2/health/ready").status == 200);
   std::string req = R"({"inputs":[{"name":"a","shape":[3],"datatype":"FP32","data":[1,2,3]},)"
                     R"({"name":"b","shape":[3],"datatype":"FP32","data":[1,1,1]}]})";
   BOOST_TEST(Call(*c, "POST", "/v2/models/add/infer", req).status == 200);
-  BOOST_TEST((*runtime)->stats().engine.compilations == compiled);  // nothing left to compile
+  BOOST_TEST(runtime->stats().engine.compilations == compiled);  // nothing left to compile
+}
+
+BOOST_AUTO_TEST_CASE(warmup_dims_flag_parses_ranges_and_lists) {
+  WarmupShapes shapes;
+  BOOST_TEST(ParseWarmupDims("seq=1:8", jit::Bucketing::kPowerOfTwo, &shapes).ok());
+  BOOST_TEST(ParseWarmupDims("batch=4,1,2,4", jit::Bucketing::kPowerOfTwo, &shapes).ok());
+  BOOST_TEST(shapes.values["seq"] == std::vector<int64_t>({1, 2, 3, 4, 7, 8}),
+             boost::test_tools::per_element());
+  BOOST_TEST(shapes.values["batch"] == std::vector<int64_t>({1, 2, 4}),
+             boost::test_tools::per_element());
+  for (const char* bad : {"seq=1:8", "x", "=1:2", "x=0:4", "x=4:2", "x=1,,2", "x=a", "x=1:"}) {
+    Status st = ParseWarmupDims(bad, jit::Bucketing::kPowerOfTwo, &shapes);
+    BOOST_TEST(st.code() == StatusCode::kInvalidArgument, bad);
+    BOOST_TEST(st.message().find(bad) != std::string::npos, st.ToString());
+  }
+  // Points: the product of the lists a model uses; other symbols from dims or 1.
+  FunctionSignature sig;
+  sig.symbols = {"batch", "seq", "other"};
+  shapes.dims = {{"other", 5}};
+  auto points = WarmupPoints(sig, shapes);
+  BOOST_TEST(points.size() == 18u);
+  BOOST_TEST(points.front().at("batch") == 1);
+  BOOST_TEST(points.front().at("seq") == 1);
+  BOOST_TEST(points.back().at("batch") == 4);
+  BOOST_TEST(points.back().at("seq") == 8);
+  BOOST_TEST(points.back().at("other") == 5);
+}
+
+BOOST_AUTO_TEST_CASE(warmup_over_a_range_leaves_nothing_to_compile_in_it) {
+  // No JIT cache, so every kernel the warm-up needs is compiled (not loaded) and counted.
+  RuntimeOptions ro;
+  ro.jit_cache = RuntimeOptions::kJitCacheOff;
+  std::shared_ptr<Runtime> runtime;
+  auto own = OwnAddModel(ro, &runtime);
+  ServerOptions o = TestOptions();
+  o.warmup = true;
+  o.warmup_values = {{"n", WarmupBucketValues(1, 40, jit::Bucketing::kPowerOfTwo)}};
+  auto server = StartServer(o, own);
+  RuntimeStats warm = runtime->stats();
+  // Hot shapes were specialized before ready, as requests would have made them.
+  BOOST_TEST(warm.dispatch.specializations >= 1);
+  BOOST_TEST(warm.dispatch.fast_generics == 0);  // optimized code at once, no first tier
+  auto c = Connect(*server);
+  BOOST_TEST(Call(*c, "GET", "/v2/health/ready").status == 200);
+  for (int n = 1; n <= 40; ++n) {
+    std::string a, b;
+    for (int i = 0; i < n; ++i) {
+      a += (i ? "," : "") + std::to_string(i);
+      b += i ? ",0.5" : "0.5";
+    }
+    std::string req = R"({"inputs":[{"name":"a","shape":[)" + std::to_string(n) +
+                      R"(],"datatype":"FP32","data":[)" + a + R"(]},{"name":"b","shape":[)" +
+                      std::to_string(n) + R"(],"datatype":"FP32","data":[)" + b + "]}]}";
+    HttpResponse r = Call(*c, "POST", "/v2/models/add/infer", req);
+    BOOST_REQUIRE(r.status == 200);
+    Json body = ParseBody(r);
+    const Json* data = body.Find("outputs")->items()[0].Find("data");
+    BOOST_REQUIRE(data->items().size() == static_cast<size_t>(n));
+    BOOST_TEST(data->items()[n - 1].double_value() == n - 0.5);
+  }
+  runtime->WaitForBackgroundCompiles();
+  RuntimeStats after = runtime->stats();
+  BOOST_TEST(after.engine.compilations == warm.engine.compilations);
+  BOOST_TEST(after.dispatch.compilations == warm.dispatch.compilations);
+  BOOST_TEST(after.dispatch.hits >= warm.dispatch.hits + 40);  // every request specialized
 }
 
 BOOST_AUTO_TEST_CASE(context_pool_lends_distinct_contexts_and_reuses_them) {
