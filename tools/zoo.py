@@ -140,17 +140,26 @@ def probe_model(onnx_path, out_path, count):
     return names
 
 
-def probe_check(kiln, onnx_path, ext, input_name, in_path, work, count):
-    """(ok, probes compared, why): kiln's probes of the model against ORT's."""
+def ort_probes(onnx_path, input_name, in_path, work, count):
+    """(probed model, probe names, ORT's probe folder, why): the probed copy of the model and
+    ORT's values of its probes, made once per model for both back ends."""
     os.makedirs(work, exist_ok=True)
     probed = os.path.join(work, "probed.onnx")
     names = probe_model(onnx_path, probed, count)
     if not names:
-        return False, 0, "no float tensor to probe"
+        return probed, [], "", "no float tensor to probe"
     ort_dir = os.path.join(work, "ort") + "/"
     ok, err = ort_outputs(probed, input_name, in_path, ort_dir)
     if not ok:
-        return False, 0, "ORT failed on the probed model: " + err[-200:]
+        return probed, [], "", "ORT failed on the probed model: " + err[-200:]
+    return probed, names, ort_dir, ""
+
+
+def probe_check(kiln, probes, ext, in_path, work):
+    """(ok, probes compared, why): kiln's probes of the model (ort_probes) against ORT's."""
+    probed, names, ort_dir, why = probes
+    if why:
+        return False, 0, why
     kfile = os.path.join(work, f"probed.{ext}.kiln")
     rc, _, err = run([kiln, "compile", probed, "-o", kfile, "--external=" + ext, "--quiet"])
     if rc != 0:
@@ -270,12 +279,12 @@ def main():
             os.makedirs(work, exist_ok=True)
             input_name = info.get("input") or info.get("input_name") or "input"
             if not a.no_ort and input_independent(onnx, input_name, in_path, work):
+                probes = ort_probes(onnx, input_name, in_path, work, a.probes)
                 for backend, ext in (("default", "onednn"), ("none", "none")):
                     ok, err, why = result[backend]
                     if not ok:
                         continue
-                    pok, n, pwhy = probe_check(a.kiln, onnx, ext, input_name, in_path, work,
-                                               a.probes)
+                    pok, n, pwhy = probe_check(a.kiln, probes, ext, in_path, work)
                     result[backend] = (pok, err, f"reference ignores the input; probes {n}"
                                        + (": " + pwhy if pwhy else ""))
             for backend in ("default", "none"):
