@@ -346,20 +346,7 @@ void Runtime::Prefetch(const std::shared_ptr<const Executable>& exe,
 }
 
 std::vector<int64_t> WarmupBucketValues(int64_t lo, int64_t hi, jit::Bucketing bucketing) {
-  std::vector<int64_t> values;
-  if (lo < 1 || hi < lo) return values;
-  if (bucketing == jit::Bucketing::kExact) {
-    for (int64_t v = lo; v <= hi; ++v) values.push_back(v);
-    return values;
-  }
-  // Buckets (p/2, p) share one entry each (KernelDispatcher::Lookup rounds a varying dim up to
-  // a power of two); a power of two keeps an exact entry. One value of each is enough.
-  for (int64_t p = 1; p / 2 < hi && p > 0; p *= 2) {
-    int64_t top = std::min(hi, p - 1);
-    if (top > p / 2 && top >= lo) values.push_back(top);
-    if (p >= lo && p <= hi) values.push_back(p);
-  }
-  return values;
+  return jit::BucketRepresentatives(lo, hi, bucketing);
 }
 
 void Runtime::WaitForBackgroundCompiles() const { state_->jit->WaitForBackgroundCompiles(); }

@@ -96,11 +96,8 @@ struct WarmupOptions {
 };
 
 /// The values of a symbolic dim in [lo, hi] that warm up every shape-table entry the kernel
-/// dispatcher (jit/dispatch.h, KernelDispatcher) keeps for a dim varying over that range, in
-/// ascending order: with Bucketing::kPowerOfTwo each power of two (an exact entry of its own) and
-/// one value of every other bucket (the values rounding up to the same power of two share an
-/// entry), e.g. 1:16 -> 1 2 3 4 7 8 15 16; with kExact every value. Empty if lo > hi or lo < 1.
-/// (A kernel whose key holds a dim computed from several symbols may bucket differently.)
+/// dispatcher keeps for a dim varying over that range: jit::BucketRepresentatives (see there),
+/// e.g. 1:16 -> 1 2 3 4 7 8 15 16 with Bucketing::kPowerOfTwo.
 std::vector<int64_t> WarmupBucketValues(int64_t lo, int64_t hi, jit::Bucketing bucketing);
 
 /// The directory RuntimeOptions::jit_cache names (see there): empty for "off", or for the

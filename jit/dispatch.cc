@@ -372,6 +372,26 @@ void StartupCompiler::WaitIdle() {
   for (auto& worker : workers_) worker->WaitIdle();
 }
 
+// ---- Buckets: the rounding Lookup applies to varying dims, walked over a range. ----
+
+std::vector<int64_t> BucketRepresentatives(int64_t lo, int64_t hi, Bucketing bucketing) {
+  std::vector<int64_t> values;
+  if (lo < 1 || hi < lo) return values;
+  for (int64_t v = lo;;) {
+    // A value keeps an exact entry (every value with kExact, powers of two with kPowerOfTwo);
+    // any other shares its bucket's entry with the values up to the next power of two.
+    int64_t top = v;
+    if (bucketing == Bucketing::kPowerOfTwo && !IsPowerOfTwo(v)) {
+      int64_t bound = RoundUpToPowerOfTwo(v);
+      top = bound > v ? std::min(hi, bound - 1) : hi;  // past 2^62 the rounding saturates
+    }
+    values.push_back(top);
+    if (top >= hi) break;
+    v = top + 1;
+  }
+  return values;
+}
+
 // ---- Specialization. ----
 
 Kernel SpecializeKernel(const Kernel& kernel, const std::vector<const int64_t*>& shapes,

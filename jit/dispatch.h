@@ -91,6 +91,17 @@ struct DispatchOptions {
   int startup_compile_threads = -1;
 };
 
+/// One value of each shape-table entry KernelDispatcher keeps for a dim varying over [lo, hi]
+/// under `bucketing`, in ascending order, so that warming up these values compiles every entry
+/// that range can reach and no entry twice. kPowerOfTwo: each power of two (an exact entry of
+/// its own) and the largest value of every other bucket (the values rounding up to the same
+/// power of two), e.g. 1:16 -> 1 2 3 4 7 8 15 16; kExact: every value. Empty if lo > hi or
+/// lo < 1. Computed with the rounding Lookup applies, so the two cannot disagree. (The
+/// dispatcher buckets a dim only once it has seen it vary, so the very first value a kernel
+/// sees gets an exact entry of its own; a kernel whose key holds a dim computed from several
+/// symbols may bucket differently.)
+std::vector<int64_t> BucketRepresentatives(int64_t lo, int64_t hi, Bucketing bucketing);
+
 /// Counters summed over every kernel of a provider (a snapshot; each field read atomically).
 struct DispatchStats {
   int64_t compilations = 0;     // variants compiled (generic and specialized, failures included)

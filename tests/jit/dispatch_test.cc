@@ -1,17 +1,22 @@
 // Tests for jit/dispatch: hot-shape specialization, the bounded table, bucket hints, concurrency,
-// the first tier and its replacement, bucketing of varying dims, the payback rule over a sweep.
+// the first tier and its replacement, bucketing of varying dims, the payback rule over a sweep,
+// bucket representatives.
 #define BOOST_TEST_MODULE dispatch_test
 #include "jit/dispatch.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/epoch.h"
 #include "jit/compute.h"
 #include "jit/kernel_ir_serialize.h"
 #include "jit/kernel_provider.h"
@@ -494,6 +499,65 @@ BOOST_AUTO_TEST_CASE(payback_rule_bounds_the_compiles_of_a_sweep) {
   // from the third: 31 of 64).
   PaybackSweep half = RunPaybackSweep(0, 0.5);
   BOOST_TEST(half.heavy_specializations == 31);
+}
+
+// ---- Bucket representatives, checked against the dispatcher's own table. ----
+
+// The shape-table entries a fresh dispatcher of add [3, m] holds after calls at each m of
+// `values` (in order), the dim first seen at m = 0 so that it is varying from the first value
+// on (a dim is bucketed only once it has varied). Nothing gets hot, so nothing is specialized.
+int EntriesAfter(Bucketing bucketing, const std::vector<int64_t>& values) {
+  DispatchOptions options;
+  options.bucketing = bucketing;
+  options.tiering = false;
+  options.specialize_after = 1 << 30;
+  options.max_shapes = 1000;
+  KernelPayload payload{AddKernel(), {}, {}};
+  auto d = KernelDispatcher::Create(TestEngine(), std::make_shared<BackgroundCompiler>(),
+                                    std::make_shared<DispatchCounters>(), payload, options, {});
+  BOOST_REQUIRE(d->key_size() == 5);  // a [n, m], b [m], y [n, m]
+  std::vector<int64_t> all = {0};
+  all.insert(all.end(), values.begin(), values.end());
+  for (int64_t m : all) {
+    const int64_t key[] = {3, m, m, 3, m};
+    EpochGuard guard;
+    StatusOr<KernelFn> fn = d->Select(key);
+    BOOST_REQUIRE_MESSAGE(fn.ok(), fn.status().ToString());
+  }
+  return d->tracked_shapes() - 1;  // m = 0's entry
+}
+
+BOOST_AUTO_TEST_CASE(bucket_representatives_hit_every_table_entry_once) {
+  const std::pair<int64_t, int64_t> ranges[] = {{1, 16}, {5, 20}, {3, 3}, {6, 7}, {1, 70}};
+  for (Bucketing bucketing : {Bucketing::kPowerOfTwo, Bucketing::kExact}) {
+    for (auto [lo, hi] : ranges) {
+      std::vector<int64_t> reps = BucketRepresentatives(lo, hi, bucketing);
+      BOOST_TEST_CONTEXT("[" << lo << ", " << hi << "] "
+                             << (bucketing == Bucketing::kExact ? "exact" : "pow2")) {
+        BOOST_REQUIRE(!reps.empty());
+        BOOST_TEST(std::is_sorted(reps.begin(), reps.end()));
+        BOOST_TEST(reps.front() >= lo);
+        BOOST_TEST(reps.back() <= hi);
+        // Each representative makes an entry of its own (distinct buckets) ...
+        BOOST_TEST(EntriesAfter(bucketing, reps) == static_cast<int>(reps.size()));
+        // ... and every value of the range then finds one of them (they cover [lo, hi]).
+        std::vector<int64_t> then = reps;
+        for (int64_t m = lo; m <= hi; ++m) then.push_back(m);
+        BOOST_TEST(EntriesAfter(bucketing, then) == static_cast<int>(reps.size()));
+      }
+    }
+  }
+  using V = std::vector<int64_t>;
+  BOOST_TEST(BucketRepresentatives(1, 16, Bucketing::kPowerOfTwo) == V({1, 2, 3, 4, 7, 8, 15, 16}),
+             boost::test_tools::per_element());
+  BOOST_TEST(BucketRepresentatives(0, 5, Bucketing::kExact).empty());
+  BOOST_TEST(BucketRepresentatives(6, 5, Bucketing::kPowerOfTwo).empty());
+  // Past 2^62 the rounding saturates: the rest of the range is one bucket, and the walk ends.
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  BOOST_TEST(BucketRepresentatives(max - 2, max, Bucketing::kPowerOfTwo) == V({max}),
+             boost::test_tools::per_element());
+  BOOST_TEST(BucketRepresentatives(max - 1, max, Bucketing::kExact) == V({max - 1, max}),
+             boost::test_tools::per_element());
 }
 
 }  // namespace
