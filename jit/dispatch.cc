@@ -368,8 +368,15 @@ void StartupCompiler::Submit(std::function<void()> task) {
 }
 
 void StartupCompiler::WaitIdle() {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& worker : workers_) worker->WaitIdle();
+  // The wait happens outside mu_: holding it would block every Submit (a request thread
+  // prefetching another program) for as long as the compiles take, and would deadlock a task
+  // that submits. The workers, made once by the first Submit, live as long as this object.
+  std::vector<BackgroundCompiler*> workers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& worker : workers_) workers.push_back(worker.get());
+  }
+  for (BackgroundCompiler* worker : workers) worker->WaitIdle();
 }
 
 // ---- Buckets: the rounding Lookup applies to varying dims, walked over a range. ----

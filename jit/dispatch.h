@@ -164,11 +164,13 @@ class StartupCompiler {
  public:
   explicit StartupCompiler(int threads);
   void Submit(std::function<void()> task);
-  /// Blocks until no task is queued or running (tests).
+  /// Blocks until every task submitted before the call has run (and each worker was idle once
+  /// since). Submit is not blocked meanwhile, from other threads or from a task; a task
+  /// submitted during the wait may or may not be waited for.
   void WaitIdle();
 
  private:
-  std::mutex mu_;
+  std::mutex mu_;  // guards next_ and the making of workers_ (never held while waiting)
   int threads_;
   size_t next_ = 0;
   std::vector<std::unique_ptr<BackgroundCompiler>> workers_;

@@ -1,6 +1,6 @@
 // Tests for jit/dispatch: hot-shape specialization, the bounded table, bucket hints, concurrency,
 // the first tier and its replacement, bucketing of varying dims, the payback rule over a sweep,
-// bucket representatives.
+// bucket representatives, and the startup compiler's WaitIdle beside concurrent submits.
 #define BOOST_TEST_MODULE dispatch_test
 #include "jit/dispatch.h"
 
@@ -10,6 +10,7 @@
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <memory>
 #include <string>
@@ -558,6 +559,69 @@ BOOST_AUTO_TEST_CASE(bucket_representatives_hit_every_table_entry_once) {
              boost::test_tools::per_element());
   BOOST_TEST(BucketRepresentatives(max - 1, max, Bucketing::kExact) == V({max - 1, max}),
              boost::test_tools::per_element());
+}
+
+// ---- StartupCompiler::WaitIdle beside concurrent submits. ----
+
+// A waiter does not block Submit: while WaitIdle waits for a task that is held until a Submit
+// from another thread returns, that Submit returns. (Holding the lock while waiting made the
+// Submit wait for the held task: a deadlock, which the 60 s bound turns into a failure.)
+BOOST_AUTO_TEST_CASE(startup_wait_idle_lets_others_submit) {
+  StartupCompiler startup(1);
+  std::promise<void> release, started;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> first_done{false};
+  startup.Submit([&, released] {
+    started.set_value();
+    released.wait();
+    first_done = true;
+  });
+  started.get_future().wait();
+  bool first_done_at_return = false;
+  std::thread waiter([&] {
+    startup.WaitIdle();
+    first_done_at_return = first_done.load();
+  });
+  // Give the waiter time to enter WaitIdle (if it has not, the submit below is not concurrent
+  // with it and the test proves less, but never fails wrongly).
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::atomic<int> second_runs{0};
+  auto submitted = std::async(std::launch::async, [&] {
+    startup.Submit([&] { second_runs.fetch_add(1); });
+  });
+  bool returned = submitted.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  release.set_value();
+  waiter.join();
+  submitted.wait();
+  BOOST_TEST(returned, "Submit blocked behind WaitIdle");
+  BOOST_TEST(first_done_at_return);  // every task submitted before the call has run
+  startup.WaitIdle();
+  BOOST_TEST(second_runs.load() == 1);
+}
+
+// Waiters and submitters at once, on several workers: every task runs exactly once, and a
+// WaitIdle after the submitters finish sees all of them done.
+BOOST_AUTO_TEST_CASE(startup_wait_idle_with_concurrent_submits) {
+  StartupCompiler startup(2);
+  constexpr int kThreads = 3, kTasks = 200;
+  std::atomic<int> runs{0};
+  std::atomic<bool> submitting{true};
+  std::vector<std::thread> waiters, submitters;
+  for (int w = 0; w < 2; ++w) {
+    waiters.emplace_back([&] {
+      while (submitting.load()) startup.WaitIdle();
+    });
+  }
+  for (int t = 0; t < kThreads; ++t) {
+    submitters.emplace_back([&] {
+      for (int i = 0; i < kTasks; ++i) startup.Submit([&] { runs.fetch_add(1); });
+    });
+  }
+  for (auto& t : submitters) t.join();
+  submitting = false;
+  for (auto& t : waiters) t.join();
+  startup.WaitIdle();
+  BOOST_TEST(runs.load() == kThreads * kTasks);
 }
 
 }  // namespace
