@@ -29,11 +29,17 @@ char* FindInEnviron(const char* name) {
   return nullptr;
 }
 
+// Whether `name` is the variable kiln answers. Null-safe here, outside getenv, whose parameter
+// libc declares nonnull (a test of it there is -Wnonnull-compare, and may be folded away).
+bool IsSpinCount(const char* name) {
+  return name != nullptr && std::strcmp(name, "GOMP_SPINCOUNT") == 0;
+}
+
 }  // namespace
 
 extern "C" char* getenv(const char* name) noexcept {
   char* value = FindInEnviron(name);
-  if (value != nullptr || name == nullptr || std::strcmp(name, "GOMP_SPINCOUNT") != 0) return value;
+  if (value != nullptr || !IsSpinCount(name)) return value;
   const char* kiln = kiln::OmpSpinCountToSet(FindInEnviron);
   if (kiln == nullptr) return nullptr;
   kiln::internal::NoteOmpWaitDefaultRead();

@@ -77,6 +77,8 @@ class Reader {
  public:
   Reader(const uint8_t* data, size_t size) : data_(data), size_(size) {}
 
+  // On an error *v is left as it was. Callers return on the error, but initialize what they
+  // read anyway: g++ 12 cannot see through RETURN_IF_ERROR (-Wmaybe-uninitialized).
   template <typename T>
   Status Get(T* v, const char* what) {
     if (size_ - pos_ < sizeof(T)) return Truncated(what);
@@ -92,7 +94,7 @@ class Reader {
   }
   template <typename T>
   Status GetList(std::vector<T>* v, const char* what) {
-    uint32_t n;
+    uint32_t n = 0;
     RETURN_IF_ERROR(GetCount(&n, sizeof(T), what));
     v->resize(n);
     for (T& x : *v) RETURN_IF_ERROR(Get(&x, what));
@@ -100,7 +102,7 @@ class Reader {
   }
   template <typename E>
   Status GetEnum(E* e, int limit, const char* what) {
-    uint8_t raw;
+    uint8_t raw = 0;
     RETURN_IF_ERROR(Get(&raw, what));
     if (raw >= limit)
       return InvalidFormat(std::string(what) + " " + std::to_string(raw) + " is out of range");
@@ -108,7 +110,7 @@ class Reader {
     return Status::Ok();
   }
   Status GetBool(bool* b, const char* what) {
-    uint8_t raw;
+    uint8_t raw = 0;
     RETURN_IF_ERROR(Get(&raw, what));
     if (raw > 1) return InvalidFormat(std::string(what) + " is not 0 or 1");
     *b = raw != 0;
@@ -154,7 +156,7 @@ Status GetOp(Reader& r, Op* op) {
   RETURN_IF_ERROR(r.GetBool(&op->trans_a, "trans_a"));
   RETURN_IF_ERROR(r.GetBool(&op->trans_b, "trans_b"));
   RETURN_IF_ERROR(r.GetBool(&op->log_softmax, "log_softmax"));
-  uint32_t n;
+  uint32_t n = 0;
   RETURN_IF_ERROR(r.GetCount(&n, 15, "post-op count"));
   op->post_ops.resize(n);
   for (PostOp& p : op->post_ops) {
@@ -169,11 +171,11 @@ Status GetOp(Reader& r, Op* op) {
 }
 
 Status DecodeBody(Reader& r, RegionProgram* region) {
-  uint32_t n;
+  uint32_t n = 0;
   RETURN_IF_ERROR(r.GetCount(&n, 2, "tensor count"));
   region->tensors.resize(n);
   for (TensorInfo& t : region->tensors) {
-    uint8_t dtype, rank;
+    uint8_t dtype = 0, rank = 0;
     RETURN_IF_ERROR(r.Get(&dtype, "tensor dtype"));
     RETURN_IF_ERROR(r.Get(&rank, "tensor rank"));
     if (!IsValidDType(dtype)) return InvalidFormat("tensor dtype " + std::to_string(dtype));
@@ -493,8 +495,8 @@ StatusOr<RegionProgram> DecodeRegion(const uint8_t* data, size_t size) {
   auto fail = [](const Status& s) { return s.WithContext("region blob"); };
   if (data == nullptr && size != 0) return InvalidFormat("region blob: null data");
   Reader r(data, size);
-  uint32_t magic;
-  uint16_t major, minor;
+  uint32_t magic = 0;
+  uint16_t major = 0, minor = 0;
   if (Status s = r.Get(&magic, "magic"); !s.ok()) return fail(s);
   if (magic != kRegionMagic) return InvalidFormat("region blob: bad magic (not a oneDNN region)");
   if (Status s = r.Get(&major, "version"); !s.ok()) return fail(s);
