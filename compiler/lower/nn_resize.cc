@@ -434,21 +434,19 @@ DimTaps TapsOf(const LowerContext& ctx, const ResizePlan& plan, int d, const Exp
   return r;
 }
 
-// The output value at index o: the weighted sum over every combination of taps (2^k for
-// linear, 4^k for cubic, unrolled; antialias windows reduced over and normalized).
-Expr ResizeValue(const LowerContext& ctx, const ResizePlan& plan, const std::vector<Expr>& o,
-                 WindowScope* scope) {
-  const int rank = ctx.input_rank(0);
-  DType dtype = ctx.output_dtype(0);
-  std::vector<DimTaps> taps;
-  Expr outside = jit::IntImm(0, DType::kBool);
-  for (int d = 0; d < rank; ++d) taps.push_back(TapsOf(ctx, plan, d, o[d], outside, scope));
+using TapLoad = std::function<Expr(const std::vector<Expr>& index)>;
+
+// The weighted sum of load(index) over every combination of the dims' taps (2^k for linear,
+// 4^k for cubic, unrolled; antialias windows reduced over and normalized), in f64; with
+// `nearest`, the one tap's value as loaded. A dim of one tap of weight 1 just fixes its index.
+Expr TapSum(const std::vector<DimTaps>& taps, const TapLoad& load, bool nearest) {
+  const int rank = static_cast<int>(taps.size());
   Expr sum;
   std::vector<Expr> index(rank);
   std::function<void(int, Expr)> combine = [&](int d, Expr weight) {
     if (d == rank) {
-      Expr x = Load(ctx.in(0), index);
-      if (plan.mode == "nearest") {
+      Expr x = load(index);
+      if (nearest) {
         sum = x;
         return;
       }
@@ -475,13 +473,144 @@ Expr ResizeValue(const LowerContext& ctx, const ResizePlan& plan, const std::vec
     window.push_back({t.t, t.count});
     norm = norm ? jit::Mul(norm, t.norm) : t.norm;
   }
-  Expr value = window.empty() ? sum : jit::Div(jit::Sum(window, sum), norm);
+  return window.empty() ? sum : jit::Div(jit::Sum(window, sum), norm);
+}
+
+// The value stored from the interpolated `value`: rounded for integer outputs, cast, and the
+// extrapolation value where tf_crop_and_resize is `outside` the input.
+Expr OutputValue(const LowerContext& ctx, const ResizePlan& plan, Expr value,
+                 const Expr& outside) {
+  DType dtype = ctx.output_dtype(0);
   if (plan.mode != "nearest" && !IsFloat(dtype)) value = jit::Round(value);
   value = Cast(dtype, value);
   if (plan.coord == "tf_crop_and_resize") {
     value = Select(outside, Cast(dtype, jit::FloatImm(plan.extrapolation, DType::kF64)), value);
   }
   return value;
+}
+
+// The output value at index o.
+Expr ResizeValue(const LowerContext& ctx, const ResizePlan& plan, const std::vector<Expr>& o,
+                 WindowScope* scope) {
+  std::vector<DimTaps> taps;
+  Expr outside = jit::IntImm(0, DType::kBool);
+  for (int d = 0; d < ctx.input_rank(0); ++d) {
+    taps.push_back(TapsOf(ctx, plan, d, o[d], outside, scope));
+  }
+  TapLoad load = [&](const std::vector<Expr>& index) { return Load(ctx.in(0), index); };
+  return OutputValue(ctx, plan, TapSum(taps, load, plan.mode == "nearest"), outside);
+}
+
+// One tap of weight 1 at `index`: a dim another pass resamples.
+DimTaps FixedTap(const Expr& index) {
+  DimTaps r;
+  r.taps.push_back({index, jit::FloatImm(1, kCoord)});
+  return r;
+}
+
+// Whether an antialias resize runs in two passes (SeparableRow): the last dim and some other
+// dim resample, and the input row fits a local scratch (a constant length).
+bool Separable(const LowerContext& ctx, const ResizePlan& plan) {
+  const int last = ctx.input_rank(0) - 1;
+  if (last < 1 || PassThrough(ctx, plan, last)) return false;
+  const DimExpr& len = ctx.input_shape(0)[last];
+  if (!len.is_const() || len.const_value() < 1 ||
+      len.const_value() * DTypeSize(kCoord) > jit::kMaxLocalBytes) {
+    return false;
+  }
+  for (int d = 0; d < last; ++d) {
+    if (!PassThrough(ctx, plan, d)) return true;
+  }
+  return false;
+}
+
+// The last dim's antialias windows, made once per call instead of once per row: per output
+// position, the window's clamped input indices and weights and the weights' sum, the values
+// WindowTaps computes. Only for a window and an output row of constant lengths, in tables of
+// at most a quarter of kMaxLocalBytes each (they live on the calling thread's stack).
+struct ColumnTables {
+  Buffer index, weight, norm;  // [out, count], [out, count], [out]
+  int64_t count = 0;           // 0: no tables
+  Stmt fill;
+  Stmt Wrap(const Stmt& body) const {
+    if (count == 0) return body;
+    Stmt s = jit::Seq({fill, body});
+    return jit::Allocate(index, jit::Allocate(weight, jit::Allocate(norm, s)));
+  }
+};
+
+ColumnTables MakeColumnTables(const LowerContext& ctx, const ResizePlan& plan) {
+  ColumnTables c;
+  const int last = ctx.input_rank(0) - 1;
+  const DimExpr& out = ctx.output_shape(0)[last];
+  if (!Windowed(ctx, plan, last) || !out.is_const()) return c;
+  Var w("tw");
+  Expr outside = jit::IntImm(0, DType::kBool);  // the rows test it (SeparableRow)
+  WindowScope scope{Lets("tl")};
+  DimTaps taps = TapsOf(ctx, plan, last, w, outside, &scope);
+  std::optional<int64_t> count = ConstOf(taps.count);
+  const int64_t n = out.const_value();
+  if (!count || n < 1 || n * *count * 8 > jit::kMaxLocalBytes / 4) return c;
+  c.count = *count;
+  c.index = Buffer::Local("col_index", DType::kI64, {n, *count});
+  c.weight = Buffer::Local("col_weight", kCoord, {n, *count});
+  c.norm = Buffer::Local("col_norm", kCoord, {n});
+  Stmt per_tap = jit::Seq({Store(c.index, {w, taps.t}, taps.index),
+                           Store(c.weight, {w, taps.t}, taps.weight)});
+  Stmt body = jit::Seq(
+      {jit::For(taps.t, taps.count, ForKind::kSerial, per_tap), Store(c.norm, {w}, taps.norm)});
+  c.fill = jit::For(w, I(n), ForKind::kSerial, scope.Wrap(body));
+  return c;
+}
+
+// The last dim's taps at output position w, read from `tables`.
+DimTaps TableTaps(const ColumnTables& tables, const Expr& w) {
+  DimTaps r;
+  r.t = Var("tc");
+  r.count = I(tables.count);
+  r.index = Load(tables.index, {w, r.t});
+  r.weight = Load(tables.weight, {w, r.t});
+  r.norm = Load(tables.norm, {w});
+  return r;
+}
+
+// One output row (index `o` over every dim but the last) of an antialias resize, separably:
+// the other dims' taps are summed into a row of the input's last-dim length (their windows
+// bound once per row), then each output of the row sums the last dim's taps over that row. A
+// window over h x w input pixels so costs O(h + w) per output instead of O(h * w); the sums
+// are the same, in f64, grouped per dim.
+Stmt SeparableRow(const LowerContext& ctx, const ResizePlan& plan, const ColumnTables& tables,
+                  const std::vector<Expr>& o) {
+  const int last = ctx.input_rank(0) - 1;
+  const int64_t in_len = ctx.input_shape(0)[last].const_value();
+  WindowScope rows;
+  Expr outside = jit::IntImm(0, DType::kBool);
+  std::vector<DimTaps> taps;
+  for (int d = 0; d < last; ++d) taps.push_back(TapsOf(ctx, plan, d, o[d], outside, &rows));
+  Var j("j");
+  taps.push_back(FixedTap(j));
+  Buffer row = Buffer::Local("row", kCoord, {in_len});
+  TapLoad from_input = [&](const std::vector<Expr>& index) { return Load(ctx.in(0), index); };
+  Stmt fill = jit::For(j, I(in_len), ForKind::kSerial,
+                       Store(row, {j}, TapSum(taps, from_input, /*nearest=*/false)));
+  Var w("ow");
+  std::vector<DimTaps> columns;
+  for (int d = 0; d < last; ++d) columns.push_back(FixedTap(o[d]));
+  WindowScope per_output{Lets("c")};
+  if (tables.count > 0) {
+    Coordinate c = SourceCoordinate(ctx, plan, last, w);
+    if (c.outside) outside = jit::Or(outside, c.outside);
+    columns.push_back(TableTaps(tables, w));
+  } else {
+    columns.push_back(TapsOf(ctx, plan, last, w, outside, &per_output));
+  }
+  TapLoad from_row = [&](const std::vector<Expr>& index) { return Load(row, {index[last]}); };
+  std::vector<Expr> out_index = o;
+  out_index.push_back(w);
+  Expr value = OutputValue(ctx, plan, TapSum(columns, from_row, /*nearest=*/false), outside);
+  Stmt store = per_output.Wrap(Store(ctx.out(0), out_index, value));
+  Stmt resample = jit::For(w, ctx.OutputDim(0, last), ForKind::kSerial, store);
+  return rows.Wrap(jit::Allocate(row, jit::Seq({fill, resample})));
 }
 
 Status BuildResize(LowerContext& ctx, const ResizePlan& plan) {
@@ -491,6 +620,14 @@ Status BuildResize(LowerContext& ctx, const ResizePlan& plan) {
   if (!windowed) {
     ctx.SetCompute(0,
                    [&](const std::vector<Expr>& o) { return ResizeValue(ctx, plan, o, nullptr); });
+    return Status::Ok();
+  }
+  if (Separable(ctx, plan)) {
+    std::vector<Expr> rows = ctx.OutputDims(0);
+    rows.pop_back();
+    ColumnTables tables = MakeColumnTables(ctx, plan);
+    ctx.SetBody(tables.Wrap(ParallelFlat(
+        rows, [&](const std::vector<Expr>& o) { return SeparableRow(ctx, plan, tables, o); })));
     return Status::Ok();
   }
   // Antialias: per output element, the windows' positions and weight sums are bound once.
