@@ -16,6 +16,7 @@
 #include "tools/commands.h"
 #include "tools/inputs.h"
 #include "vm/context.h"
+#include "vm/profile.h"
 
 namespace kiln::tools {
 namespace {
@@ -236,7 +237,7 @@ void PrintSweep(const BenchArgs& a, const SweepResult& r) {
                 a.sweep.c_str(), a.iters, JsonSetup(a, f, a.model.dims).c_str());
     PrintSideJson(main, "");
     if (versus != nullptr) {
-      std::printf(", \"versus\": \"%s\"", a.versus.c_str());
+      std::printf(", \"versus\": \"%s\"", JsonEscape(a.versus).c_str());
       PrintSideJson(*versus, "versus_");
     }
     std::printf(", \"rss_after_first_mb\": %.1f, \"rss_mb\": %.1f, \"peak_rss_mb\": %.1f}\n",
