@@ -694,6 +694,7 @@ StatusOr<KernelFn> KernelDispatcher::Select(const int64_t* key, CallTiming* timi
   KernelFn fn = nullptr;
   Table& t = *table_;
   const bool specializing = options_.specialize_after > 0 && options_.max_shapes > 0;
+  bool sampled = false;  // a call the payback rule times
   if (specializing) {
     bool submit = false;
     uint64_t h = 0;
@@ -702,10 +703,11 @@ StatusOr<KernelFn> KernelDispatcher::Select(const int64_t* key, CallTiming* timi
     KernelRef evicted;  // released after the lock: the last reference retires the code
     std::lock_guard<std::mutex> lock(t.mu);
     fn = Lookup(key, &submit, &h, &hot, &evicted, &price);
+    sampled = t.calls++ % std::max(options_.time_every, 1) == 0;
     if (submit) SubmitSpecialization(h, *hot, key, price);
   }
   if (!fn && !t.hint_variants.empty()) fn = FindHintVariant(key);
-  const bool timed = timing != nullptr && specializing && t.payback.enabled();
+  const bool timed = timing != nullptr && sampled && t.payback.enabled();
   if (fn) {
     counters_->hits.fetch_add(1, std::memory_order_relaxed);
     if (timed) *timing = CallTiming::kSpecialized;
@@ -722,8 +724,9 @@ StatusOr<KernelFn> KernelDispatcher::Select(const int64_t* key, CallTiming* timi
 
 void KernelDispatcher::Record(CallTiming timing, int64_t run_nanos) {
   if (timing == CallTiming::kNone) return;
-  counters_->run_nanos.fetch_add(run_nanos, std::memory_order_relaxed);
-  table_->payback.Record(run_nanos, timing == CallTiming::kSpecialized);
+  const int64_t nanos = run_nanos * std::max(options_.time_every, 1);  // the calls not timed
+  counters_->run_nanos.fetch_add(nanos, std::memory_order_relaxed);
+  table_->payback.Record(nanos, timing == CallTiming::kSpecialized);
 }
 
 int64_t KernelDispatcher::Now() const {

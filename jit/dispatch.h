@@ -72,6 +72,12 @@ struct DispatchOptions {
   /// Hint buckets declared at compile time are not subject to it.
   double min_share = 0.02;
   double payback = 0;
+  /// The rule times one call in `time_every` of each kernel (its first, then every
+  /// time_every-th) and counts it as time_every calls: two clock reads and two atomic adds per
+  /// call cost bert_tiny 1-4% of its run at seq 1-32 with everything specialized (measured A/B,
+  /// `kiln bench --versus`), while a kernel's share and credit only need estimates. 1 or less:
+  /// every call is timed.
+  int time_every = 8;
   /// The expected CPU time of a specialized compile until the kernel's own optimized compiles
   /// have been measured (the kernel's latest one is used then).
   double assumed_compile_ms = 40;
@@ -230,11 +236,12 @@ class KernelDispatcher : public std::enable_shared_from_this<KernelDispatcher> {
   /// the dispatcher holds are counted references (Engine::Acquire), so the code of an evicted
   /// shape, of a first tier replaced, or of a destroyed dispatcher, is freed once no guard can
   /// be running it. `*timing` (if given) says whether and how the payback rule wants the call
-  /// timed: with Now() around it, then Record.
+  /// timed (one call in DispatchOptions::time_every): with Now() around it, then Record.
   StatusOr<KernelFn> Select(const int64_t* key, CallTiming* timing = nullptr);
   /// The clock of DispatchOptions::clock, in nanoseconds.
   int64_t Now() const;
-  /// Records a call Select asked to time (not kNone) that took `run_nanos`.
+  /// Records a call Select asked to time (not kNone) that took `run_nanos`, as time_every
+  /// such calls.
   void Record(CallTiming timing, int64_t run_nanos);
   /// The kernel's payback account (tests).
   const PaybackAccount& payback() const { return table_->payback; }
@@ -276,7 +283,8 @@ class KernelDispatcher : public std::enable_shared_from_this<KernelDispatcher> {
   struct Table {
     Table(double min_share, double payback, int64_t assumed_compile_nanos)
         : payback(min_share, payback, assumed_compile_nanos) {}
-    std::mutex mu;  // guards entries, lru, first_key and varying
+    std::mutex mu;  // guards entries, lru, first_key, varying and calls
+    int64_t calls = 0;  // calls that looked up the table (which of them the payback rule times)
     std::unordered_map<uint64_t, Entry> entries;
     std::list<uint64_t> lru;                                  // most recent first
     std::vector<int64_t> first_key;                           // the first key seen

@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "embed/flags.h"
 #include "tools/commands.h"
 #include "tools/inputs.h"
 #include "vm/context.h"
+#include "vm/profile.h"
 
 namespace kiln::tools {
 namespace {
@@ -38,6 +40,7 @@ struct BenchArgs {
   int warmup = RuntimeOptions{}.dispatch.specialize_after;
   bool json = false;
   bool cpu_clock = false;  // --clock cpu
+  std::string versus;      // --versus: runtime flags of a second runtime the sweep runs beside
 };
 
 // Milliseconds on the clock --clock chose: wall time, or the calling thread's CPU time (which a
@@ -86,6 +89,12 @@ void AddFlags(FlagParser& flags, BenchArgs* a) {
                   "measure at every value of symbolic dim SYMBOL from LO to HI (with --iters "
                   "runs each)",
                   "none", false, [a](const std::string& v) { return ParseSweep(v, a); });
+  flags.AddString("--versus", "'FLAGS'",
+                  "with --sweep: also run the function on a second runtime whose runtime flags "
+                  "are these (e.g. '--jit-min-share 0') on top of the others, its timed runs "
+                  "alternating with the first's, and report both p50s per value (an A/B that a "
+                  "machine's drift over the sweep does not skew)",
+                  &a->versus, "none");
   flags.AddBool("--json", "print one JSON object instead of the report", &a->json);
   flags.AddSwitch("--clock", "cpu", "wall",
                   "what the times measure: the calling thread's CPU time (with --threads 1, "
@@ -167,81 +176,190 @@ void PrintBench(const BenchArgs& a, const LoadedFunction& f, double first_ms,
       first_ms, p50, p90, p99, jit_compiles, jit_ms, cache_loads, aot, peak_mb);
 }
 
-// What a sweep measured.
-struct SweepResult {
+// One runtime a sweep measures: the flags' own, or the --versus one beside it.
+struct SweepSide {
+  LoadedFunction f;
+  std::unique_ptr<Context> ctx;
+  std::vector<Tensor> inputs, outputs;
   std::vector<std::pair<int64_t, double>> p50s;  // symbol value -> p50 ms
-  double rss_first_mb = -1;                      // resident memory after the first value
+  // Per value, what served the timed runs' kernel calls and what was compiled meanwhile (a
+  // p50 measured on generic code, or beside a background compile, says so here).
+  struct Timed {
+    int64_t specialized = 0, generic = 0, compiles = 0;
+  };
+  std::vector<Timed> timed;
+  jit::DispatchStats before;
+  std::vector<double> times;
 };
 
-void PrintSweep(const BenchArgs& a, const LoadedFunction& f, const SweepResult& r) {
-  f.runtime->WaitForBackgroundCompiles();
-  RuntimeStats stats = f.runtime->stats();
-  long long compiles = stats.dispatch.compilations, alive = stats.engine.cached_kernels,
-            freed = stats.engine.freed_kernels, llvm = stats.engine.compilations,
-            first_tier = stats.engine.fast_compilations;
+// What a sweep measured.
+struct SweepResult {
+  std::vector<SweepSide> sides;  // the flags' runtime, then the --versus one if any
+  double rss_first_mb = -1;      // resident memory after the first value
+};
+
+// One side's JSON fields after the setup: p50s, timed calls, compile counts; `prefix` names
+// the --versus side's ("versus_").
+void PrintSideJson(const SweepSide& side, const char* prefix) {
+  side.f.runtime->WaitForBackgroundCompiles();
+  RuntimeStats stats = side.f.runtime->stats();
+  std::printf(", \"%sp50_ms\": [", prefix);
+  for (size_t i = 0; i < side.p50s.size(); ++i) {
+    std::printf("%s[%lld, %.6f]", i ? ", " : "", static_cast<long long>(side.p50s[i].first),
+                side.p50s[i].second);
+  }
+  // [value, calls served by specialized variants, by the generic one, compiles] while timed.
+  std::printf("], \"%stimed_calls\": [", prefix);
+  for (size_t i = 0; i < side.timed.size(); ++i) {
+    std::printf("%s[%lld, %lld, %lld, %lld]", i ? ", " : "",
+                static_cast<long long>(side.p50s[i].first),
+                static_cast<long long>(side.timed[i].specialized),
+                static_cast<long long>(side.timed[i].generic),
+                static_cast<long long>(side.timed[i].compiles));
+  }
+  std::printf(
+      "], \"%sjit_compiles\": %lld, \"%sllvm_compiles\": %lld, \"%sfirst_tier_compiles\": %lld, "
+      "\"%skernels_alive\": %lld, \"%skernels_freed\": %lld",
+      prefix, static_cast<long long>(stats.dispatch.compilations), prefix,
+      static_cast<long long>(stats.engine.compilations), prefix,
+      static_cast<long long>(stats.engine.fast_compilations), prefix,
+      static_cast<long long>(stats.engine.cached_kernels), prefix,
+      static_cast<long long>(stats.engine.freed_kernels));
+}
+
+void PrintSweep(const BenchArgs& a, const SweepResult& r) {
+  const SweepSide& main = r.sides[0];
+  const LoadedFunction& f = main.f;
+  const SweepSide* versus = r.sides.size() > 1 ? &r.sides[1] : nullptr;
   double rss = CurrentRssMb(), peak_mb = PeakRssMb();
   if (a.json) {
-    std::printf("{\"function\": \"%s\", \"sweep\": \"%s\", \"iters\": %d, %s, \"p50_ms\": [",
-                f.name.c_str(), a.sweep.c_str(), a.iters, JsonSetup(a, f, a.model.dims).c_str());
-    for (size_t i = 0; i < r.p50s.size(); ++i) {
-      std::printf("%s[%lld, %.6f]", i ? ", " : "", static_cast<long long>(r.p50s[i].first),
-                  r.p50s[i].second);
+    std::printf("{\"function\": \"%s\", \"sweep\": \"%s\", \"iters\": %d, %s", f.name.c_str(),
+                a.sweep.c_str(), a.iters, JsonSetup(a, f, a.model.dims).c_str());
+    PrintSideJson(main, "");
+    if (versus != nullptr) {
+      std::printf(", \"versus\": \"%s\"", JsonEscape(a.versus).c_str());
+      PrintSideJson(*versus, "versus_");
     }
-    std::printf(
-        "], \"jit_compiles\": %lld, \"llvm_compiles\": %lld, \"first_tier_compiles\": %lld, "
-        "\"kernels_alive\": %lld, \"kernels_freed\": %lld, \"rss_after_first_mb\": %.1f, "
-        "\"rss_mb\": %.1f, \"peak_rss_mb\": %.1f}\n",
-        compiles, llvm, first_tier, alive, freed, r.rss_first_mb, rss, peak_mb);
+    std::printf(", \"rss_after_first_mb\": %.1f, \"rss_mb\": %.1f, \"peak_rss_mb\": %.1f}\n",
+                r.rss_first_mb, rss, peak_mb);
     return;
   }
   std::printf("%s @%s%s, %s from %lld to %lld, %d threads, %d iterations each after %d warm-up\n",
               a.model.file.c_str(), f.name.c_str(), DimsSuffix(a.model.dims).c_str(),
               a.sweep.c_str(), static_cast<long long>(a.sweep_lo),
               static_cast<long long>(a.sweep_hi), f.runtime->num_threads(), a.iters, a.warmup);
-  for (const auto& [value, p50] : r.p50s) {
-    std::printf("  %s=%-8lld p50 %10.3f ms\n", a.sweep.c_str(), static_cast<long long>(value), p50);
+  if (versus != nullptr) std::printf("  (versus: %s, runs alternating)\n", a.versus.c_str());
+  for (size_t i = 0; i < main.p50s.size(); ++i) {
+    std::printf("  %s=%-8lld p50 %10.3f ms", a.sweep.c_str(),
+                static_cast<long long>(main.p50s[i].first), main.p50s[i].second);
+    if (versus != nullptr) {
+      std::printf("   versus %10.3f ms (%.2fx)", versus->p50s[i].second,
+                  main.p50s[i].second / versus->p50s[i].second);
+    }
+    std::printf("\n");
   }
-  std::printf(
-      "  jit          %lld compilations (%lld by LLVM, %lld of them first tier), %lld kernels "
-      "alive, %lld freed\n"
-      "  RSS          %10.1f MiB after the first value, %.1f MiB at the end (peak %.1f)\n",
-      compiles, llvm, first_tier, alive, freed, r.rss_first_mb, rss, peak_mb);
+  for (const SweepSide* side : {&main, versus}) {
+    if (side == nullptr) continue;
+    side->f.runtime->WaitForBackgroundCompiles();
+    RuntimeStats stats = side->f.runtime->stats();
+    std::printf(
+        "  jit%s  %lld compilations (%lld by LLVM, %lld of them first tier), %lld kernels "
+        "alive, %lld freed\n",
+        side == &main ? "      " : " versus", static_cast<long long>(stats.dispatch.compilations),
+        static_cast<long long>(stats.engine.compilations),
+        static_cast<long long>(stats.engine.fast_compilations),
+        static_cast<long long>(stats.engine.cached_kernels),
+        static_cast<long long>(stats.engine.freed_kernels));
+  }
+  std::printf("  RSS          %10.1f MiB after the first value, %.1f MiB at the end (peak %.1f)\n",
+              r.rss_first_mb, rss, peak_mb);
 }
 
-Status Sweep(const BenchArgs& a, const LoadedFunction& f) {
+// The runtime options of --versus: the flags' own with the runtime flags it names applied.
+StatusOr<ModelArgs> VersusArgs(const BenchArgs& a) {
+  ModelArgs model = a.model;
+  FlagParser flags("kiln bench --versus", "[runtime flags]", "");
+  AddRuntimeFlags(flags, &model.runtime);
+  std::vector<std::string> words = {"--versus"};
+  for (size_t i = 0; i < a.versus.size();) {
+    size_t j = a.versus.find(' ', i);
+    if (j == std::string::npos) j = a.versus.size();
+    if (j > i) words.push_back(a.versus.substr(i, j - i));
+    i = j + 1;
+  }
+  std::vector<const char*> argv;
+  for (const std::string& w : words) argv.push_back(w.c_str());
+  if (flags.Parse(static_cast<int>(argv.size()), argv.data()).has_value()) {
+    return InvalidArgument("--versus '" + a.versus + "': not runtime flags (see above)");
+  }
+  return model;
+}
+
+// The first call and the warm-up runs of one side at one value; the timed runs follow once
+// every side has run these (and its background compiles are done).
+Status WarmUp(const BenchArgs& a, const std::map<std::string, int64_t>& dims,
+              const InvokeOptions& options, SweepSide& side) {
+  ASSIGN_OR_RETURN(side.inputs,
+                   MakeInputs(side.f.signature(), dims, a.files, side.f.runtime->allocator()));
+  for (int i = 0; i < 1 + a.warmup; ++i) {
+    RETURN_IF_ERROR(side.ctx->Invoke(side.f.index, side.inputs, &side.outputs, options));
+  }
+  return Status::Ok();
+}
+
+Status Sweep(const BenchArgs& a, LoadedFunction f) {
   RETURN_IF_ERROR(CheckSymbol(f.signature(), a.sweep, "--sweep " + a.sweep));
-  ASSIGN_OR_RETURN(auto ctx, f.runtime->NewContext(f.exe));
+  SweepResult result;
+  result.sides.emplace_back();
+  result.sides[0].f = std::move(f);
+  if (!a.versus.empty()) {
+    ASSIGN_OR_RETURN(ModelArgs versus, VersusArgs(a));
+    result.sides.emplace_back();
+    ASSIGN_OR_RETURN(result.sides[1].f, LoadFunction(versus));
+  }
+  for (SweepSide& side : result.sides) {
+    ASSIGN_OR_RETURN(side.ctx, side.f.runtime->NewContext(side.f.exe));
+  }
   InvokeOptions options;
   options.timeout = std::chrono::milliseconds(a.model.timeout_ms);
-  std::vector<Tensor> outputs;
-  SweepResult result;
   for (int64_t value = a.sweep_lo; value <= a.sweep_hi; ++value) {
     std::string where = a.sweep + "=" + std::to_string(value);
     std::map<std::string, int64_t> dims = a.model.dims;
     dims[a.sweep] = value;
-    StatusOr<std::vector<Tensor>> inputs =
-        MakeInputs(f.signature(), dims, a.files, f.runtime->allocator());
-    if (!inputs.ok()) return inputs.status().WithContext(where);
-    std::vector<double> times;
-    for (int i = 0; i < 1 + a.warmup + a.iters; ++i) {
-      if (i == 1 + a.warmup) f.runtime->WaitForBackgroundCompiles();
-      double start = NowMs(a.cpu_clock);
-      Status s = ctx->Invoke(f.index, *inputs, &outputs, options);
+    for (SweepSide& side : result.sides) {
+      Status s = WarmUp(a, dims, options, side);
       if (!s.ok()) return s.WithContext(where);
-      if (i > a.warmup) {
-        times.push_back(NowMs(a.cpu_clock) - start);
+    }
+    for (SweepSide& side : result.sides) {
+      side.f.runtime->WaitForBackgroundCompiles();
+      side.before = side.f.runtime->stats().dispatch;
+      side.times.clear();
+    }
+    // The sides' timed runs alternate, so that both see the same machine (a sweep takes
+    // minutes, and a loaded host's speed drifts by 20% over that time).
+    for (int i = 0; i < a.iters; ++i) {
+      for (SweepSide& side : result.sides) {
+        double start = NowMs(a.cpu_clock);
+        Status s = side.ctx->Invoke(side.f.index, side.inputs, &side.outputs, options);
+        if (!s.ok()) return s.WithContext(where);
+        side.times.push_back(NowMs(a.cpu_clock) - start);
       }
     }
-    result.p50s.emplace_back(value, Percentile(times, 0.5));
+    for (SweepSide& side : result.sides) {
+      side.p50s.emplace_back(value, Percentile(side.times, 0.5));
+      jit::DispatchStats after = side.f.runtime->stats().dispatch;
+      side.timed.push_back({after.hits - side.before.hits, after.misses - side.before.misses,
+                            after.compilations - side.before.compilations});
+    }
     if (result.rss_first_mb < 0) result.rss_first_mb = CurrentRssMb();
   }
-  PrintSweep(a, f, result);
+  PrintSweep(a, result);
   return Status::Ok();
 }
 
 Status Bench(const BenchArgs& a) {
   ASSIGN_OR_RETURN(LoadedFunction f, LoadFunction(a.model));
-  if (!a.sweep.empty()) return Sweep(a, f);
+  if (!a.sweep.empty()) return Sweep(a, std::move(f));
   ASSIGN_OR_RETURN(std::vector<Tensor> inputs,
                    MakeInputs(f.signature(), a.model.dims, a.files, f.runtime->allocator()));
   ASSIGN_OR_RETURN(auto ctx, f.runtime->NewContext(f.exe));

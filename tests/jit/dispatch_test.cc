@@ -425,8 +425,11 @@ BOOST_AUTO_TEST_CASE(bucketing_bounds_the_variants_compiled_over_a_sweep) {
 
 // The payback rule's clock: every read advances it by fake_step, so a timed call (two reads)
 // takes exactly fake_step nanoseconds whatever the machine does.
-std::atomic<int64_t> fake_now{0}, fake_step{0};
-int64_t FakeClock() { return fake_now.fetch_add(fake_step) + fake_step; }
+std::atomic<int64_t> fake_now{0}, fake_step{0}, fake_reads{0};
+int64_t FakeClock() {
+  fake_reads.fetch_add(1);
+  return fake_now.fetch_add(fake_step) + fake_step;
+}
 
 Kernel SubKernel() {
   return ElementwiseBinary("sub", {DType::kF32, 2, {}}, {DType::kF32, 1, {}}, DType::kF32,
@@ -444,12 +447,13 @@ void RunSub(TensorFunction& fn, int64_t n, int64_t m) {
 
 struct PaybackSweep {
   int64_t heavy_specializations = 0, light_specializations = 0, compilations = 0;
+  int64_t clock_reads = 0;
 };
 
 // A sweep of m = 1..64, each shape called once (then the background compiles waited for, so the
 // counts do not depend on timing): add at [3, m] takes 10 ms a call, sub at [3, m] 1 us, on the
-// fake clock; a specialization is expected to cost 40 ms.
-PaybackSweep RunPaybackSweep(double min_share, double payback) {
+// fake clock; a specialization is expected to cost 40 ms. `time_every` 1: every call is timed.
+PaybackSweep RunPaybackSweep(double min_share, double payback, int time_every = 1) {
   std::shared_ptr<Engine> engine = FreshEngine();
   JitProviderOptions options = ExactOptions();
   options.dispatch.specialize_after = 1;
@@ -458,9 +462,11 @@ PaybackSweep RunPaybackSweep(double min_share, double payback) {
   options.dispatch.payback = payback;
   options.dispatch.assumed_compile_ms = 40;
   options.dispatch.clock = FakeClock;
+  options.dispatch.time_every = time_every;
   JitKernelProvider provider(engine, options);
   PreparedKernel heavy = Prepare(provider, AddKernel()), light = Prepare(provider, SubKernel());
   PaybackSweep r;
+  const int64_t reads_before = fake_reads.load();
   for (int64_t m = 1; m <= 64; ++m) {
     int64_t before = provider.stats().specializations;
     fake_step = 10'000'000;
@@ -474,6 +480,7 @@ PaybackSweep RunPaybackSweep(double min_share, double payback) {
     r.light_specializations += provider.stats().specializations - after_heavy;
   }
   r.compilations = engine->stats().compilations;
+  r.clock_reads = fake_reads.load() - reads_before;
   return r;
 }
 
@@ -500,6 +507,24 @@ BOOST_AUTO_TEST_CASE(payback_rule_bounds_the_compiles_of_a_sweep) {
   // from the third: 31 of 64).
   PaybackSweep half = RunPaybackSweep(0, 0.5);
   BOOST_TEST(half.heavy_specializations == 31);
+  BOOST_TEST(half.clock_reads == 2 * 128);  // every call of both kernels timed
+}
+
+// Timing one call in 8 (each counted as 8 calls) reads the clock an eighth as often and keeps
+// the rules' decisions over a sweep: the share rule's exactly, the credit rule's within what
+// the sampling moves (a timed call earns 8 calls' credit at once).
+BOOST_AUTO_TEST_CASE(payback_rule_times_one_call_in_time_every) {
+  PaybackSweep share = RunPaybackSweep(0.02, 0, 8);
+  BOOST_TEST(share.clock_reads == 2 * 16);  // calls 1, 9, ..., 57 of each kernel
+  BOOST_TEST(share.heavy_specializations == 64);
+  BOOST_TEST(share.light_specializations == 0);
+  BOOST_TEST(share.compilations == 2 + 64);
+  // Credit: add's call 1 earns 80 ms, which calls 2 and 3 spend (40 ms each); likewise calls
+  // 9 -> 10, 11, ..., 57 -> 58, 59: 16 of 64 (15 when every call is timed). Sub never pays.
+  PaybackSweep credit = RunPaybackSweep(0, 1, 8);
+  BOOST_TEST(credit.heavy_specializations == 16);
+  BOOST_TEST(credit.light_specializations == 0);
+  BOOST_TEST(credit.compilations == 2 + 16);
 }
 
 // ---- Bucket representatives, checked against the dispatcher's own table. ----

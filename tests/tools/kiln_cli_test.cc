@@ -755,6 +755,35 @@ BOOST_AUTO_TEST_CASE(bench_sweep_measures_each_shape_and_frees_evicted_variants)
       r.out);
 }
 
+// --versus runs a second runtime with other runtime flags beside the first, alternating their
+// timed runs: each side reports its own p50s, calls and compiles (the versus side's as the ones
+// a separate run with those flags reports).
+BOOST_AUTO_TEST_CASE(bench_sweep_versus_measures_two_runtimes_side_by_side) {
+  std::string exe = CompileAddReluOnJit("versus");
+  const std::string exact = " --jit-bucketing exact --jit-min-share 0";
+  const std::string sweep = "bench " + exe + " --jit-cache off --sweep N=1:12 --iters 2 --json";
+  Result alone = Kiln(sweep + exact);
+  BOOST_TEST(alone.code == 0, alone.out);
+  Result r = Kiln(sweep + " --versus '" + exact + "'");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "\"versus\": \"" + exact + "\""), r.out);
+  BOOST_TEST(Contains(r.out, "\"versus_p50_ms\": [[1, "), r.out);
+  BOOST_TEST(Contains(r.out, "\"versus_timed_calls\": [[1, "), r.out);
+  BOOST_TEST(Contains(r.out, "\"timed_calls\": [[1, "), r.out);
+  double versus = JsonNumber(r.out, "versus_llvm_compiles");
+  BOOST_TEST(versus == JsonNumber(alone.out, "llvm_compiles"), r.out + alone.out);
+  // The default rules (power-of-two buckets, the share rule) compile fewer variants.
+  BOOST_TEST(JsonNumber(r.out, "llvm_compiles") < versus, r.out);
+  r = Kiln("bench " + exe +
+           " --jit-cache off --sweep N=3:4 --iters 2 --versus '--jit-min-share 0'");
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "(versus: --jit-min-share 0, runs alternating)"), r.out);
+  BOOST_TEST(Contains(r.out, "jit versus"), r.out);
+  r = Kiln("bench " + exe + " --jit-cache off --sweep N=3:4 --versus '--no-such-flag'");
+  BOOST_TEST(r.code == 1, r.out);
+  BOOST_TEST(Contains(r.out, "--versus '--no-such-flag': not runtime flags"), r.out);
+}
+
 BOOST_AUTO_TEST_CASE(profile_prints_tables_and_writes_a_chrome_trace) {
   std::string path = WriteProgram();
   std::string trace = TmpDir() + "/trace.json";
