@@ -53,8 +53,8 @@ StatusOr<TargetInfo> DetectHostTarget();
 struct CodegenOptions {
   bool optimize = true;     // run the O3 pipeline (off only to inspect the raw code)
   bool use_libmvec = true;  // map vectorized math to glibc libmvec (_ZGV... symbols)
-  /// The cheap first tier (jit/engine.h, Tier::kFast): the O1 pipeline instead of O3 (when
-  /// `optimize`), and CreateTargetMachine's fast code generator. Never stored in the persistent
+  /// The cheap first tier (jit/engine.h, Tier::kFast): a subset of O1's IR passes instead of O3
+  /// (when `optimize`; llvm_target.cc), and CreateTargetMachine's fast code generator. Never stored in the persistent
   /// object cache.
   bool first_tier = false;
 };
@@ -77,7 +77,7 @@ struct KernelModule {
 
 /// Validates `kernel` (ValidateKernel), generates a module whose entry function is `symbol`,
 /// verifies the module (llvm::verifyModule, for every kernel: about 40 us, under 0.1% of the
-/// O3 pipeline alone) and, if options.optimize, runs O3 (the first tier: O1) for `target`.
+/// O3 pipeline alone) and, if options.optimize, runs O3 (the first tier: its cheaper passes) for `target`.
 /// Errors: kInvalidArgument from validation, kInvalidFormat when the verifier rejects the
 /// generated module, kInternal for another LLVM failure; messages name the kernel. Thread-safe
 /// (each call owns its context).

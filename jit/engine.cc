@@ -168,7 +168,7 @@ struct Engine::Impl : std::enable_shared_from_this<Engine::Impl> {
   // into kOptimized.
   StatusOr<KernelFn> Compile(const Kernel& kernel, Tier* tier,
                              llvm::orc::ResourceTrackerSP* tracker);
-  // The first tier: O1 and the fast code generator, compiled here and added as an object (so
+  // The first tier: O1's essential IR passes and the fast code generator, compiled here and added as an object (so
   // neither the LLJIT's O3 compiler nor the persistent cache sees it).
   StatusOr<KernelFn> CompileFirstTier(const Kernel& kernel, llvm::orc::ResourceTrackerSP rt);
   // Links `object` into `entry` and fulfils its promise; false (nothing fulfilled, nothing

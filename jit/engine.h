@@ -25,9 +25,9 @@ struct EngineOptions {
 };
 
 /// How much a compile optimizes. kFast is the first tier: kernels a request waits for are
-/// compiled quickly (O1 IR passes, LLVM's fast code generator; several times cheaper than O3, code
-/// slower) and replaced by their kOptimized variant, compiled in the background, once hot
-/// (jit/dispatch.h). kOptimized is the O3 pipeline, the only tier the persistent cache stores.
+/// compiled quickly (a subset of O1's IR passes, LLVM's fast code generator; several times
+/// cheaper than O3, code slower) and replaced by their kOptimized variant, compiled in the
+/// background, once hot (jit/dispatch.h). kOptimized is the O3 pipeline, the only tier the persistent cache stores.
 enum class Tier { kFast, kOptimized };
 
 /// Counters since the engine was created (a consistent snapshot).

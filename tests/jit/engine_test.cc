@@ -1,5 +1,5 @@
 // Tests for jit/engine: compile once under concurrency, the cache, cached failures, host symbols,
-// counted kernels freed after their last reference.
+// the first tier against the optimized one, counted kernels freed after their last reference.
 #define BOOST_TEST_MODULE engine_test
 #include "jit/engine.h"
 
@@ -195,6 +195,69 @@ BOOST_AUTO_TEST_CASE(compiled_kernels_run_concurrently) {
     }
   });
   BOOST_TEST(wrong.load() == 0);
+}
+
+// The first tier's own pipeline (jit/llvm_target.cc) has two shapes: straight-line code (shape
+// functions) gets folding alone, code with loops the passes its first run needs, with the
+// unrollers and the vectorizer only where the kernel's loops ask for them. Both must compute what
+// the optimized tier computes.
+StatusOr<KernelRef> AcquireAt(Engine& engine, const Kernel& kernel, Tier tier) {
+  StatusOr<KernelRef> ref = engine.Acquire(kernel, tier);
+  BOOST_REQUIRE_MESSAGE(ref.ok(), ref.status().ToString());
+  BOOST_TEST((ref->tier() == tier));
+  return ref;
+}
+
+// Shape-function-like: bounded integer size arithmetic on a runtime dim, no loop.
+BOOST_AUTO_TEST_CASE(first_tier_straight_line_code_matches_the_optimized_tier) {
+  std::unique_ptr<Engine> engine = NewEngine();
+  Buffer in = Buffer::Param("in", DType::kI64, 2), out = Buffer::Param("out", DType::kI64, 1);
+  Expr d = DimOf(in, 1);
+  std::vector<Stmt> stores;
+  Expr bytes = IntImm(1);
+  for (int64_t k = 0; k < 24; ++k) {
+    // Each step uses the last once: a tree, not a DAG the canonical form would write out 2^24x.
+    bytes = Min(bytes * Min(d, IntImm(512)) + IntImm(k), IntImm(int64_t{1} << 40));
+    stores.push_back(Store(out, {IntImm(k)}, Max(bytes, Load(in, {IntImm(0), IntImm(k % 3)}))));
+  }
+  Kernel kernel{"sizes", {in, out}, {}, Seq(stores)};
+  StatusOr<KernelRef> fast = AcquireAt(*engine, kernel, Tier::kFast);
+  StatusOr<KernelRef> optimized = AcquireAt(*engine, kernel, Tier::kOptimized);
+  for (int64_t dim : {1, 3, 7, 600}) {
+    TestBuffer a(DType::kI64, {1, dim}), got(DType::kI64, {24}), want(DType::kI64, {24});
+    for (int64_t e = 0; e < dim; ++e) a.SetI(e, 5 * e - 9);
+    Call(fast->fn(), {&a, &got});
+    Call(optimized->fn(), {&a, &want});
+    for (int64_t k = 0; k < 24; ++k) BOOST_TEST(got.IntAt(k) == want.IntAt(k), "dim " << dim);
+  }
+}
+
+// A serial loop over a fully unrolled constant-extent loop over a vectorized loop calling
+// libmvec's exp: every loop kind the first tier's pipeline treats apart.
+BOOST_AUTO_TEST_CASE(first_tier_unrolled_and_vectorized_loops_match_the_optimized_tier) {
+  std::unique_ptr<Engine> engine = NewEngine();
+  Buffer a = Buffer::Param("a", DType::kF32, 3), out = Buffer::Param("out", DType::kF32, 3);
+  Var i("i"), j("j"), k("k");
+  Expr x = Load(a, {i, j, k});
+  Stmt body = For(i, DimOf(out, 0), ForKind::kSerial,
+                  For(j, IntImm(4), ForKind::kUnrolled,
+                      For(k, DimOf(out, 2), ForKind::kVectorized,
+                          Store(out, {i, j, k}, Exp(x) * FloatImm(0.5) + x * Cast(DType::kF32, j)))));
+  Kernel kernel{"unrolled_exp", {a, out}, {}, body};
+  StatusOr<KernelRef> fast = AcquireAt(*engine, kernel, Tier::kFast);
+  StatusOr<KernelRef> optimized = AcquireAt(*engine, kernel, Tier::kOptimized);
+  for (int64_t n : {1, 13, 67}) {  // below, at and past a vector's width, with remainders
+    TestBuffer in(DType::kF32, {3, 4, n}), got(DType::kF32, {3, 4, n}), want(DType::kF32, {3, 4, n});
+    for (int64_t e = 0; e < 12 * n; ++e) in.Set(e, -4.0 + 8.0 * e / (12 * n));
+    Call(fast->fn(), {&in, &got});
+    Call(optimized->fn(), {&in, &want});
+    for (int64_t e = 0; e < 12 * n; ++e) {
+      // exp from libmvec (vector lanes) or libm (a scalar remainder) is within 4 ulp of exact at
+      // either tier; one multiply-add more: a relative 2e-6 bounds the difference.
+      BOOST_TEST(std::fabs(got.At(e) - want.At(e)) <= 2e-6 * (std::fabs(want.At(e)) + 1),
+                 "n " << n << " element " << e);
+    }
+  }
 }
 
 // Bytes of anonymous executable mappings in this process: where the JIT puts kernel code.
