@@ -458,10 +458,15 @@ StatusOr<llvm::Value*> CodeGenerator::EmitReduce(const ExprNode& n) {
 llvm::Value* CodeGenerator::Combine(ReduceOp op, DType t, llvm::Value* acc, llvm::Value* v) {
   bool is_float = IsFloatCompute(t);
   bool is_unsigned = IsUnsigned(t);
+  // A float sum or product may be reassociated (vectorized partial sums). No signed zeros as
+  // well: the SLP vectorizer, which gets the reductions the full unroller expanded (a
+  // specialized kernel's constant extent, e.g. a softmax row of 49), only builds a vector tree
+  // from adds that have both flags, and otherwise leaves a chain of dependent scalar adds.
   auto reassociable = [&](llvm::Value* r) {
     if (auto* inst = llvm::dyn_cast<llvm::Instruction>(r)) {
       llvm::FastMathFlags flags;
       flags.setAllowReassoc();
+      flags.setNoSignedZeros();
       flags.setAllowContract();
       inst->setFastMathFlags(flags);
     }

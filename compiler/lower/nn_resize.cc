@@ -613,8 +613,95 @@ Stmt SeparableRow(const LowerContext& ctx, const ResizePlan& plan, const ColumnT
   return rows.Wrap(jit::Allocate(row, jit::Seq({fill, resample})));
 }
 
+// ---- Linear resize of the two innermost dims, from tap tables --------------------------------
+
+// Columns per tap table and rows per parallel work item of TabledLinearBody: the tables (two i64
+// indices and two f64 weights per column, 32 KiB) are filled once per plane, row block and column
+// chunk, so their cost is at most 1/kRowBlock of the blend's.
+constexpr int64_t kColumnChunk = 1024;
+constexpr int64_t kRowBlock = 64;
+
+// True when only the two innermost dims are resized, both linearly (no antialias window, no
+// tf_crop_and_resize extrapolation): the case of every image model's bilinear upsampling.
+bool TabledLinear(const LowerContext& ctx, const ResizePlan& plan) {
+  const int rank = ctx.input_rank(0);
+  if (plan.mode != "linear" || plan.coord == "tf_crop_and_resize" || rank < 2) return false;
+  for (int d = 0; d < rank; ++d) {
+    if (Windowed(ctx, plan, d) || (d < rank - 2) != PassThrough(ctx, plan, d)) return false;
+  }
+  return true;
+}
+
+// The tabled form of ResizeValue for TabledLinear plans, as ONNX Runtime's bilinear upsampling
+// runs: per work item (plane, block of rows, chunk of columns) a table of the column taps, per
+// row its two taps bound once, so the inner loop only loads and blends instead of computing f64
+// coordinates, floors and i64 conversions per element (AVX2 has no vector f64 -> i64). The taps,
+// weight products and the order of the four terms are ResizeValue's, so results are identical.
+Stmt TabledLinearBody(const LowerContext& ctx, const ResizePlan& plan) {
+  const int rank = ctx.input_rank(0);
+  const DType dtype = ctx.output_dtype(0);
+  std::vector<Expr> dims = ctx.OutputDims(0);
+  const Expr rows = dims[rank - 2], cols = dims[rank - 1];
+  std::vector<Expr> items(dims.begin(), dims.end() - 2);
+  items.push_back(CeilDivE(rows, I(kRowBlock)));
+  items.push_back(CeilDivE(cols, I(kColumnChunk)));
+  return ParallelFlat(items, [&](const std::vector<Expr>& p) {
+    Lets item("r");
+    Expr row0 = item.Bind(p[rank - 2] * I(kRowBlock));
+    Expr col0 = item.Bind(p[rank - 1] * I(kColumnChunk));
+    Expr height = item.Bind(jit::Min(I(kRowBlock), rows - row0));
+    Expr width = item.Bind(jit::Min(I(kColumnChunk), cols - col0));
+    Expr unused = jit::IntImm(0, DType::kBool);  // no tf_crop_and_resize here
+    // Column taps of the chunk -> tables.
+    Buffer index[2] = {Buffer::Local("x_lo", DType::kI64, {kColumnChunk}),
+                       Buffer::Local("x_hi", DType::kI64, {kColumnChunk})};
+    Buffer weight[2] = {Buffer::Local("wx_lo", kCoord, {kColumnChunk}),
+                        Buffer::Local("wx_hi", kCoord, {kColumnChunk})};
+    Var j("j");
+    DimTaps xt = TapsOf(ctx, plan, rank - 1, col0 + j, unused, nullptr);
+    std::vector<Stmt> fill;
+    for (int k = 0; k < 2; ++k) {
+      fill.push_back(Store(index[k], {j}, xt.taps[k].index));
+      fill.push_back(Store(weight[k], {j}, xt.taps[k].weight));
+    }
+    // Per row: its two taps; per element: the four terms in ResizeValue's order.
+    Var y("y"), x("x");
+    Lets row("t");
+    DimTaps yt = TapsOf(ctx, plan, rank - 2, row0 + y, unused, nullptr);
+    Expr y_index[2], y_weight[2];
+    for (int k = 0; k < 2; ++k) {
+      y_index[k] = row.Bind(yt.taps[k].index);
+      y_weight[k] = row.Bind(yt.taps[k].weight);
+    }
+    std::vector<Expr> at(p.begin(), p.end() - 2);
+    at.resize(rank);
+    Expr sum;
+    for (int a = 0; a < 2; ++a) {
+      for (int b = 0; b < 2; ++b) {
+        at[rank - 2] = y_index[a];
+        at[rank - 1] = Load(index[b], {x});
+        Expr term = jit::Mul(Cast(kCoord, Load(ctx.in(0), at)),
+                             jit::Mul(y_weight[a], Load(weight[b], {x})));
+        sum = sum ? jit::Add(sum, term) : term;
+      }
+    }
+    if (!IsFloat(dtype)) sum = jit::Round(sum);
+    at[rank - 2] = row0 + y;
+    at[rank - 1] = col0 + x;
+    Stmt blend = jit::For(x, width, ForKind::kSerial, Store(ctx.out(0), at, Cast(dtype, sum)));
+    Stmt body = jit::Seq({jit::For(j, width, ForKind::kVectorized, jit::Seq(fill)),
+                          jit::For(y, height, ForKind::kSerial, row.Wrap(blend))});
+    for (int k = 1; k >= 0; --k) body = jit::Allocate(index[k], jit::Allocate(weight[k], body));
+    return item.Wrap(body);
+  });
+}
+
 Status BuildResize(LowerContext& ctx, const ResizePlan& plan) {
   const int rank = ctx.input_rank(0);
+  if (TabledLinear(ctx, plan)) {
+    ctx.SetBody(TabledLinearBody(ctx, plan));
+    return Status::Ok();
+  }
   bool windowed = false;
   for (int d = 0; d < rank; ++d) windowed = windowed || Windowed(ctx, plan, d);
   if (!windowed) {

@@ -96,6 +96,24 @@ BOOST_AUTO_TEST_CASE(tanh_and_erf_kernels_call_libmvec) {
   }
 }
 
+// A float sum over a short constant extent (a softmax row of 49 in a shape-specialized kernel)
+// is fully unrolled before the loop vectorizer runs; the SLP vectorizer must then turn the chain
+// of adds into vector adds (it needs reassoc and nsz on them), not leave 49 dependent scalar adds.
+BOOST_AUTO_TEST_CASE(unrolled_constant_sum_is_vectorized) {
+  Buffer a = Buffer::Param("a", DType::kF32, 1), out = Buffer::Param("out", DType::kF32, 1);
+  Var k("k");
+  Kernel kernel{"row_sum", {a, out}, {},
+                Store(out, {IntImm(0)}, Sum({{k, IntImm(49)}}, Load(a, {k})))};
+  std::string ir = OptimizedIR(kernel);
+  BOOST_TEST(ir.find("x float>") != std::string::npos, ir);
+  KernelFn fn = CompileOrFail(kernel);
+  BOOST_REQUIRE(fn);
+  TestBuffer in(DType::kF32, {49}), sum(DType::kF32, {1});
+  for (int64_t i = 0; i < 49; ++i) in.Set(i, 0.25 * i);  // partial sums exact in any order
+  Call(fn, {&in, &sum});
+  BOOST_TEST(sum.At(0) == 0.25 * 49 * 48 / 2);
+}
+
 BOOST_AUTO_TEST_CASE(without_libmvec_no_vector_math_calls) {
   StatusOr<TargetInfo> target = DetectHostTarget();
   BOOST_REQUIRE(target.ok());

@@ -136,6 +136,7 @@ class Builder {
   Status Binary(const Op& op, bool plain);
   Status Concat(const Op& op, bool plain);
   struct ConcatPart;
+  bool ConcatIntoCaller(const Op& op, const Args& srcs);
   bool ConcatInPlace(const Op& op, const dnnl::memory::desc& dst_md, const Args& srcs);
   bool PlaceConcatInputs(const Op& op, const dnnl::memory::desc& dst_md, const Args& srcs,
                          std::vector<ConcatPart>* parts, int* target);

@@ -124,6 +124,7 @@ Status Builder::Concat(const Op& op, bool plain) {
     args.push_back({DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), slot});
   }
   dims_[op.output] = out;
+  if (!plain && ConcatIntoCaller(op, args)) return Status::Ok();
   dnnl::concat::primitive_desc pd =
       plain ? dnnl::concat::primitive_desc(PlainMd(out), static_cast<int>(op.axis), mds, Engine(),
                                            Attr())
@@ -133,6 +134,27 @@ Status Builder::Concat(const Op& op, bool plain) {
   args.push_back({DNNL_ARG_DST, dst});
   AddPrimitive(dnnl::concat(pd), pd.scratchpad_desc().get_size(), args);
   return Status::Ok();
+}
+
+// A concat the region returns: each input reordered straight to its place in the caller's
+// plain tensor, one pass per input. oneDNN's concat of mixed layouts into a plain output (each
+// ShuffleNetV2 unit concatenates the plain half it passes through with its convolutions'
+// blocked output) is its reference implementation. Only in the first attempt of the op
+// (`plain` false): when a reorder cannot be made, the retry runs the concat primitive.
+bool Builder::ConcatIntoCaller(const Op& op, const Args& srcs) {
+  if (output_index_[op.output] < 0) return false;
+  memory::desc dst = PlainOf(op.output);
+  if (dst.data.data_type != dnnl_f32) return false;
+  int out = OutputSlot(op.output);
+  Dims offsets(dims_[op.output].size(), 0);
+  for (size_t i = 0; i < srcs.size(); ++i) {
+    const Dims& d = dims_[op.inputs[i]];
+    int to = View(out, dst.submemory_desc(d, offsets));
+    offsets[op.axis] += d[op.axis];
+    AddReorder(srcs[i].second, to);
+  }
+  DefineOn(op.output, dst, out);
+  return true;
 }
 
 struct Builder::ConcatPart {

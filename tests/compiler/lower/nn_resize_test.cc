@@ -202,6 +202,41 @@ BOOST_AUTO_TEST_CASE(AxesResizeOnlyTheNamedDims) {
   Expect(*out[1], linear.Run(ToNd(*x), {2, 3, 7, 4}, {1, 1, 7.0 / 5, 4.0 / 6}));
 }
 
+// Bilinear resizes of H and W run from per-chunk tap tables (nn_resize.cc, TabledLinearBody):
+// outputs taller than one block of rows (64) and wider than one table (1024 columns), with
+// partial last blocks, sizes known at compile time or only at run time, and uint8 (rounded).
+BOOST_AUTO_TEST_CASE(LinearUpsamplingAcrossTapTables) {
+  AntialiasRef linear;
+  linear.antialias = false;
+  const std::vector<int64_t> in = {1, 2, 3, 9}, out = {1, 2, 131, 1030};
+  const std::vector<double> scales = {1, 1, 131.0 / 3, 1030.0 / 9};
+  TensorDataRef x = RandomTensor(DType::kF32, in, -2, 2, 12);
+  for (const char* coord : {"half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"}) {
+    BOOST_TEST_MESSAGE(coord);
+    linear.coord = coord;
+    std::string attrs = "mode = \"linear\", coordinate_transformation_mode = \"" +
+                        std::string(coord) + "\"";
+    Nd expected = linear.Run(ToNd(*x), out, scales);
+    std::string fixed = Model(13, "(float[1, 2, 3, 9] x) => (y) <int64[4] n = {1, 2, 131, 1030}>",
+                              "y = Resize <" + attrs + "> (x, , , n)");
+    Expect(*Run(fixed, {x})[0], expected);
+    std::string dynamic = Model(13, "(float[N, C, H, W] x, int64[4] n) => (y)",
+                                "y = Resize <" + attrs + "> (x, , , n)");
+    Expect(*Run(dynamic, {x, MakeTensor(DType::kI64, {4}, {1, 2, 131, 1030})})[0], expected);
+  }
+  // uint8 rounds the interpolated value (half to even) and keeps it in range.
+  linear.coord = "half_pixel";
+  TensorDataRef q = RandomTensor(DType::kU8, {2, 1, 4, 3}, 0, 256, 13);
+  Nd ref = linear.Run(ToNd(*q), {2, 1, 70, 5}, {1, 1, 70.0 / 4, 5.0 / 3});
+  for (double& v : ref.v) v = std::nearbyint(v);
+  std::vector<TensorDataRef> got =
+      Run(Model(13, "(uint8[2, 1, 4, 3] q) => (y) <int64[4] n = {2, 1, 70, 5}>",
+                "y = Resize <mode = \"linear\"> (q, , , n)"),
+          {q});
+  std::string diff = Compare(*got[0], *MakeTensor(DType::kU8, ref.dims, ref.v), 0, 0);
+  BOOST_TEST(diff.empty(), diff);
+}
+
 BOOST_AUTO_TEST_CASE(KeepAspectRatioPolicies) {
   AntialiasRef linear;
   linear.antialias = false;

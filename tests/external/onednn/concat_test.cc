@@ -125,5 +125,46 @@ BOOST_AUTO_TEST_CASE(tensor_twice_and_offsets_inside_a_block) {
   }
 }
 
+// Records the kind and implementation of every step of a profiled region call.
+class StepKinds : public RegionProfiler {
+ public:
+  void Record(const RegionStepSample& s) override {
+    steps.push_back(std::string(s.kind) + "(" + std::string(s.impl) + ")");
+    reference = reference || s.reference;
+  }
+  std::vector<std::string> steps;
+  bool reference = false;
+};
+
+// A ShuffleNetV2 unit's concat, returned by the region: the plain half the unit passes through
+// (a region input) and the blocked output of its convolution (58 channels: not whole blocks of
+// 8) are reordered straight into their places in the caller's tensor, at batch 1 and 2,
+// instead of oneDNN's reference concat of mixed layouts.
+BOOST_AUTO_TEST_CASE(returned_concat_reorders_each_input_into_place) {
+  Dims wd = {58, 58, 1, 1};
+  Floats w = Random(Numel(wd), 50);
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 58, 5, 5] X, float[N, 58, 5, 5] P) => (float Y) {
+      a0 = Conv(X, W)
+      a = Relu(a0)
+      Y = Concat <axis = 1> (P, a)
+    })",
+                                       {{"W", wd, w}}));
+  for (int64_t n : {1, 2}) {
+    Dims xd = {n, 58, 5, 5}, ad;
+    Floats x = Random(Numel(xd), 60 + n), p = Random(Numel(xd), 70 + n);
+    Floats want = ConcatC({{xd, p}, {xd, Relu(RefConv2d(x, xd, w, wd, nullptr, {}, &ad))}});
+    std::vector<Floats> got;
+    StepKinds profile;
+    Status s = r.TryRun({{xd, x}, {xd, p}}, {{n, 116, 5, 5}}, &got, &profile);
+    BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+    BOOST_TEST(Close(got[0], want, DotTolerance(58), 1e-4), "N = " << n);
+    std::string steps;
+    for (const std::string& k : profile.steps) steps += k + " ";
+    BOOST_TEST(steps.find("concat") == std::string::npos, steps);
+    BOOST_TEST(!profile.reference, steps);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::onednn::testing
