@@ -121,6 +121,10 @@ class Builder {
   /// blocked JIT convolution.
   int PairedGroups(const Op& op, const MakeConv& make, const dnnl::memory::desc& src_md,
                    dnnl::convolution_forward::primitive_desc* pd);
+  /// Replaces the Conv step just added (`pd`, window `win`) with kiln's Winograd
+  /// convolution when it applies and measures faster (plan_winograd.cc).
+  void Winograd(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
+                const Window& win);
   Status Pool(const Op& op, bool plain);
   Status MatMul(const Op& op);  // plan_matmul.cc
   StatusOr<MatMulShapes> MatMulShapesOf(const Op& op);
