@@ -56,6 +56,18 @@ bool WinogradPostOps(const Op& op, std::vector<WinogradPostOp>* out) {
   return true;
 }
 
+// Whether F(m x m)'s transformed weights are too large for it to win: over 8 MiB (beyond L2,
+// streamed from L3 or memory on every call) and over 16 times src and dst together. Then the
+// GEMMs are bound by reading weights 1.8x (F(2x2)) or 4x (F(4x4)) the size of oneDNN's
+// (resnet's 512-channel 7x7 convs: 17 / 38 MiB against 0.2 MiB of data; measured no faster),
+// and trying them costs plan build the transform and page faults of those bytes.
+bool WeightsOutweigh(int m, const Dims& wd, const dnnl::convolution_forward::primitive_desc& pd) {
+  const size_t u = static_cast<size_t>((m + 2) * (m + 2) * ((wd[0] + 15) / 16 * 16) *
+                                       ((wd[1] + 7) / 8 * 8) * sizeof(float));
+  const size_t data = pd.src_desc().get_size() + pd.dst_desc().get_size();
+  return u > (size_t{8} << 20) && u > 16 * data;
+}
+
 // Seconds of the fastest of `runs` calls of `run` after one warm-up.
 template <typename F>
 double Fastest(F run, int runs) {
@@ -103,6 +115,7 @@ void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_
   if (r_.tensors[w].dtype != DType::kF32 || weights == nullptr) return;
   std::vector<std::shared_ptr<const WinogradConv>> candidates;
   for (int m : choice.tiles) {
+    if (choice.measure && WeightsOutweigh(m, wd, pd)) continue;
     auto c = WinogradConv::Make(pd.src_desc(), pd.dst_desc(), weights, wd, win.strides,
                                 win.dilations, win.pad_l, post, m, omp_get_max_threads());
     if (c != nullptr) candidates.push_back(c);
