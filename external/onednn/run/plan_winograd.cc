@@ -4,8 +4,8 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
-#include <new>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -81,29 +81,79 @@ double Fastest(F run, int runs) {
   return best;
 }
 
-// Scratch buffers for a trial: values in [-0.75, 0.75] (speed does not depend on them; this
-// avoids denormals), freed with the trial.
-struct TrialBuffers {
-  std::vector<std::shared_ptr<void>> owned;
-  void* Get(size_t bytes) {
-    bytes = AlignUp(std::max<size_t>(bytes, 4));
-    void* p = std::aligned_alloc(kAlign, bytes);
-    if (p == nullptr) throw std::bad_alloc();
-    owned.emplace_back(p, [](void* q) { std::free(q); });
-    float* f = static_cast<float*>(p);
-    for (size_t i = 0; i < bytes / sizeof(float); ++i)
-      f[i] = 0.125f * static_cast<float>(i % 13) - 0.75f;
-    return p;
+// The tile chosen for a convolution shape (0: oneDNN's primitive), measured once per process:
+// identical convolutions (resnet repeats each of its shapes) then cost one trial, and every
+// plan of the process computes them alike (two regions or models with the same layer),
+// instead of each following its own timing noise.
+class ChoiceMemo {
+ public:
+  bool Find(const std::string& key, int* tile) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tiles_.find(key);
+    if (it == tiles_.end()) return false;
+    *tile = it->second;
+    return true;
   }
+  void Record(const std::string& key, int tile) {
+    std::lock_guard<std::mutex> lock(mu_);
+    tiles_.emplace(key, tile);  // a concurrent build's first answer stays
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, int> tiles_;
 };
+
+ChoiceMemo& Memo() {
+  static ChoiceMemo* memo = new ChoiceMemo();
+  return *memo;
+}
+
+// src and dst dims, top-left paddings and the team size: what the speed depends on.
+std::string ShapeKey(const dnnl::convolution_forward::primitive_desc& pd, const Window& win) {
+  Dims pads = win.pad_l;
+  pads.push_back(omp_get_max_threads());
+  return DimsToString(pd.src_desc().dims()) + DimsToString(pd.dst_desc().dims()) +
+         DimsToString(pads);
+}
 
 }  // namespace
 
-// Winograd candidates are made for the tiles the environment allows, then oneDNN's primitive
-// and each candidate run on scratch buffers of the real shape (one warm-up, three timed runs,
-// the minimum counts: robust to a loaded machine); a candidate replaces the primitive only
-// when more than 5% faster, so noise keeps oneDNN, and F(4x4), whose error is ~10x that of a
-// direct convolution (winograd_conv.cc), replaces F(2x2) only when 10% faster.
+// Which of `candidates` (in order of growing error) beats oneDNN's primitive, the last step
+// of the plan: each runs on scratch buffers of the real shape (one warm-up, three timed runs,
+// the minimum counts: robust to a loaded machine). A candidate replaces the primitive only
+// when more than 5% faster, so noise keeps oneDNN, and F(4x4), whose error is ~7x that of a
+// direct convolution (winograd_conv.cc), replaces F(2x2) only when 10% faster. Returns the
+// index + 1, or 0 for oneDNN.
+size_t Builder::FasterConv(const dnnl::convolution_forward::primitive_desc& pd,
+                           const std::vector<std::shared_ptr<const WinogradConv>>& candidates) {
+  Step& step = plan_->steps.back();
+  std::vector<std::shared_ptr<void>> owned;
+  std::unordered_map<int, memory> args;
+  for (const auto& [arg, slot] : step.args) {
+    const Slot& s = plan_->slots[slot];
+    if (arg == DNNL_ARG_SCRATCHPAD) continue;
+    void* p = s.kind == Slot::Kind::kConst ? s.ptr : TrialBuffer(s.md.get_size(), &owned);
+    args.emplace(arg, memory(s.md, Engine(), p));
+  }
+  args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), Engine(),
+                                           TrialBuffer(pd.scratchpad_desc().get_size(), &owned)));
+  dnnl::stream stream(Engine());
+  const float* src = static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle());
+  float* dst = static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle());
+  const float* bias = args.count(DNNL_ARG_BIAS)
+                          ? static_cast<const float*>(args.at(DNNL_ARG_BIAS).get_data_handle())
+                          : nullptr;
+  double fastest = Fastest([&] { step.prim.execute(stream, args), stream.wait(); }, 3);
+  size_t best = 0;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    void* scratch = TrialBuffer(candidates[i]->scratch_bytes(), &owned);
+    double t = Fastest([&] { candidates[i]->Run(src, bias, dst, scratch); }, 3);
+    if (t < (best == 0 ? 0.95 : 0.9) * fastest) fastest = t, best = i + 1;
+  }
+  return best;
+}
+
 void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
                        const Window& win) {
   WinogradChoice choice = ChoiceFromEnv();
@@ -113,46 +163,28 @@ void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_
   const Dims& wd = dims_[w];
   const float* weights = static_cast<const float*>(d_.constant_data[w]);
   if (r_.tensors[w].dtype != DType::kF32 || weights == nullptr) return;
+  const std::string key = choice.measure ? ShapeKey(pd, win) : "";
+  int known = -1;
+  if (choice.measure && Memo().Find(key, &known)) {
+    if (known == 0) return;
+    choice.tiles = {known};
+  }
   std::vector<std::shared_ptr<const WinogradConv>> candidates;
   for (int m : choice.tiles) {
-    if (choice.measure && WeightsOutweigh(m, wd, pd)) continue;
+    if (choice.measure && known < 0 && WeightsOutweigh(m, wd, pd)) continue;
     auto c = WinogradConv::Make(pd.src_desc(), pd.dst_desc(), weights, wd, win.strides,
                                 win.dilations, win.pad_l, post, m, omp_get_max_threads());
     if (c != nullptr) candidates.push_back(c);
   }
   if (candidates.empty()) return;
-  Step& step = plan_->steps.back();
-  size_t best = 0;
-  if (choice.measure) {
-    TrialBuffers buf;
-    std::unordered_map<int, memory> args;
-    for (const auto& [arg, slot] : step.args) {
-      const Slot& s = plan_->slots[slot];
-      if (arg == DNNL_ARG_SCRATCHPAD) continue;
-      void* p = s.kind == Slot::Kind::kConst ? s.ptr : buf.Get(s.md.get_size());
-      args.emplace(arg, memory(s.md, Engine(), p));
-    }
-    args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), Engine(),
-                                             buf.Get(pd.scratchpad_desc().get_size())));
-    dnnl::stream stream(Engine());
-    const float* src = static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle());
-    float* dst = static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle());
-    const float* bias = args.count(DNNL_ARG_BIAS)
-                            ? static_cast<const float*>(args.at(DNNL_ARG_BIAS).get_data_handle())
-                            : nullptr;
-    double fastest = Fastest([&] { step.prim.execute(stream, args), stream.wait(); }, 3);
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      void* scratch = buf.Get(candidates[i]->scratch_bytes());
-      double t = Fastest([&] { candidates[i]->Run(src, bias, dst, scratch); }, 3);
-      // Each step up in error (oneDNN -> F(2x2) -> F(4x4)) must pay: 5% faster than oneDNN,
-      // 10% faster than F(2x2) (candidates come in that order).
-      if (t < (best == 0 ? 0.95 : 0.9) * fastest) fastest = t, best = i + 1;
-    }
+  size_t best = 1;
+  if (choice.measure && known < 0) {
+    best = FasterConv(pd, candidates);
+    Memo().Record(key, best == 0 ? 0 : static_cast<int>(candidates[best - 1]->tile()));
     if (best == 0) return;
-    --best;
   }
-  step.winograd = candidates[best];
-  scratch_ = std::max(scratch_, step.winograd->scratch_bytes());
+  plan_->steps.back().winograd = candidates[best - 1];
+  scratch_ = std::max(scratch_, candidates[best - 1]->scratch_bytes());
 }
 
 }  // namespace kiln::onednn::internal

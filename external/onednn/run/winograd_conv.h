@@ -53,6 +53,8 @@ class WinogradConv {
   /// OpenMP's team (at most `threads` of Make), as oneDNN's primitives do.
   void Run(const float* src, const float* bias, float* dst, void* scratch) const;
 
+  /// The output tile m of F(m x m, 3x3): 2 or 4.
+  int64_t tile() const { return g_.m; }
   /// Scratch bytes Run needs.
   size_t scratch_bytes() const { return scratch_bytes_; }
   /// "kiln:winograd_f2" or "kiln:winograd_f4", the implementation name profiles show.
