@@ -109,9 +109,19 @@ Status StoppedBefore(const Plan& plan, size_t step, const RegionData& data) {
                           " of " + std::to_string(plan.steps.size()) + what);
 }
 
-// One step: its oneDNN primitive, or kiln's max pool standing in for it (blocked_pool.h).
+// One step: its oneDNN primitive, or kiln's max pool (blocked_pool.h) or Winograd convolution
+// (winograd_conv.h) standing in for it.
 void RunStep(const Step& step, dnnl::stream& stream,
              const std::unordered_map<int, memory>& args) {
+  if (step.winograd != nullptr) {
+    auto bias = args.find(DNNL_ARG_BIAS);
+    step.winograd->Run(static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),
+                       bias == args.end() ? nullptr
+                                          : static_cast<const float*>(bias->second.get_data_handle()),
+                       static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()),
+                       args.at(DNNL_ARG_SCRATCHPAD).get_data_handle());
+    return;
+  }
   if (step.max_pool == nullptr) {
     step.prim.execute(stream, args);
     return;
@@ -255,6 +265,7 @@ const std::vector<StepInfo>& Plan::Describe() {
     for (const Step& step : steps) {
       info_.push_back(DescribeStep(step.prim));
       if (step.max_pool != nullptr) info_.back().impl = BlockedMaxPool::ImplName();
+      if (step.winograd != nullptr) info_.back().impl = step.winograd->ImplName();
     }
   });
   return info_;

@@ -16,6 +16,7 @@
 #include "external/onednn/region.h"
 #include "external/onednn/run/blocked_pool.h"
 #include "external/onednn/run/runtime.h"
+#include "external/onednn/run/winograd_conv.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "base/status.h"
 #include "base/tensor.h"
@@ -49,6 +50,9 @@ struct Step {
   /// When set, runs instead of `prim` (a max pool, `prim` the oneDNN pooling it replaces: its
   /// kind and descriptors still describe the step) on the SRC and DST arguments.
   std::shared_ptr<const BlockedMaxPool> max_pool;
+  /// When set, runs instead of `prim` (a 3x3 convolution measured slower than this; `prim`
+  /// still describes the step) on the SRC, BIAS, DST and SCRATCHPAD arguments.
+  std::shared_ptr<const WinogradConv> winograd;
 };
 
 /// Intermediates and scratchpad of one call, with a memory object per slot, each step's

@@ -4,6 +4,8 @@
 #include "external/onednn/run/plan_builder.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <new>
 #include <string>
 
 namespace kiln::onednn::internal {
@@ -63,6 +65,17 @@ Dims AlignRank(const Dims& d, size_t rank) {
 }
 
 Dims Sub(const Dims& d, size_t from, size_t to) { return Dims(d.begin() + from, d.begin() + to); }
+
+void* TrialBuffer(size_t bytes, std::vector<std::shared_ptr<void>>* owned) {
+  bytes = AlignUp(std::max<size_t>(bytes, 4));
+  void* p = std::aligned_alloc(kAlign, bytes);
+  if (p == nullptr) throw std::bad_alloc();
+  owned->emplace_back(p, [](void* q) { std::free(q); });
+  float* f = static_cast<float*>(p);
+  for (size_t i = 0; i < bytes / sizeof(float); ++i)
+    f[i] = 0.125f * static_cast<float>(i % 13) - 0.75f;
+  return p;
+}
 
 int64_t Product(const Dims& d) {
   int64_t p = 1;

@@ -26,6 +26,10 @@ namespace kiln::onednn::internal {
 inline constexpr size_t kAlign = 64;
 inline size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+/// Scratch for a timed trial (layout or implementation choice): at least `bytes` (rounded up to
+/// kAlign, 64-byte aligned) holding floats in [-0.75, 0.75] (speed does not depend on values;
+/// these avoid denormals), kept alive by `owned`. Throws std::bad_alloc.
+void* TrialBuffer(size_t bytes, std::vector<std::shared_ptr<void>>* owned);
 /// "[2, 3]".
 std::string DimsToString(const Dims& d);
 /// Row-major layout of `dims` (f32 unless `type` says otherwise); a rank-0 tensor is viewed as
@@ -121,6 +125,12 @@ class Builder {
   /// blocked JIT convolution.
   int PairedGroups(const Op& op, const MakeConv& make, const dnnl::memory::desc& src_md,
                    dnnl::convolution_forward::primitive_desc* pd);
+  /// Replaces the Conv step just added (`pd`, window `win`) with kiln's Winograd
+  /// convolution when it applies and measures faster (plan_winograd.cc).
+  void Winograd(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
+                const Window& win);
+  size_t FasterConv(const dnnl::convolution_forward::primitive_desc& pd,
+                    const std::vector<std::shared_ptr<const WinogradConv>>& candidates);
   Status Pool(const Op& op, bool plain);
   Status MatMul(const Op& op);  // plan_matmul.cc
   StatusOr<MatMulShapes> MatMulShapesOf(const Op& op);

@@ -183,6 +183,7 @@ Status Builder::Conv(const Op& op, bool plain) {
   int dst = DefineAccumulator(op, pd.dst_desc(), residual, args);
   args.push_back({DNNL_ARG_DST, dst});
   AddPrimitive(dnnl::convolution_forward(pd), pd.scratchpad_desc().get_size(), args);
+  if (!plain && op.group == 1 && d_.constant_data[w] != nullptr) Winograd(op, pd, win);
   return Status::Ok();
 }
 

@@ -158,14 +158,7 @@ int Builder::FasterLayout(const memory::desc& a_md, const memory::desc& out_md,
   };
   std::vector<std::shared_ptr<void>> buffers;
   auto scratch = [&](const memory::desc& md) {
-    size_t bytes = AlignUp(std::max<size_t>(md.get_size(), 4));
-    void* p = std::aligned_alloc(kAlign, bytes);
-    if (p == nullptr) throw std::bad_alloc();
-    buffers.emplace_back(p, [](void* q) { std::free(q); });
-    float* f = static_cast<float*>(p);
-    for (size_t i = 0; i < bytes / sizeof(float); ++i)
-      f[i] = 0.125f * static_cast<float>(i % 13) - 0.75f;
-    return memory(md, Engine(), p);
+    return memory(md, Engine(), TrialBuffer(md.get_size(), &buffers));
   };
   std::vector<Trial> trials;
   for (const memory::desc& w : layouts) {

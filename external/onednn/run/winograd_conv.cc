@@ -1,0 +1,397 @@
+// kiln's Winograd 3x3 convolution on aBcd8b: AVX2 + FMA code chosen at run time (the library
+// is built for baseline x86-64), parallel over OpenMP's team.
+//
+// Per block of `block` tiles: (1) the input transform V = B^T d B of each tile and 8-channel
+// block (vector adds, 8 channels per AVX2 register) into V[position][cb][tile][8]; (2) for each
+// of the alpha^2 positions, a GEMM [tiles x C] x [C x K] with a 6x16 register-blocked kernel
+// (6 tiles x 16 output channels, 12 accumulators) into M[position][kb8][tile][8]; (3) the
+// output transform A^T M A, bias and post-ops, stored into dst. Weights are transformed once,
+// in double, into U[position][kb16][c][16].
+//
+// Numerics (winograd_conv_test prints them; inputs in [-1, 1), weights in [-0.3, 0.3), the
+// zoo's channel counts 16..512, outputs up to ~27): the transforms' coefficients grow with
+// the tile (F(2x2): B^T and A^T entries 0 / +-1, G's 1/2; F(4x4): B^T's up to 5, A^T's up to
+// 8), and so does the error. F(2x2)'s largest error against float64 is 1.3e-7 .. 8.7e-7 of the
+// output's scale, no larger than oneDNN's direct convolution (whose is 1e-6 .. 2e-6); F(4x4)'s
+// is 7e-6 .. 1.6e-5 (rising with C), ~7x oneDNN's: still 6x inside the zoo's 1e-4 x scale,
+// which is why the plan builder takes F(4x4) only when it is clearly faster than F(2x2).
+#include "external/onednn/run/winograd_conv.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <new>
+
+#define KILN_AVX2 __attribute__((target("avx2,fma")))
+
+namespace kiln::onednn::internal {
+namespace {
+
+using dnnl::memory;
+using Geometry = WinogradConv::Geometry;
+
+// The transforms of F(m x m, 3x3) (Lavin & Gray, "Fast Algorithms for Convolutional Neural
+// Networks"): input B^T (alpha x alpha), filter G (alpha x 3), output A^T (m x alpha).
+template <int M>
+struct Tr;
+template <>
+struct Tr<2> {
+  static constexpr int kA = 4;
+  static constexpr float kBT[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
+  static constexpr float kAT[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
+};
+template <>
+struct Tr<4> {
+  static constexpr int kA = 6;
+  static constexpr float kBT[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0},
+                                      {0, 4, -4, -1, 1, 0}, {0, -2, -1, 2, 1, 0},
+                                      {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
+  static constexpr float kAT[4][6] = {
+      {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+};
+
+// G for the weight transform, in double (done once).
+const double kG2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+const double kG4[6][3] = {{1.0 / 4, 0, 0},
+                          {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                          {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                          {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                          {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                          {0, 0, 1}};
+
+// sum_k row[k] * in[k * stride] over a constant row: after unrolling, zeros vanish and +-1
+// become adds and subtracts.
+template <int C>
+KILN_AVX2 inline __m256 Dot(const float (&row)[C], const __m256* in, int stride) {
+  __m256 acc = _mm256_setzero_ps();
+#pragma GCC unroll 8
+  for (int k = 0; k < C; ++k) {
+    const float c = row[k];
+    if (c == 0.0f) continue;
+    const __m256 x = in[k * stride];
+    if (c == 1.0f) {
+      acc = _mm256_add_ps(acc, x);
+    } else if (c == -1.0f) {
+      acc = _mm256_sub_ps(acc, x);
+    } else {
+      acc = _mm256_fmadd_ps(_mm256_set1_ps(c), x, acc);
+    }
+  }
+  return acc;
+}
+
+// Tile `t` of the block starting at tile `first`: image, top row and left column of its input
+// window (padding included: may be negative), or false past the last tile.
+bool TileOrigin(const Geometry& g, int64_t tile, int64_t* n, int64_t* y0, int64_t* x0) {
+  if (tile >= g.tiles) return false;
+  int64_t per_image = g.th * g.tw;
+  *n = tile / per_image;
+  int64_t r = tile % per_image;
+  *y0 = (r / g.tw) * g.m - g.pt;
+  *x0 = (r % g.tw) * g.m - g.pl;
+  return true;
+}
+
+// V[.][.][t][.] = B^T d B for every channel block of tile `t` of the block at `first`.
+template <int M>
+KILN_AVX2 void InputTile(const Geometry& g, const float* src, float* v, int64_t first, int64_t t) {
+  constexpr int A = Tr<M>::kA;
+  int64_t n, y0, x0;
+  const int64_t vstride = g.cb * g.block * 8;  // floats between positions
+  if (!TileOrigin(g, first + t, &n, &y0, &x0)) {
+    for (int64_t p = 0; p < A * A; ++p) {
+      for (int64_t c = 0; c < g.cb; ++c)
+        _mm256_store_ps(v + p * vstride + (c * g.block + t) * 8, _mm256_setzero_ps());
+    }
+    return;
+  }
+  // Most tiles lie wholly inside the image: their loads need no bounds checks.
+  const bool inside = y0 >= 0 && y0 + A <= g.h && x0 >= 0 && x0 + A <= g.w;
+  for (int64_t c = 0; c < g.cb; ++c) {
+    const float* plane = src + ((n * g.cb + c) * g.h) * g.w * 8;
+    __m256 d[A * A], tmp[A * A];
+    if (inside) {
+      const float* at = plane + (y0 * g.w + x0) * 8;
+      for (int i = 0; i < A; ++i) {
+        for (int j = 0; j < A; ++j) d[i * A + j] = _mm256_loadu_ps(at + (i * g.w + j) * 8);
+      }
+    } else {
+      for (int i = 0; i < A; ++i) {
+        int64_t y = y0 + i;
+        for (int j = 0; j < A; ++j) {
+          int64_t x = x0 + j;
+          d[i * A + j] = (y >= 0 && y < g.h && x >= 0 && x < g.w)
+                             ? _mm256_loadu_ps(plane + (y * g.w + x) * 8)
+                             : _mm256_setzero_ps();
+        }
+      }
+    }
+    for (int i = 0; i < A; ++i) {
+      for (int j = 0; j < A; ++j) tmp[i * A + j] = Dot<A>(Tr<M>::kBT[i], d + j, A);
+    }
+    for (int i = 0; i < A; ++i) {
+      for (int j = 0; j < A; ++j) {
+        _mm256_store_ps(v + (i * A + j) * vstride + (c * g.block + t) * 8,
+                        Dot<A>(Tr<M>::kBT[j], tmp + i * A, 1));
+      }
+    }
+  }
+}
+
+// 6 tiles x 16 output channels over `channels` input channels: 12 accumulators held in named
+// registers (an array of them made GCC spill to the stack), C in steps of one broadcast of V
+// per tile (v: 8-channel blocks `vstride` floats apart, tiles 8 floats apart) and two vectors
+// of U (u: 16 floats per channel). Stores the two 8-channel halves at m0 and m1.
+KILN_AVX2 void Kernel6x16(const float* v, int64_t vstride, int64_t blocks, const float* u,
+                          float* m0, float* m1) {
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t cb = 0; cb < blocks; ++cb, v += vstride) {
+#pragma GCC unroll 8
+    for (int ci = 0; ci < 8; ++ci, u += 16) {
+      const __m256 b0 = _mm256_load_ps(u), b1 = _mm256_load_ps(u + 8);
+      __m256 a = _mm256_broadcast_ss(v + ci);
+      c00 = _mm256_fmadd_ps(a, b0, c00), c01 = _mm256_fmadd_ps(a, b1, c01);
+      a = _mm256_broadcast_ss(v + 8 + ci);
+      c10 = _mm256_fmadd_ps(a, b0, c10), c11 = _mm256_fmadd_ps(a, b1, c11);
+      a = _mm256_broadcast_ss(v + 16 + ci);
+      c20 = _mm256_fmadd_ps(a, b0, c20), c21 = _mm256_fmadd_ps(a, b1, c21);
+      a = _mm256_broadcast_ss(v + 24 + ci);
+      c30 = _mm256_fmadd_ps(a, b0, c30), c31 = _mm256_fmadd_ps(a, b1, c31);
+      a = _mm256_broadcast_ss(v + 32 + ci);
+      c40 = _mm256_fmadd_ps(a, b0, c40), c41 = _mm256_fmadd_ps(a, b1, c41);
+      a = _mm256_broadcast_ss(v + 40 + ci);
+      c50 = _mm256_fmadd_ps(a, b0, c50), c51 = _mm256_fmadd_ps(a, b1, c51);
+    }
+  }
+  _mm256_store_ps(m0, c00), _mm256_store_ps(m1, c01);
+  _mm256_store_ps(m0 + 8, c10), _mm256_store_ps(m1 + 8, c11);
+  _mm256_store_ps(m0 + 16, c20), _mm256_store_ps(m1 + 16, c21);
+  _mm256_store_ps(m0 + 24, c30), _mm256_store_ps(m1 + 24, c31);
+  _mm256_store_ps(m0 + 32, c40), _mm256_store_ps(m1 + 32, c41);
+  _mm256_store_ps(m0 + 40, c50), _mm256_store_ps(m1 + 40, c51);
+}
+
+// The GEMM of one position and 16 output channels over the block, 6 tiles at a time.
+void GemmPanel(const Geometry& g, const float* u, const float* v, float* mo, int64_t p,
+               int64_t kb) {
+  const int64_t cp = g.cb * 8, block = g.block, cb = g.cb;
+  const float* up = u + (p * g.kb16 + kb) * cp * 16;
+  const float* vp = v + p * cb * block * 8;
+  float* m0 = mo + ((p * g.kb16 * 2 + 2 * kb) * block) * 8;
+  float* m1 = m0 + block * 8;
+  for (int64_t t0 = 0; t0 < block; t0 += 6)
+    Kernel6x16(vp + t0 * 8, block * 8, cb, up, m0 + t0 * 8, m1 + t0 * 8);
+}
+
+// y after the post-ops, oneDNN's order; `old` is dst's value before the run (for sum).
+KILN_AVX2 inline __m256 PostOps(__m256 y, const std::vector<WinogradPostOp>& ops,
+                                const float* old) {
+  for (const WinogradPostOp& po : ops) {
+    switch (po.kind) {
+      case WinogradPostOp::Kind::kRelu:
+        if (po.alpha == 0.0f) {
+          y = _mm256_max_ps(_mm256_setzero_ps(), y);  // a NaN y stays NaN, as in oneDNN
+        } else {
+          __m256 pos = _mm256_cmp_ps(y, _mm256_setzero_ps(), _CMP_GT_OQ);
+          y = _mm256_blendv_ps(_mm256_mul_ps(y, _mm256_set1_ps(po.alpha)), y, pos);
+        }
+        break;
+      case WinogradPostOp::Kind::kClip:
+        // maxps / minps return their second operand when one is NaN: NaN stays NaN.
+        y = _mm256_min_ps(_mm256_set1_ps(po.beta), _mm256_max_ps(_mm256_set1_ps(po.alpha), y));
+        break;
+      case WinogradPostOp::Kind::kSum:
+        y = _mm256_add_ps(y, _mm256_loadu_ps(old));
+        break;
+    }
+  }
+  return y;
+}
+
+// dst for tile `t` of the block at `first`: A^T M A, bias and post-ops for each output block
+// of 8 channels (the padded channels of the last one written as zeros).
+template <int M>
+KILN_AVX2 void OutputTile(const Geometry& g, const float* mo, const float* bias,
+                          const std::vector<WinogradPostOp>& ops, float* dst, int64_t first,
+                          int64_t t) {
+  constexpr int A = Tr<M>::kA;
+  int64_t n, y0, x0;
+  if (!TileOrigin(g, first + t, &n, &y0, &x0)) return;
+  y0 += g.pt;  // the tile's first output row and column
+  x0 += g.pl;
+  const int64_t mstride = g.kb16 * 2 * g.block * 8;  // floats between positions
+  const int64_t kb8 = (g.k + 7) / 8;
+  for (int64_t kb = 0; kb < kb8; ++kb) {
+    __m256 mm[A * A], tmp[M * A];
+    for (int p = 0; p < A * A; ++p) mm[p] = _mm256_load_ps(mo + p * mstride + (kb * g.block + t) * 8);
+    for (int i = 0; i < M; ++i) {
+      for (int j = 0; j < A; ++j) tmp[i * A + j] = Dot<A>(Tr<M>::kAT[i], mm + j, A);
+    }
+    const int64_t valid = std::min<int64_t>(8, g.k - kb * 8);
+    __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)),
+                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256 b = bias != nullptr ? _mm256_maskload_ps(bias + kb * 8, lanes) : _mm256_setzero_ps();
+    float* plane = dst + ((n * g.kb8 + kb) * g.oh) * g.ow * 8;
+    for (int i = 0; i < M && y0 + i < g.oh; ++i) {
+      for (int j = 0; j < M && x0 + j < g.ow; ++j) {
+        float* out = plane + ((y0 + i) * g.ow + x0 + j) * 8;
+        __m256 y = _mm256_add_ps(Dot<A>(Tr<M>::kAT[j], tmp + i * A, 1), b);
+        y = PostOps(y, ops, out);
+        _mm256_storeu_ps(out, _mm256_and_ps(y, _mm256_castsi256_ps(lanes)));
+      }
+    }
+  }
+}
+
+bool IsBlocked8(const memory::desc& md) {
+  return md.data_type() == memory::data_type::f32 && md.dims().size() == 4 &&
+         md == memory::desc(md.dims(), memory::data_type::f32, memory::format_tag::aBcd8b);
+}
+
+int64_t RoundUp6(int64_t x) { return (std::max<int64_t>(x, 1) + 5) / 6 * 6; }
+
+// Tiles per block and whether the threads split each block's GEMMs (rather than taking
+// blocks of their own): a block's V and M stay in L2 (~160 KiB of this core's 512 KiB, the
+// rest for U's stream); when the weights outweigh the data (deep layers at small H, W), every
+// thread streaming all of U would double the memory traffic, so they share the blocks.
+void ChooseBlocking(Geometry* g) {
+  const int64_t per_tile = g->positions * (g->cb * 8 + g->kb16 * 16) * 4;
+  const int64_t fit = std::clamp<int64_t>((160 << 10) / per_tile / 6 * 6, 6, 120);
+  g->split_gemm = g->threads > 1 && g->tiles * (g->cb * 8 + g->kb16 * 16) <
+                                        g->cb * 8 * g->kb16 * 16;
+  if (g->split_gemm) {
+    const int64_t shared = std::clamp<int64_t>((400 << 10) / per_tile / 6 * 6, 6, 240);
+    g->block = std::min(RoundUp6(g->tiles), shared);
+  } else {
+    g->block = std::min(fit, RoundUp6((g->tiles + g->threads - 1) / g->threads));
+  }
+}
+
+}  // namespace
+
+WinogradConv::WinogradConv(const Geometry& g, std::vector<WinogradPostOp> post_ops)
+    : g_(g), post_ops_(std::move(post_ops)) {
+  per_thread_floats_ = static_cast<size_t>(g_.positions * g_.block * (g_.cb * 8 + g_.kb16 * 16));
+  per_thread_floats_ = (per_thread_floats_ + 15) / 16 * 16;
+  scratch_bytes_ = per_thread_floats_ * sizeof(float) * (g_.split_gemm ? 1 : g_.threads);
+}
+
+std::shared_ptr<const WinogradConv> WinogradConv::Make(
+    const memory::desc& src, const memory::desc& dst, const float* weights,
+    const std::vector<int64_t>& weight_dims, const std::vector<int64_t>& strides,
+    const std::vector<int64_t>& dilations, const std::vector<int64_t>& pad_l,
+    std::vector<WinogradPostOp> post_ops, int m, int threads) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return nullptr;
+  if ((m != 2 && m != 4) || !IsBlocked8(src) || !IsBlocked8(dst) || weights == nullptr)
+    return nullptr;
+  const std::vector<int64_t> three = {3, 3}, one = {1, 1}, zero = {0, 0};
+  if (weight_dims.size() != 4 || std::vector<int64_t>(weight_dims.begin() + 2,
+                                                      weight_dims.end()) != three ||
+      strides != one || dilations != zero || pad_l.size() != 2)
+    return nullptr;
+  memory::dims in = src.dims(), out = dst.dims();
+  Geometry g;
+  g.n = in[0], g.c = in[1], g.h = in[2], g.w = in[3];
+  g.k = out[1], g.oh = out[2], g.ow = out[3], g.pt = pad_l[0], g.pl = pad_l[1];
+  if (out[0] != g.n || weight_dims[0] != g.k || weight_dims[1] != g.c || g.oh < 1 || g.ow < 1 ||
+      g.pt < 0 || g.pl < 0)
+    return nullptr;
+  g.m = m, g.alpha = m + 2, g.positions = g.alpha * g.alpha;
+  g.cb = (g.c + 7) / 8, g.kb16 = (g.k + 15) / 16, g.kb8 = (g.k + 7) / 8;
+  g.th = (g.oh + m - 1) / m, g.tw = (g.ow + m - 1) / m, g.tiles = g.n * g.th * g.tw;
+  g.threads = std::max(threads, 1);
+  ChooseBlocking(&g);
+  std::shared_ptr<WinogradConv> conv(new WinogradConv(g, std::move(post_ops)));
+  conv->TransformWeights(weights);
+  return conv;
+}
+
+// U[p][kb16][c][k % 16] = (G g G^T)[p] of weights g[k][c], in double; padded channels zero.
+void WinogradConv::TransformWeights(const float* weights) {
+  const Geometry& g = g_;
+  const int64_t cp = g.cb * 8, a = g.alpha;
+  const size_t count = static_cast<size_t>(g.positions * g.kb16 * cp * 16);
+  float* u = static_cast<float*>(std::aligned_alloc(64, (count * sizeof(float) + 63) / 64 * 64));
+  if (u == nullptr) throw std::bad_alloc();
+  u_.reset(u, [](float* p) { std::free(p); });
+  std::fill(u, u + count, 0.0f);
+  const double(*gm)[3] = g.m == 2 ? kG2 : kG4;
+  for (int64_t k = 0; k < g.k; ++k) {
+    for (int64_t c = 0; c < g.c; ++c) {
+      const float* w = weights + (k * g.c + c) * 9;
+      double gw[6][3];  // G g
+      for (int64_t i = 0; i < a; ++i) {
+        for (int j = 0; j < 3; ++j) {
+          gw[i][j] = gm[i][0] * w[j] + gm[i][1] * w[3 + j] + gm[i][2] * w[6 + j];
+        }
+      }
+      for (int64_t i = 0; i < a; ++i) {
+        for (int64_t j = 0; j < a; ++j) {
+          double s = gw[i][0] * gm[j][0] + gw[i][1] * gm[j][1] + gw[i][2] * gm[j][2];
+          u[(((i * a + j) * g.kb16 + k / 16) * cp + c) * 16 + k % 16] = static_cast<float>(s);
+        }
+      }
+    }
+  }
+}
+
+// One block of tiles by one thread (the threads taking blocks of their own).
+void WinogradConv::RunBlock(const float* src, const float* bias, float* dst, float* v,
+                            float* mo, int64_t block) const {
+  const int64_t first = block * g_.block;
+  for (int64_t t = 0; t < g_.block; ++t) {
+    g_.m == 2 ? InputTile<2>(g_, src, v, first, t) : InputTile<4>(g_, src, v, first, t);
+  }
+  for (int64_t p = 0; p < g_.positions; ++p) {
+    for (int64_t kb = 0; kb < g_.kb16; ++kb) GemmPanel(g_, u_.get(), v, mo, p, kb);
+  }
+  for (int64_t t = 0; t < g_.block; ++t) {
+    g_.m == 2 ? OutputTile<2>(g_, mo, bias, post_ops_, dst, first, t)
+              : OutputTile<4>(g_, mo, bias, post_ops_, dst, first, t);
+  }
+}
+
+void WinogradConv::Run(const float* src, const float* bias, float* dst, void* scratch) const {
+  const Geometry& g = g_;
+  const int64_t blocks = (g.tiles + g.block - 1) / g.block;
+  const int team = std::max(1, std::min(omp_get_max_threads(), g.threads));
+  float* base = static_cast<float*>(scratch);
+  float* v = base;
+  float* mo = base + g.positions * g.block * g.cb * 8;
+  if (!g.split_gemm || team == 1) {
+#pragma omp parallel num_threads(team) if (team > 1 && blocks > 1)
+    {
+      float* mine = base + per_thread_floats_ * (g.split_gemm ? 0 : omp_get_thread_num());
+      float* mine_m = mine + g.positions * g.block * g.cb * 8;
+#pragma omp for schedule(static)
+      for (int64_t b = 0; b < blocks; ++b) RunBlock(src, bias, dst, mine, mine_m, b);
+    }
+    return;
+  }
+  // The threads share each block: transforms split by tile, GEMMs by position and K block.
+#pragma omp parallel num_threads(team)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t first = b * g.block;
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < g.block; ++t) {
+      g.m == 2 ? InputTile<2>(g, src, v, first, t) : InputTile<4>(g, src, v, first, t);
+    }
+#pragma omp for schedule(static)
+    for (int64_t pk = 0; pk < g.positions * g.kb16; ++pk)
+      GemmPanel(g, u_.get(), v, mo, pk / g.kb16, pk % g.kb16);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < g.block; ++t) {
+      g.m == 2 ? OutputTile<2>(g, mo, bias, post_ops_, dst, first, t)
+               : OutputTile<4>(g, mo, bias, post_ops_, dst, first, t);
+    }
+  }
+}
+
+const char* WinogradConv::ImplName() const {
+  return g_.m == 2 ? "kiln:winograd_f2" : "kiln:winograd_f4";
+}
+
+}  // namespace kiln::onednn::internal
