@@ -180,12 +180,22 @@ StatusOr<std::shared_ptr<Plan>> Builder::Build(const std::vector<Dims>& inputs) 
     s.ptr = const_cast<void*>(d_.constant_data[c.tensor]);
     slot_of_[c.tensor] = AddSlot(s);
   }
+  readers_.assign(r_.tensors.size(), 0);
+  for (int32_t t : r_.outputs) ++readers_[t];
+  for (const Op& op : r_.ops) {
+    for (int32_t t : op.inputs) ++readers_[t];
+    for (const PostOp& p : op.post_ops) {
+      if (p.tensor >= 0) ++readers_[p.tensor];
+    }
+  }
   for (size_t i = 0; i < r_.ops.size(); ++i) {
     op_index_ = static_cast<int>(i);
     const Op& op = r_.ops[i];
     std::string where = "ops[" + std::to_string(i) + "] (" + OpKindName(op.kind) + ")";
+    skip_next_ = false;
     Status s = BuildOpWithFallback(op);
     if (!s.ok()) return s.WithContext(where);
+    if (skip_next_) ++i;
   }
   op_index_ = -1;
   for (size_t i = 0; i < r_.outputs.size(); ++i) {

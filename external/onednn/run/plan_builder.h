@@ -157,6 +157,9 @@ class Builder {
   Status Softmax(const Op& op, bool plain);  // plan_norm.cc
   Status LayerNorm(const Op& op);
   Status BatchNorm(const Op& op, bool plain);
+  /// The op after `op` when it is a Relu (slope 0) of op's output and nothing else reads that
+  /// output (no other op, post-op or region output): `op` may apply it and skip it.
+  const Op* SoleRelu(const Op& op) const;
 
   const RegionData& d_;
   const RegionProgram& r_;
@@ -171,6 +174,10 @@ class Builder {
   // of the concat inputs placed in it (ConcatInPlace).
   std::unordered_map<int, std::vector<std::pair<size_t, size_t>>> parts_;
   int op_index_ = -1;
+  // Per tensor: how many op inputs, post-op operands and region outputs read it.
+  std::vector<int> readers_;
+  // Set by an op that also computed the next op (BatchNorm with its Relu): Build skips it.
+  bool skip_next_ = false;
 };
 
 }  // namespace kiln::onednn::internal

@@ -1,5 +1,5 @@
 // The plan builder's normalizations: softmax / log-softmax, layer normalization (over a 2-D
-// view) and inference batch normalization.
+// view) and inference batch normalization (with a following Relu fused in).
 #include <string>
 
 #include "external/onednn/run/plan_builder.h"
@@ -55,6 +55,19 @@ Status Builder::LayerNorm(const Op& op) {
   return Status::Ok();
 }
 
+const Op* Builder::SoleRelu(const Op& op) const {
+  size_t next = static_cast<size_t>(op_index_) + 1;
+  if (next >= r_.ops.size() || readers_[op.output] != 1) return nullptr;
+  const Op& relu = r_.ops[next];
+  if (relu.kind != OpKind::kEltwise || relu.eltwise != EltwiseAlg::kRelu || relu.alpha != 0.0f ||
+      relu.inputs.size() != 1 || relu.inputs[0] != op.output || !relu.post_ops.empty())
+    return nullptr;
+  return &relu;
+}
+
+// A Relu right after the normalization (DenseNet's pre-activation BN -> ReLU -> conv, which no
+// conv post-op can take) is applied by the same primitive (fuse_norm_relu): one pass over the
+// tensor instead of two, the same values (relu of the normalized ones).
 Status Builder::BatchNorm(const Op& op, bool plain) {
   int32_t x = op.inputs[0];
   const Dims& xd = dims_[x];
@@ -67,17 +80,30 @@ Status Builder::BatchNorm(const Op& op, bool plain) {
   int src = Current(x, plain);
   auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
                dnnl::normalization_flags::use_shift;
-  dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, Md(src),
-                                               op.epsilon, flags);
-  dnnl::batch_normalization_forward::primitive_desc pd(desc, Attr(), Engine());
+  const Op* relu = SoleRelu(op);
+  auto make = [&](dnnl::normalization_flags f) {
+    dnnl::batch_normalization_forward::desc desc(dnnl::prop_kind::forward_inference, Md(src),
+                                                 op.epsilon, f);
+    return dnnl::batch_normalization_forward::primitive_desc(desc, Attr(), Engine());
+  };
+  dnnl::batch_normalization_forward::primitive_desc pd =
+      make(relu ? flags | dnnl::normalization_flags::fuse_norm_relu : flags);
+  // Where the fused form only has reference code, the two primitives run as before.
+  if (relu && std::string(pd.impl_info_str()).find("ref") == 0) {
+    relu = nullptr;
+    pd = make(flags);
+  }
   Args args = {{DNNL_ARG_SRC, src},
                {DNNL_ARG_SCALE, Plain(op.inputs[1])},
                {DNNL_ARG_SHIFT, Plain(op.inputs[2])},
                {DNNL_ARG_MEAN, Plain(op.inputs[3])},
                {DNNL_ARG_VARIANCE, Plain(op.inputs[4])}};
-  int dst = Define(op.output, pd.dst_desc());
+  int32_t out = relu ? relu->output : op.output;
+  dims_[out] = xd;
+  int dst = Define(out, pd.dst_desc());
   args.push_back({DNNL_ARG_DST, dst});
   AddPrimitive(dnnl::batch_normalization_forward(pd), pd.scratchpad_desc().get_size(), args);
+  skip_next_ = relu != nullptr;
   return Status::Ok();
 }
 

@@ -465,6 +465,49 @@ BOOST_AUTO_TEST_CASE(max_pools_between_convs_run_kilns_blocked_kernel) {
   for (const std::string& impl : profiler.impls) BOOST_TEST((impl == "kiln:avx2") == avx2, impl);
 }
 
+// DenseNet's pre-activation BatchNormalization -> Relu on a blocked tensor (a conv's output,
+// pooled so the BN cannot fold into the conv) runs as one batch normalization with the Relu
+// fused in, unless the normalized tensor is read elsewhere (here: also a region output), where
+// the Relu stays its own step. Both agree with the reference loops.
+BOOST_DATA_TEST_CASE(batchnorm_then_relu_is_one_step, data::make({false, true}), bn_is_output) {
+  Dims wd = {16, 3, 3, 3};
+  Floats w = Random(Numel(wd), 70), gamma = Random(16, 71, 0.5f, 1.5f), beta = Random(16, 72),
+         mean = Random(16, 73), var = Random(16, 74, 0.2f, 2.0f);
+  std::string outs = bn_is_output ? "float Y, float B" : "float Y";
+  CompiledRegion r = Compile(
+      MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 3, 10, 10] X) => ()" + outs + R"() {
+      c = Conv <pads = [1, 1, 1, 1]> (X, W)
+      p = MaxPool <kernel_shape = [2, 2], strides = [2, 2]> (c)
+      B = BatchNormalization(p, G, Be, M, V)
+      Y = Relu(B)
+    })",
+                {{"W", wd, w}, {"G", {16}, gamma}, {"Be", {16}, beta}, {"M", {16}, mean},
+                 {"V", {16}, var}}));
+  Dims xd = {2, 3, 10, 10}, cd, pd;
+  Floats x = Random(Numel(xd), 75);
+  Floats c = RefConv2d(x, xd, w, wd, nullptr, {1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &cd);
+  Floats bn = RefPool2d(c, cd, true, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, &pd);
+  for (size_t i = 0; i < bn.size(); ++i) {
+    int64_t ch = (i / 25) % 16;
+    bn[i] = static_cast<float>((bn[i] - mean[ch]) / std::sqrt(var[ch] + 1e-5) * gamma[ch] +
+                               beta[ch]);
+  }
+  Floats y = bn;
+  for (float& v : y) v = std::max(v, 0.0f);
+  std::vector<Dims> shapes = {pd};
+  if (bn_is_output) shapes.push_back(pd);
+  std::vector<Floats> got;
+  StepsOf bnorms("batch_norm"), eltwises("eltwise");
+  BOOST_REQUIRE(r.TryRun({{xd, x}}, shapes, &got, &bnorms).ok());
+  BOOST_REQUIRE(r.TryRun({{xd, x}}, shapes, &got, &eltwises).ok());
+  BOOST_TEST(Close(got[0], y, DotTolerance(27) * 4, 1e-4));
+  if (bn_is_output) BOOST_TEST(Close(got[1], bn, DotTolerance(27) * 4, 1e-4));
+  BOOST_TEST(bnorms.impls.size() == 1u);
+  BOOST_TEST(eltwises.impls.size() == (bn_is_output ? 1u : 0u));
+  for (const std::string& impl : bnorms.impls) BOOST_TEST(impl.find("ref") != 0, impl);
+}
+
 // Groups of 4 channels (resnext's first stage) have no blocked oneDNN convolution on AVX2: the
 // runtime pairs them into groups of 8 with block-diagonal weights ([2, 8, 8, 3, 3] for 16
 // channels in 4 groups, not [4, 4, 4, 3, 3]) and runs oneDNN's JIT; the result is the grouped
