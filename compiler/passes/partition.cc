@@ -150,6 +150,25 @@ std::vector<NodeId> Producers(const Graph& g, NodeId n) {
   return out;
 }
 
+// Nodes whose outputs reach a graph output. A dead reader does not make a region's value an
+// output: DenseNet's bypassed zero Pads still read their convs' outputs, which made each a
+// region output copied out (blocked -> plain) on every call for nothing.
+std::vector<bool> LiveNodes(const Graph& g) {
+  std::vector<bool> live(g.num_nodes(), false);
+  std::vector<ValueId> work(g.outputs().begin(), g.outputs().end());
+  while (!work.empty()) {
+    ValueId v = work.back();
+    work.pop_back();
+    NodeId p = v == kNoValue ? kNoNode : g.value(v).producer;
+    if (p == kNoNode || live[p]) continue;
+    live[p] = true;
+    const Node& n = g.node(p);
+    work.insert(work.end(), n.inputs.begin(), n.inputs.end());
+    work.insert(work.end(), n.implicit_inputs.begin(), n.implicit_inputs.end());
+  }
+  return live;
+}
+
 }  // namespace
 
 StatusOr<std::vector<PartitionedRegion>> PartitionGraph(const Graph& g, const VendorRules& rules) {
@@ -256,6 +275,7 @@ StatusOr<std::vector<PartitionedRegion>> PartitionGraph(const Graph& g, const Ve
   }
   // 4. Regions with an anchor op, as PartitionedRegion records.
   std::set<ValueId> graph_outputs(g.outputs().begin(), g.outputs().end());
+  std::vector<bool> live = LiveNodes(g);
   std::vector<PartitionedRegion> out;
   for (size_t r = 0; r < regions.size(); ++r) {
     std::vector<NodeId> nodes = regions[r];
@@ -291,7 +311,7 @@ StatusOr<std::vector<PartitionedRegion>> PartitionGraph(const Graph& g, const Ve
       for (ValueId v : node.outputs) {
         if (v == kNoValue) continue;
         bool escapes = graph_outputs.count(v) > 0;
-        for (NodeId user : g.Users(v)) escapes |= !s.Has(user);
+        for (NodeId user : g.Users(v)) escapes |= !s.Has(user) && live[user];
         if (escapes) reg.outputs.push_back(v);
       }
     }

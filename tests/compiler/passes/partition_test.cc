@@ -135,6 +135,17 @@ BOOST_AUTO_TEST_CASE(values_read_outside_or_returned_are_outputs) {
   CheckAcyclic(g, *regions);
 }
 
+// A reader that reaches no graph output (a bypassed zero Pad is left reading its input) does not
+// make a value a region output.
+BOOST_AUTO_TEST_CASE(values_read_only_by_dead_nodes_are_not_outputs) {
+  Graph g = Parse("a = Relu(x) b = Relu(a) t = Tanh(a) u = Tanh(b)",
+                  "(float[4] x) => (float[4] b)");
+  auto regions = PartitionGraph(g, Rules({"Relu"}));
+  BOOST_REQUIRE(regions.ok());
+  BOOST_REQUIRE_EQUAL(regions->size(), 1u);
+  BOOST_TEST(ValueNames(g, (*regions)[0].outputs) == V({"b"}));
+}
+
 BOOST_AUTO_TEST_CASE(constants_are_not_region_inputs) {
   Graph g = Parse("c = Constant <value = float[4] {1, 2, 3, 4}> () a = Add(x, c) b = Relu(a)",
                   "(float[4] x) => (float[4] b)");
