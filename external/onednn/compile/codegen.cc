@@ -205,6 +205,7 @@ class Generator {
       RETURN_IF_ERROR(Inputs(&op, n, 5));
       return Emit(std::move(op), n.outputs[0]);
     }
+    if (t == "HardSigmoid") return EmitHardSigmoid(n);
     std::optional<EltwiseSpec> e = EltwiseOf(g_, n);
     if (!e) {
       op.kind = OpKind::kBinary;
@@ -219,6 +220,33 @@ class Generator {
     ASSIGN_OR_RETURN(int32_t t_in, Use(DataInput(g_, n)));
     op.inputs.push_back(t_in);
     return Emit(std::move(op), n.outputs[0]);
+  }
+
+  // HardSigmoid max(0, min(1, alpha * x + beta)) as two eltwise ops through a tensor of its own.
+  Status EmitHardSigmoid(const Node& n) {
+    std::vector<PostOp> parts = HardSigmoidParts(n);
+    Op linear;
+    linear.kind = OpKind::kEltwise;
+    linear.eltwise = parts[0].eltwise;
+    linear.alpha = parts[0].alpha;
+    linear.beta = parts[0].beta;
+    ASSIGN_OR_RETURN(int32_t x, Use(n.inputs[0]));
+    linear.inputs.push_back(x);
+    linear.output = NewTensor(RankOf(g_, n.inputs[0]));
+    Op clip = linear;
+    clip.eltwise = parts[1].eltwise;
+    clip.alpha = parts[1].alpha;
+    clip.beta = parts[1].beta;
+    clip.inputs = {linear.output};
+    region_.ops.push_back(std::move(linear));
+    return Emit(std::move(clip), n.outputs[0]);
+  }
+
+  // HardSigmoid as oneDNN eltwise steps: alpha * x + beta, then clip to [0, 1].
+  static std::vector<PostOp> HardSigmoidParts(const Node& n) {
+    return {{PostOpKind::kEltwise, EltwiseAlg::kLinear, BinaryAlg::kAdd,
+             GetFloat(n, "alpha", 0.2f), GetFloat(n, "beta", 0.5f)},
+            {PostOpKind::kEltwise, EltwiseAlg::kClip, BinaryAlg::kAdd, 0.0f, 1.0f}};
   }
 
   // The parsed window into the blob's op (its AutoPad mirrors compiler::AutoPad).
@@ -374,6 +402,12 @@ class Generator {
       std::optional<NodeId> u = SoleUser(*out);
       if (!u || !IsSupported(g_, *u)) return Status::Ok();
       const Node& n = g_.node(*u);
+      if (n.op_type == "HardSigmoid" && n.inputs[0] == *out) {
+        for (const PostOp& p : HardSigmoidParts(n)) op->post_ops.push_back(p);
+        consumed_.insert(*u);
+        *out = n.outputs[0];
+        continue;
+      }
       std::optional<EltwiseSpec> e = EltwiseOf(g_, n, /*scalar_binaries=*/false);
       if (n.inputs.empty() || n.inputs[0] != *out) {
         if (!(n.inputs.size() == 2 && n.inputs[1] == *out && BinaryOf(n.op_type) &&

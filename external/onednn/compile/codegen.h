@@ -18,7 +18,7 @@ namespace kiln::onednn {
 /// pads, auto_pad; static kernel dims), MatMul (ranks >= 2), Gemm (constant C, or a C with
 /// alpha == beta), MaxPool (no Indices output, storage_order 0), AveragePool (not ceil_mode
 /// together with count_include_pad), GlobalAveragePool, GlobalMaxPool, Relu, LeakyRelu,
-/// Sigmoid, Tanh, Clip (constant bounds), HardSwish, Elu, Exp, Log, Abs, Sqrt, Softplus, Neg,
+/// Sigmoid, Tanh, Clip (constant bounds), HardSwish, HardSigmoid (linear then clip), Elu, Exp, Log, Abs, Sqrt, Softplus, Neg,
 /// Round, Softmax / LogSoftmax (any axis from opset 13, the last axis before), LayerNormalization
 /// (Mean / InvStdDev unused, scale and bias of the normalized shape), Add / Sub / Mul / Div /
 /// Max / Min (two inputs, one of them of the output's shape), Concat, BatchNormalization
@@ -57,7 +57,8 @@ bool IsInt8Root(const compiler::Graph& graph, compiler::NodeId node);
 /// constants. Fusions: BatchNormalization into a preceding Conv whose output has no other user
 /// (new weights); elementwise ops, erf-Gelu, and Add / Sub / Mul with a tensor into a preceding
 /// Conv / MatMul / Gemm as post-ops (a same-shape Add is a residual sum), a constant broadcast
-/// Add after MatMul or Conv as its bias.
+/// Add after MatMul or Conv as its bias. A HardSigmoid (oneDNN 2.6 has none) is a linear and a
+/// clip post-op, or two eltwise ops on its own.
 /// Constants (compiler::ExternalConstant) are graph values with data, or new ones: Conv weights
 /// and bias with a BatchNormalization folded in, Gemm weights / bias scaled by alpha / beta, a
 /// broadcast bias reshaped to [C].

@@ -487,6 +487,77 @@ BOOST_AUTO_TEST_CASE(x_times_sigmoid_x_is_one_swish) {
   BOOST_TEST(Close(got[1], want_b, 1e-5, 1e-5));
 }
 
+// ---- HardSigmoid ---------------------------------------------------------------------------
+
+// MobileNetV3's squeeze-excite block: GlobalAveragePool -> 1x1 Conv -> Relu -> 1x1 Conv ->
+// HardSigmoid -> Mul. The gate is claimed, so the block stays in its conv's region (it split
+// the network into a region per block), as a linear and a clip post-op of the second conv; a
+// HardSigmoid with no conv before it is two eltwise ops (Compile puts every node in one
+// region). Both clip on both sides here.
+BOOST_AUTO_TEST_CASE(squeeze_excite_hardsigmoid_stays_in_the_region) {
+  Dims wd = {16, 16, 1, 1}, w1d = {8, 16, 1, 1}, w2d = {16, 8, 1, 1};
+  Floats w = Random(Numel(wd), 80), w1 = Random(Numel(w1d), 81),
+         w2 = Random(Numel(w2d), 82, -8.0f, 8.0f);
+  compiler::Graph g = MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 16, 5, 5] X) => (float Y, float Z) {
+      c = Conv(X, W)
+      p = GlobalAveragePool(c)
+      f = Conv(p, W1)
+      r = Relu(f)
+      e = Conv(r, W2)
+      h = HardSigmoid <alpha = 0.1666667, beta = 0.5> (e)
+      Y = Mul(h, c)
+      Z = HardSigmoid(X)
+    })",
+                                {{"W", wd, w}, {"W1", w1d, w1}, {"W2", w2d, w2}});
+  StatusOr<std::vector<compiler::PartitionedRegion>> regions =
+      compiler::PartitionGraph(g, Rules());
+  BOOST_REQUIRE(regions.ok());
+  BOOST_REQUIRE(regions->size() == 1u);
+  BOOST_TEST((*regions)[0].nodes.size() == 7u);  // Z's HardSigmoid shares no value with it
+  CompiledRegion r = Compile(std::move(g));
+  RegionProgram region = Decoded(r);
+  int gates = 0, linears = 0, clips = 0;
+  for (const Op& op : region.ops) {
+    if (op.kind == OpKind::kConv && op.post_ops.size() == 2 &&
+        op.post_ops[0].eltwise == EltwiseAlg::kLinear && op.post_ops[1].eltwise == EltwiseAlg::kClip)
+      ++gates;
+    if (op.kind == OpKind::kEltwise) (op.eltwise == EltwiseAlg::kLinear ? linears : clips)++;
+  }
+  BOOST_TEST(gates == 1);
+  BOOST_TEST(linears == 1);
+  BOOST_TEST(clips == 1);
+  Floats x = Random(16 * 25, 83, -4.0f, 4.0f), c(16 * 25), y(16 * 25), z(16 * 25);
+  auto hard_sigmoid = [](double v, double alpha) {
+    return std::min(1.0, std::max(0.0, alpha * v + 0.5));
+  };
+  std::vector<double> pooled(16, 0.0), relu(8, 0.0);
+  for (int o = 0; o < 16; ++o)
+    for (int q = 0; q < 25; ++q) {
+      double acc = 0;
+      for (int i = 0; i < 16; ++i) acc += static_cast<double>(w[o * 16 + i]) * x[i * 25 + q];
+      c[o * 25 + q] = static_cast<float>(acc);
+      pooled[o] += acc / 25;
+    }
+  for (int o = 0; o < 8; ++o) {
+    for (int i = 0; i < 16; ++i) relu[o] += w1[o * 16 + i] * pooled[i];
+    relu[o] = std::max(relu[o], 0.0);
+  }
+  int saturated = 0;
+  for (int o = 0; o < 16; ++o) {
+    double e = 0;
+    for (int i = 0; i < 8; ++i) e += w2[o * 8 + i] * relu[i];
+    double gate = hard_sigmoid(e, 0.1666667);
+    saturated += gate == 0.0 || gate == 1.0;
+    for (int q = 0; q < 25; ++q) y[o * 25 + q] = static_cast<float>(gate * c[o * 25 + q]);
+  }
+  BOOST_TEST(saturated > 0);  // the clip is exercised, not only the linear part
+  for (size_t i = 0; i < x.size(); ++i) z[i] = static_cast<float>(hard_sigmoid(x[i], 0.2));
+  std::vector<Floats> got = r.Run({{{1, 16, 5, 5}, x}}, {{1, 16, 5, 5}, {1, 16, 5, 5}});
+  BOOST_TEST(Close(got[0], y, DotTolerance(16 * 16 * 8), 1e-4));
+  BOOST_TEST(Close(got[1], z, 1e-6, 1e-6));
+}
+
 // ---- Decomposed LayerNorm ------------------------------------------------------------------
 
 // torch.nn.LayerNorm exported at opset 13 (the operand orders vary between exporters).
