@@ -150,25 +150,6 @@ std::vector<NodeId> Producers(const Graph& g, NodeId n) {
   return out;
 }
 
-// Nodes whose outputs reach a graph output. A dead reader does not make a region's value an
-// output: DenseNet's bypassed zero Pads still read their convs' outputs, which made each a
-// region output copied out (blocked -> plain) on every call for nothing.
-std::vector<bool> LiveNodes(const Graph& g) {
-  std::vector<bool> live(g.num_nodes(), false);
-  std::vector<ValueId> work(g.outputs().begin(), g.outputs().end());
-  while (!work.empty()) {
-    ValueId v = work.back();
-    work.pop_back();
-    NodeId p = v == kNoValue ? kNoNode : g.value(v).producer;
-    if (p == kNoNode || live[p]) continue;
-    live[p] = true;
-    const Node& n = g.node(p);
-    work.insert(work.end(), n.inputs.begin(), n.inputs.end());
-    work.insert(work.end(), n.implicit_inputs.begin(), n.implicit_inputs.end());
-  }
-  return live;
-}
-
 }  // namespace
 
 StatusOr<std::vector<PartitionedRegion>> PartitionGraph(const Graph& g, const VendorRules& rules) {
@@ -321,6 +302,24 @@ StatusOr<std::vector<PartitionedRegion>> PartitionGraph(const Graph& g, const Ve
     return pos[a.nodes[0]] < pos[b.nodes[0]];
   });
   return out;
+}
+
+// DenseNet's bypassed zero Pads still read their convs' outputs: counted as readers, they made
+// each a region output copied out (blocked -> plain) on every call for nothing.
+std::vector<bool> LiveNodes(const Graph& g) {
+  std::vector<bool> live(g.num_nodes(), false);
+  std::vector<ValueId> work(g.outputs().begin(), g.outputs().end());
+  while (!work.empty()) {
+    ValueId v = work.back();
+    work.pop_back();
+    NodeId p = v == kNoValue ? kNoNode : g.value(v).producer;
+    if (p == kNoNode || live[p]) continue;
+    live[p] = true;
+    const Node& n = g.node(p);
+    work.insert(work.end(), n.inputs.begin(), n.inputs.end());
+    work.insert(work.end(), n.implicit_inputs.begin(), n.implicit_inputs.end());
+  }
+  return live;
 }
 
 }  // namespace kiln::compiler

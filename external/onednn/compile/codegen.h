@@ -57,7 +57,8 @@ bool IsInt8Root(const compiler::Graph& graph, compiler::NodeId node);
 /// constants. Fusions: BatchNormalization into a preceding Conv whose output has no other user
 /// (new weights); elementwise ops, erf-Gelu, and Add / Sub / Mul with a tensor into a preceding
 /// Conv / MatMul / Gemm as post-ops (a same-shape Add is a residual sum), a constant broadcast
-/// Add after MatMul or Conv as its bias. A HardSigmoid (oneDNN 2.6 has none) is a linear and a
+/// Add after MatMul or Conv as its bias; an unpadded AveragePool after a 1x1, stride-1 Conv
+/// runs before it (they commute; the conv then sees a fraction of the pixels). A HardSigmoid (oneDNN 2.6 has none) is a linear and a
 /// clip post-op, or two eltwise ops on its own.
 /// Constants (compiler::ExternalConstant) are graph values with data, or new ones: Conv weights
 /// and bias with a BatchNormalization folded in, Gemm weights / bias scaled by alpha / beta, a

@@ -558,6 +558,42 @@ BOOST_AUTO_TEST_CASE(squeeze_excite_hardsigmoid_stays_in_the_region) {
   BOOST_TEST(Close(got[1], z, 1e-6, 1e-6));
 }
 
+// ---- AveragePool before a 1x1 Conv ----------------------------------------------------------
+
+// DenseNet's transition: a 1x1 conv (here with a bias) then AvgPool 2x2 / 2. Both are linear per
+// pixel and the pool's weights sum to 1, so the region pools first and convolves a quarter of
+// the pixels; the result is the conv-then-pool reference up to rounding. A 3x3 conv, a padded
+// pool or ceil_mode keep the written order.
+BOOST_DATA_TEST_CASE(average_pool_runs_before_a_pointwise_conv,
+                     data::make({"", "pads = [1, 1, 1, 1], ", "ceil_mode = 1, ", "3x3"}), variant) {
+  std::string v = variant;
+  bool k3 = v == "3x3";
+  Dims wd = {12, 16, k3 ? 3 : 1, k3 ? 3 : 1};
+  Floats w = Random(Numel(wd), 90), b = Random(12, 91);
+  std::string pool_attrs = k3 ? "" : v;
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 16, 9, 10] X) => (float Y) {
+      c = Conv(X, W, B)
+      Y = AveragePool <)" + pool_attrs + R"(kernel_shape = [2, 2], strides = [2, 2]> (c)
+    })",
+                                       {{"W", wd, w}, {"B", {12}, b}}));
+  RegionProgram region = Decoded(r);
+  BOOST_REQUIRE(region.ops.size() == 2u);
+  bool swapped = v.empty();
+  BOOST_TEST((region.ops[0].kind == (swapped ? OpKind::kPool : OpKind::kConv)));
+  BOOST_TEST((region.ops[1].kind == (swapped ? OpKind::kConv : OpKind::kPool)));
+  Dims xd = {2, 16, 9, 10}, cd, yd;
+  Floats x = Random(Numel(xd), 92);
+  Floats c = RefConv2d(x, xd, w, wd, &b, {}, &cd);
+  Dims pads = v.find("pads") != std::string::npos ? Dims{1, 1, 1, 1} : Dims{0, 0, 0, 0};
+  bool ceil = v.find("ceil") != std::string::npos;
+  // AveragePool's ceil_mode window past the edge averages the pixels it covers (the reference
+  // takes that as padding not counted), as does a padded window by default.
+  if (ceil) pads = {0, 0, 1, 0};
+  Floats y = RefPool2d(c, cd, false, {2, 2}, {2, 2}, pads, false, &yd);
+  BOOST_TEST(Close(r.Run({{xd, x}}, {yd})[0], y, DotTolerance(16 * Numel(wd) / 12 / 16), 1e-4));
+}
+
 // ---- Decomposed LayerNorm ------------------------------------------------------------------
 
 // torch.nn.LayerNorm exported at opset 13 (the operand orders vary between exporters).
