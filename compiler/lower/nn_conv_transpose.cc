@@ -22,8 +22,8 @@ namespace {
 // How one spatial dim's taps split over its stride's phases.
 struct PhaseDim {
   int64_t stride = 1, dilation = 1, kernel = 1;
-  int64_t step = 1;   // stride / gcd(dilation, stride): taps landing in one phase lie this far apart
-  int64_t taps = 1;   // ceil(kernel / step): the most taps one phase receives
+  int64_t step = 1;  // stride / gcd(dilation, stride): taps landing in one phase lie this far apart
+  int64_t taps = 1;  // ceil(kernel / step): the most taps one phase receives
   int64_t shift = 1;  // dilation / gcd(dilation, stride): input positions back per such tap
 };
 
@@ -109,8 +109,8 @@ Status LowerConvTransposeGemm(LowerContext& ctx, const WindowAttrs& win, int64_t
     lets.push_back({img, FloorDiv(rest, I(group))});
     for (int d = 0; d < s; ++d) {
       lets.push_back({first[d], FirstTap(dims[d], phase[d], win.pad_begin[d])});
-      Expr at = FloorDiv(phase[d] + win.pad_begin[d] - first[d] * I(dims[d].dilation),
-                         I(dims[d].stride));
+      Expr at =
+          FloorDiv(phase[d] + win.pad_begin[d] - first[d] * I(dims[d].dilation), I(dims[d].stride));
       if (d + 1 < s) {
         lets.push_back({pos[d], phase[d] + I(dims[d].stride) * row[d]});
         at = at + row[d];

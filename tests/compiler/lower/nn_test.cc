@@ -669,9 +669,10 @@ BOOST_AUTO_TEST_CASE(ConvTransposeGemmPerPhase) {
   CheckConvTranspose({{1, 2, 4, 5}, {2, 6, 3, 3}, 1, {2, 2}, {2, 1}, {1, 1, 1, 1}});  // dilated
   CheckConvTranspose({{1, 3, 5, 4}, {3, 4, 2, 3}, 1, {2, 3}, {2, 3}});  // dilation = stride
   CheckConvTranspose({{1, 3, 5, 4}, {3, 4, 3, 3}, 1, {4, 2}, {2, 3}});  // stride 4, dilation 2
-  CheckConvTranspose({{1, 8, 5, 5}, {8, 5, 3, 3}, 2, {2, 2}, {}, {1, 1, 1, 1}});  // groups
+  CheckConvTranspose({{1, 8, 5, 5}, {8, 5, 3, 3}, 2, {2, 2}, {}, {1, 1, 1, 1}});     // groups
   CheckConvTranspose({{1, 2, 4, 5}, {2, 4, 3, 3}, 1, {2, 2}, {}, {}, {}, {8, 10}});  // output_shape
-  CheckConvTranspose({{1, 2, 4, 5}, {2, 4, 3, 3}, 1, {2, 2}, {}, {}, {}, {10, 12}});  // past natural
+  CheckConvTranspose(
+      {{1, 2, 4, 5}, {2, 4, 3, 3}, 1, {2, 2}, {}, {}, {}, {10, 12}});  // past natural
   CheckConvTranspose({{1, 2, 4, 5}, {2, 4, 3, 3}, 1, {3, 3}, {}, {}, {}, {}, "SAME_UPPER"});
   CheckConvTranspose({{1, 2, 4, 5}, {2, 4, 4, 4}, 1, {2, 2}, {}, {}, {}, {}, "SAME_LOWER"});
   CheckConvTranspose({{2, 3, 9}, {3, 6, 4}, 1, {3}, {}, {1, 2}, {}, {}, "NOTSET", false});  // 1-D

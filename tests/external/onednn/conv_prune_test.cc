@@ -72,7 +72,8 @@ BOOST_AUTO_TEST_CASE(weights_are_sliced_to_the_kept_taps) {
   for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i);
   PrunedTaps p{{1, 0}, {2, 1, 2, 3}};  // rows 1..2, all columns
   Floats got = internal::SliceTaps(w.data(), wd, p);
-  BOOST_TEST(got == (Floats{3, 4, 5, 6, 7, 8, 12, 13, 14, 15, 16, 17}), boost::test_tools::per_element());
+  BOOST_TEST(got == (Floats{3, 4, 5, 6, 7, 8, 12, 13, 14, 15, 16, 17}),
+             boost::test_tools::per_element());
 }
 
 // Records the weights operand of every conv step a profiled run reports.
@@ -107,20 +108,20 @@ BOOST_DATA_TEST_CASE(pruned_conv_matches_full_conv_and_reference, data::make(kPr
   std::string attrs = "<dilations = [" + std::to_string(c.dil) + ", " + std::to_string(c.dil) +
                       "], strides = [" + std::to_string(c.stride) + ", " +
                       std::to_string(c.stride) + "], pads = [" + std::to_string(c.pad_begin) +
-                      ", " + std::to_string(c.pad_begin) + ", " + std::to_string(c.pad_end) +
-                      ", " + std::to_string(c.pad_end) + "]>";
+                      ", " + std::to_string(c.pad_begin) + ", " + std::to_string(c.pad_end) + ", " +
+                      std::to_string(c.pad_end) + "]>";
   std::string head = "<ir_version: 8, opset_import: [\"\" : 17]>\n g (float[N, 24, H, H] X";
-  CompiledRegion constant = Compile(MakeGraph(
-      head + ") => (float Y) {\n  c = Conv " + attrs + " (X, W, B)\n  Y = Relu(c)\n}",
-      {{"W", wd, w}, {"B", {16}, b}}));
-  CompiledRegion runtime = Compile(MakeGraph(
-      head + ", float[16, 24, 3, 3] W) => (float Y) {\n  c = Conv " + attrs +
-      " (X, W, B)\n  Y = Relu(c)\n}",
-      {{"B", {16}, b}}));
+  CompiledRegion constant = Compile(
+      MakeGraph(head + ") => (float Y) {\n  c = Conv " + attrs + " (X, W, B)\n  Y = Relu(c)\n}",
+                {{"W", wd, w}, {"B", {16}, b}}));
+  CompiledRegion runtime =
+      Compile(MakeGraph(head + ", float[16, 24, 3, 3] W) => (float Y) {\n  c = Conv " + attrs +
+                            " (X, W, B)\n  Y = Relu(c)\n}",
+                        {{"B", {16}, b}}));
   Dims xd = {2, 24, c.h, c.h}, yd;
   Floats x = Random(Numel(xd), 72);
-  ConvParams cp{1, {c.stride, c.stride}, {c.dil, c.dil},
-                {c.pad_begin, c.pad_begin, c.pad_end, c.pad_end}};
+  ConvParams cp{
+      1, {c.stride, c.stride}, {c.dil, c.dil}, {c.pad_begin, c.pad_begin, c.pad_end, c.pad_end}};
   Floats want = RefConv2d(x, xd, w, wd, &b, cp, &yd);
   for (float& v : want) v = std::max(v, 0.0f);
   std::vector<Floats> pruned, full;
