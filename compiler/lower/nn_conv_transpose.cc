@@ -9,14 +9,6 @@
 
 namespace kiln::compiler::nn {
 
-using jit::Cast;
-using jit::FloorDiv;
-using jit::FloorMod;
-using jit::Let;
-using jit::Load;
-using jit::Select;
-using jit::Store;
-
 namespace {
 
 // How one spatial dim's taps split over its stride's phases.
@@ -42,11 +34,11 @@ PhaseDim MakePhaseDim(int64_t stride, int64_t dilation, int64_t kernel) {
 // The first tap of phase `p` (residue of the output position): the smallest t < step with
 // t * dilation = p + pad (mod stride), or `kernel` (no tap lands) when there is none.
 Expr FirstTap(const PhaseDim& d, const Expr& p, const Expr& pad) {
-  Expr residue = FloorMod(p + pad, I(d.stride));
+  Expr residue = jit::FloorMod(p + pad, I(d.stride));
   Expr first = I(d.kernel);
   for (int64_t t = d.step - 1; t >= 0; --t) {
-    Expr lands = jit::Eq(FloorMod(I(t * d.dilation) - residue, I(d.stride)), I(0));
-    first = Select(lands, I(t), first);
+    Expr lands = jit::Eq(jit::FloorMod(I(t * d.dilation) - residue, I(d.stride)), I(0));
+    first = jit::Select(lands, I(t), first);
   }
   return first;
 }
@@ -72,7 +64,7 @@ Status LowerConvTransposeGemm(LowerContext& ctx, const WindowAttrs& win, int64_t
     phases *= dims[d].stride;
     taps *= dims[d].taps;
   }
-  Expr cin_g = FloorDiv(ctx.InputDim(0, 1), I(group)), cout_g = ctx.InputDim(1, 1);
+  Expr cin_g = jit::FloorDiv(ctx.InputDim(0, 1), I(group)), cout_g = ctx.InputDim(1, 1);
   Expr rows = I(1);
   for (int d = 0; d + 1 < s; ++d) rows = rows * grid[d];
   GemmSpec spec;
@@ -98,42 +90,43 @@ Status LowerConvTransposeGemm(LowerContext& ctx, const WindowAttrs& win, int64_t
     Expr rest = b;
     std::vector<Expr> row(s);
     for (int d = s - 2; d >= 0; --d) {
-      row[d] = FloorMod(rest, grid[d]);
-      rest = FloorDiv(rest, grid[d]);
+      row[d] = jit::FloorMod(rest, grid[d]);
+      rest = jit::FloorDiv(rest, grid[d]);
     }
     for (int d = s - 1; d >= 0; --d) {
-      lets.push_back({phase[d], FloorMod(rest, I(dims[d].stride))});
-      rest = FloorDiv(rest, I(dims[d].stride));
+      lets.push_back({phase[d], jit::FloorMod(rest, I(dims[d].stride))});
+      rest = jit::FloorDiv(rest, I(dims[d].stride));
     }
-    lets.push_back({grp, FloorMod(rest, I(group))});
-    lets.push_back({img, FloorDiv(rest, I(group))});
+    lets.push_back({grp, jit::FloorMod(rest, I(group))});
+    lets.push_back({img, jit::FloorDiv(rest, I(group))});
     for (int d = 0; d < s; ++d) {
       lets.push_back({first[d], FirstTap(dims[d], phase[d], win.pad_begin[d])});
-      Expr at =
-          FloorDiv(phase[d] + win.pad_begin[d] - first[d] * I(dims[d].dilation), I(dims[d].stride));
+      Expr at = jit::FloorDiv(phase[d] + win.pad_begin[d] - first[d] * I(dims[d].dilation),
+                              I(dims[d].stride));
       if (d + 1 < s) {
         lets.push_back({pos[d], phase[d] + I(dims[d].stride) * row[d]});
         at = at + row[d];
       }
       lets.push_back({base[d], at});
     }
-    for (auto it = lets.rbegin(); it != lets.rend(); ++it) body = Let(it->first, it->second, body);
+    for (auto it = lets.rbegin(); it != lets.rend(); ++it)
+      body = jit::Let(it->first, it->second, body);
     return body;
   };
   // k -> (input channel, phase tap u per dim, the last fastest); tap t = t0 + u * step lands
   // when t < kernel (t0 = kernel when none does).
   auto split_k = [=](const Expr& k, std::vector<Expr>* u, std::vector<Expr>* t, Expr* ok) {
-    Expr rest = FloorMod(k, I(taps));
+    Expr rest = jit::FloorMod(k, I(taps));
     u->assign(s, I(0));
     t->assign(s, I(0));
     *ok = jit::IntImm(1, DType::kBool);
     for (int d = s - 1; d >= 0; --d) {
-      (*u)[d] = FloorMod(rest, I(dims[d].taps));
-      rest = FloorDiv(rest, I(dims[d].taps));
+      (*u)[d] = jit::FloorMod(rest, I(dims[d].taps));
+      rest = jit::FloorDiv(rest, I(dims[d].taps));
       (*t)[d] = first[d] + (*u)[d] * I(dims[d].step);
       *ok = jit::And(*ok, jit::Lt((*t)[d], I(dims[d].kernel)));
     }
-    return FloorDiv(k, I(taps));
+    return jit::FloorDiv(k, I(taps));
   };
   spec.a = [=](const Expr&, const Expr& i, const Expr& k) {
     std::vector<Expr> u, t;
@@ -141,7 +134,7 @@ Status LowerConvTransposeGemm(LowerContext& ctx, const WindowAttrs& win, int64_t
     Expr ci = split_k(k, &u, &t, &ok);
     std::vector<Expr> index = {grp * cin_g + ci, i};
     for (int d = 0; d < s; ++d) index.push_back(jit::Min(t[d], I(dims[d].kernel - 1)));
-    return Select(ok, Cast(acc, Load(W, index)), jit::Const(acc, 0));
+    return jit::Select(ok, jit::Cast(acc, jit::Load(W, index)), jit::Const(acc, 0));
   };
   spec.pack = PackFrom(
       [=](const Expr&, const Expr& k, const Expr& j) {
@@ -154,7 +147,7 @@ Status LowerConvTransposeGemm(LowerContext& ctx, const WindowAttrs& win, int64_t
           ok = jit::And(ok, InBounds(q, in_dims[d]));
           index.push_back(Clamp(q, in_dims[d]));
         }
-        return Select(ok, Cast(acc, Load(X, index)), jit::Const(acc, 0));
+        return jit::Select(ok, jit::Cast(acc, jit::Load(X, index)), jit::Const(acc, 0));
       },
       spec.n, false, acc);
   spec.store = [=](const Expr&, const Expr& i, const Expr& j, const Expr& v) {
@@ -167,8 +160,8 @@ Status LowerConvTransposeGemm(LowerContext& ctx, const WindowAttrs& win, int64_t
       index.push_back(pos[d]);
     }
     index.push_back(last);
-    Expr value = bias ? jit::Add(v, Cast(acc, Load(bias, {co}))) : v;
-    return jit::If(inside, Store(Y, index, Cast(out_type, value)));
+    Expr value = bias ? jit::Add(v, jit::Cast(acc, jit::Load(bias, {co}))) : v;
+    return jit::If(inside, jit::Store(Y, index, jit::Cast(out_type, value)));
   };
   ChooseTile(spec, ConstOf(spec.m), ConstOf(spec.n));
   ctx.SetBody(GemmLoops(spec));
