@@ -1,5 +1,6 @@
 // Sliding-window lowerings: Conv (implicit GEMM, or direct for few channels per group),
-// ConvTranspose, MaxPool (with Indices), AveragePool, LpPool and the global pools.
+// ConvTranspose (the direct kernel for few channels per group; the GEMM per phase is in
+// nn_conv_transpose.cc), MaxPool (with Indices), AveragePool, LpPool and the global pools.
 #include <cmath>
 
 #include "compiler/lower/nn_internal.h"
@@ -391,6 +392,9 @@ Status LowerConvTranspose(LowerContext& ctx) {
     win.pad_begin[d] =
         win.auto_pad == AutoPad::kSameUpper ? FloorDiv(total, I(2)) : total - FloorDiv(total, I(2));
   }
+  // Few output channels per group (depthwise) waste most of a GEMM tile: go direct.
+  std::optional<int64_t> cout_g = ConstOf(ctx.InputDim(1, 1));
+  if (!cout_g || *cout_g >= 4) return LowerConvTransposeGemm(ctx, win, group);
   DirectWindow p;
   p.x = ctx.in(0);
   p.w = ctx.in(1);

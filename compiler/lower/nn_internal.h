@@ -102,6 +102,9 @@ Status LowerPackedMatMul(LowerContext& ctx);
 Status LowerEinsum(LowerContext& ctx);
 Status LowerConv(LowerContext& ctx);
 Status LowerConvTranspose(LowerContext& ctx);
+/// ConvTranspose as a GEMM per output phase (nn_conv_transpose.cc), `win` with its pads resolved
+/// (pad_begin) for the node's output size.
+Status LowerConvTransposeGemm(LowerContext& ctx, const WindowAttrs& win, int64_t group);
 Status LowerMaxPool(LowerContext& ctx);
 Status LowerAveragePool(LowerContext& ctx);
 Status LowerLpPool(LowerContext& ctx);

@@ -81,6 +81,7 @@ struct Plan {
   std::vector<Dims> output_dims;
   int residual_copies = 0;  // sum post-op residuals copied into dst (RegionStats)
   int concats_in_place = 0;  // Concats whose inputs were written into their output (RegionStats)
+  std::vector<std::shared_ptr<void>> owned;  // constants made for this plan (pruned conv taps)
 
   std::unique_ptr<Workspace> Acquire();  // a pooled workspace or a new one (may throw)
   void Release(std::unique_ptr<Workspace> ws);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -59,6 +60,20 @@ struct Window {
 /// the mismatch.
 StatusOr<Window> ConvWindow(const Op& op, const Dims& xd, const Dims& wd, const Dims* bias,
                             Dims* out);
+/// A convolution's kernel with the taps that read only padding (for every output position,
+/// at these input dims) cut from the ends of each spatial dim (plan_conv_prune.cc).
+struct PrunedTaps {
+  Dims first;  // per spatial dim, the first tap kept
+  Dims wd;     // W's dims after pruning
+};
+/// The taps of a conv with X dims `xd`, W dims `wd` and window `*win` (ConvWindow's) that read
+/// some input, as a contiguous range per dim, with `*win`'s pads (and, for a single tap, its
+/// dilation) adjusted so the output dims stay; nullopt (win untouched) when every tap reads
+/// input or dropping would need a negative pad. Each output sums the same products minus
+/// zeros (0 * w: a non-finite weight of a dropped tap no longer turns outputs into NaN).
+std::optional<PrunedTaps> PadOnlyTaps(const Dims& xd, const Dims& wd, Window* win);
+/// Row-major weights `w` of dims `wd` restricted to `p`'s taps (dims p.wd).
+std::vector<float> SliceTaps(const float* w, const Dims& wd, const PrunedTaps& p);
 /// ONNX weights [O, I / group, k...] as oneDNN's grouped [group, O / group, I / group, k...]
 /// (unchanged for group 1).
 Dims GroupedWeightDims(const Dims& wd, int64_t group);
@@ -115,6 +130,10 @@ class Builder {
                         const Args& args);
   bool CanOverwrite(int32_t t, const dnnl::memory::desc& md, const Args& args) const;
   int Weights(int32_t t, const dnnl::memory::desc& plain_md, const dnnl::memory::desc& want);
+  /// Weights made for this plan (`data`, row-major `plain_md`) in layout `want`, owned by the
+  /// plan (plan_conv_prune.cc); their slot. May throw dnnl::error.
+  int OwnedWeights(const dnnl::memory::desc& plain_md, std::vector<float> data,
+                   const dnnl::memory::desc& want);
 
   // ---- Ops, by family ----
   Status Conv(const Op& op, bool plain);  // plan_conv_pool.cc

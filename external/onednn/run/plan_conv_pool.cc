@@ -137,11 +137,15 @@ int Builder::PairedGroups(const Op& op, const MakeConv& make, const memory::desc
 
 Status Builder::Conv(const Op& op, bool plain) {
   int32_t x = op.inputs[0], w = op.inputs[1];
-  const Dims &xd = dims_[x], &wd = dims_[w];
+  const Dims& xd = dims_[x];
+  Dims wd = dims_[w];
   const Dims* bias = op.inputs.size() == 3 ? &dims_[op.inputs[2]] : nullptr;
   Dims out;
   ASSIGN_OR_RETURN(Window win, ConvWindow(op, xd, wd, bias, &out));
   dims_[op.output] = out;
+  std::optional<PrunedTaps> pruned;
+  if (d_.constant_data[w] != nullptr) pruned = PadOnlyTaps(xd, wd, &win);
+  if (pruned) wd = pruned->wd;
   Dims gw = GroupedWeightDims(wd, op.group);
   memory::desc w_plain = PlainMd(gw);
   memory::desc any_src(xd, dt::f32, memory::format_tag::any);
@@ -161,12 +165,13 @@ Status Builder::Conv(const Op& op, bool plain) {
   memory::desc w_md(gw, dt::f32, memory::format_tag::any);
   dnnl::convolution_forward::primitive_desc pd;
   int wts = -1;
-  if (PairingGroupsPays(op, wd, plain, d_.constant_data[w] != nullptr))
+  if (!pruned && PairingGroupsPays(op, wd, plain, d_.constant_data[w] != nullptr))
     wts = PairedGroups(op, make, src_md, &pd);
   memory::desc preferred;
   if (wts >= 0) {
     // pd runs the paired groups
-  } else if (!plain && d_.constant_data[w] && weights_.Preferred(op_index_, &preferred)) {
+  } else if (!pruned && !plain && d_.constant_data[w] &&
+             weights_.Preferred(op_index_, &preferred)) {
     try {
       pd = make(src_md, preferred);
     } catch (const dnnl::error&) {
@@ -176,6 +181,10 @@ Status Builder::Conv(const Op& op, bool plain) {
     pd = make(src_md, plain ? w_plain : w_md);
   }
   int src = As(Current(x, plain), pd.src_desc());
+  if (wts < 0 && pruned) {
+    const float* full = static_cast<const float*>(d_.constant_data[w]);
+    wts = OwnedWeights(w_plain, SliceTaps(full, dims_[w], *pruned), pd.weights_desc());
+  }
   if (wts < 0) wts = Weights(w, w_plain, pd.weights_desc());
   if (op.inputs.size() == 3) args.push_back({DNNL_ARG_BIAS, Plain(op.inputs[2])});
   args.push_back({DNNL_ARG_SRC, src});
@@ -183,7 +192,7 @@ Status Builder::Conv(const Op& op, bool plain) {
   int dst = DefineAccumulator(op, pd.dst_desc(), residual, args);
   args.push_back({DNNL_ARG_DST, dst});
   AddPrimitive(dnnl::convolution_forward(pd), pd.scratchpad_desc().get_size(), args);
-  if (!plain && op.group == 1 && d_.constant_data[w] != nullptr) Winograd(op, pd, win);
+  if (!pruned && !plain && op.group == 1 && d_.constant_data[w] != nullptr) Winograd(op, pd, win);
   return Status::Ok();
 }
 

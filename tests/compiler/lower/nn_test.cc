@@ -658,6 +658,30 @@ BOOST_AUTO_TEST_CASE(ConvTransposeAttributes) {
   CheckConvTranspose({{1, 2, 3, 70}, {2, 3, 1, 3}, 1, {1, 2}});  // rows past one tile
 }
 
+// The same attribute combinations with enough output channels per group for the GEMM per
+// output phase (nn_conv_transpose.cc): strides with and without a common factor with the
+// dilation, kernels smaller and larger than the stride, phases that receive no tap, output
+// grids that do not divide by the stride, and row / column counts past one register tile.
+BOOST_AUTO_TEST_CASE(ConvTransposeGemmPerPhase) {
+  CheckConvTranspose({{1, 3, 5, 6}, {3, 8, 3, 3}});
+  CheckConvTranspose({{2, 3, 5, 6}, {3, 7, 3, 3}, 1, {2, 2}, {}, {1, 0, 1, 2}});
+  CheckConvTranspose({{1, 2, 4, 5}, {2, 5, 3, 2}, 1, {3, 2}, {}, {}, {1, 1}});  // output_padding
+  CheckConvTranspose({{1, 2, 4, 5}, {2, 6, 3, 3}, 1, {2, 2}, {2, 1}, {1, 1, 1, 1}});  // dilated
+  CheckConvTranspose({{1, 3, 5, 4}, {3, 4, 2, 3}, 1, {2, 3}, {2, 3}});  // dilation = stride
+  CheckConvTranspose({{1, 3, 5, 4}, {3, 4, 3, 3}, 1, {4, 2}, {2, 3}});  // stride 4, dilation 2
+  CheckConvTranspose({{1, 8, 5, 5}, {8, 5, 3, 3}, 2, {2, 2}, {}, {1, 1, 1, 1}});     // groups
+  CheckConvTranspose({{1, 2, 4, 5}, {2, 4, 3, 3}, 1, {2, 2}, {}, {}, {}, {8, 10}});  // output_shape
+  CheckConvTranspose(
+      {{1, 2, 4, 5}, {2, 4, 3, 3}, 1, {2, 2}, {}, {}, {}, {10, 12}});  // past natural
+  CheckConvTranspose({{1, 2, 4, 5}, {2, 4, 3, 3}, 1, {3, 3}, {}, {}, {}, {}, "SAME_UPPER"});
+  CheckConvTranspose({{1, 2, 4, 5}, {2, 4, 4, 4}, 1, {2, 2}, {}, {}, {}, {}, "SAME_LOWER"});
+  CheckConvTranspose({{2, 3, 9}, {3, 6, 4}, 1, {3}, {}, {1, 2}, {}, {}, "NOTSET", false});  // 1-D
+  CheckConvTranspose({{1, 2, 3, 4, 3}, {2, 4, 2, 2, 2}, 1, {2, 2, 2}});                     // 3-D
+  CheckConvTranspose({{1, 4, 3, 5, 2}, {4, 5, 3, 2, 3}, 1, {2, 1, 3}, {1, 2, 1}});  // 3-D mixed
+  CheckConvTranspose({{1, 16, 9, 11}, {16, 13, 2, 2}, 1, {2, 2}});  // the U-Net upsampling
+  CheckConvTranspose({{1, 19, 6, 40}, {19, 8, 4, 4}, 1, {2, 2}, {}, {1, 1, 1, 1}});  // k4 s2 p1
+}
+
 // ---- Pooling -------------------------------------------------------------------------------
 
 struct PoolCase {
