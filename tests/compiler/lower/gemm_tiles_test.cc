@@ -3,9 +3,9 @@
 // column panels in one product, with a bias and a GELU epilogue, at 1 and 2 threads, against a
 // double reference within the f32 error bound of a K-term dot product.
 #define BOOST_TEST_MODULE gemm_tiles_test
-#include <boost/test/unit_test.hpp>
 #include <omp.h>
 
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -83,8 +83,8 @@ void ExpectWithin(const TensorData& got, const Product& want, bool gelu, const s
     double tol = gelu ? 1.13 * want.bound[i] + 8 * kUnit * std::fabs(y) : want.bound[i];
     tol += kUnit * std::fabs(expect);  // the f32 result's own rounding
     BOOST_REQUIRE_MESSAGE(std::fabs(g[i] - expect) <= tol, what << "[" << i << "] = " << g[i]
-                                                               << ", want " << expect << " +- "
-                                                               << tol);
+                                                                << ", want " << expect << " +- "
+                                                                << tol);
   }
 }
 
@@ -106,9 +106,10 @@ void CheckPacked(int64_t k, int64_t n, bool gelu, const std::vector<int64_t>& ms
     })";
   auto exe = CompileJit(R"(
     <ir_version: 8, opset_import: ["" : 17]>
-    g (float[1, M, )" + std::to_string(k) + R"(] x) => (float[1, M, )" + ns + R"(] y)
-      <)" + Literal("float[" + kn + "] w", w->ToDoubles()) + ", " +
-                        Literal("float[" + ns + "] b", bias->ToDoubles()) + R"(,
+    g (float[1, M, )" + std::to_string(k) +
+                        R"(] x) => (float[1, M, )" + ns + R"(] y)
+      <)" + Literal("float[" + kn + "] w", w->ToDoubles()) +
+                        ", " + Literal("float[" + ns + "] b", bias->ToDoubles()) + R"(,
        float c = {0.70710678118654752}, float one = {1}, float half = {0.5}> {
       p = MatMul(x, w)
       a = Add(p, b))" + tail);
@@ -120,16 +121,17 @@ void CheckPacked(int64_t k, int64_t n, bool gelu, const std::vector<int64_t>& ms
       auto out = testing::RunExecutable(exe, {x});
       BOOST_REQUIRE_MESSAGE(out.ok(), out.status().ToString());
       ExpectWithin(*(*out)[0], want, gelu,
-                   "y (M " + std::to_string(m) + ", K " + std::to_string(k) + ", N " + ns +
-                       ", " + std::to_string(threads) + " threads)");
+                   "y (M " + std::to_string(m) + ", K " + std::to_string(k) + ", N " + ns + ", " +
+                       std::to_string(threads) + " threads)");
     }
   }
 }
 
 // N of 5 (narrower than a panel), 33 and 50 (full panels and a partial one); K of 1, 7, 96 and
-// 2100 (past the 2048-deep K chunk); M of 1, 5, 49 and 97 (partial row tiles and groups).
+// 2100 (past the 2048-deep K chunk); M of 1 to 99 (every row count the last tile of a 6-row
+// tiling can have, and a 96-row group followed by a partial one).
 BOOST_AUTO_TEST_CASE(packed_weights_plus_bias) {
-  CheckPacked(7, 33, false, {1, 5, 49, 97});
+  CheckPacked(7, 33, false, {1, 5, 16, 49, 50, 97, 99});
   CheckPacked(1, 5, false, {1, 7});
   CheckPacked(2100, 17, false, {3, 13});
 }
@@ -148,8 +150,8 @@ BOOST_AUTO_TEST_CASE(batched_runtime_operands) {
   struct Shape {
     int64_t batch, m, k, n;
   };
-  for (Shape s : {Shape{3, 49, 32, 49}, Shape{2, 7, 49, 32}, Shape{1, 97, 2100, 35},
-                  Shape{4, 1, 5, 16}}) {
+  for (Shape s : {Shape{3, 49, 32, 49}, Shape{2, 50, 49, 32}, Shape{2, 3, 64, 17},
+                  Shape{1, 97, 2100, 35}, Shape{4, 1, 5, 16}}) {
     auto x = testing::RandomTensor(DType::kF32, {s.batch, s.m, s.k}, -1, 1, 21 + s.m);
     auto w = testing::RandomTensor(DType::kF32, {s.batch, s.k, s.n}, -1, 1, 22 + s.n);
     Product want = Reference(*x, *w, {}, s.batch, s.m, s.k, s.n, true);
