@@ -139,7 +139,7 @@ BOOST_AUTO_TEST_CASE(packed_weights_plus_bias) {
 BOOST_AUTO_TEST_CASE(packed_weights_plus_bias_gelu) { CheckPacked(96, 50, true, {1, 49, 97}); }
 
 // Both operands at run time (the GEMM packs B per call): [B, M, K] x [B, K, N], all dims
-// symbolic, so one kernel serves every shape.
+// symbolic, so one kernel serves every shape; M > N and M < N order the tasks differently.
 BOOST_AUTO_TEST_CASE(batched_runtime_operands) {
   auto exe = CompileJit(R"(
     <ir_version: 8, opset_import: ["" : 17]>
@@ -151,7 +151,7 @@ BOOST_AUTO_TEST_CASE(batched_runtime_operands) {
     int64_t batch, m, k, n;
   };
   for (Shape s : {Shape{3, 49, 32, 49}, Shape{2, 50, 49, 32}, Shape{2, 3, 64, 17},
-                  Shape{1, 97, 2100, 35}, Shape{4, 1, 5, 16}}) {
+                  Shape{1, 97, 2100, 35}, Shape{1, 100, 8, 130}, Shape{4, 1, 5, 16}}) {
     auto x = testing::RandomTensor(DType::kF32, {s.batch, s.m, s.k}, -1, 1, 21 + s.m);
     auto w = testing::RandomTensor(DType::kF32, {s.batch, s.k, s.n}, -1, 1, 22 + s.n);
     Product want = Reference(*x, *w, {}, s.batch, s.m, s.k, s.n, true);
