@@ -75,63 +75,114 @@ std::function<Stmt(const PackArgs&)> PackFrom(
   };
 }
 
+namespace {
+
+// What one tile of GemmLoops reads: the task's batch, first row and column, the K chunk, the
+// chunk's packed B and the task's partial sums.
+struct TileContext {
+  const GemmSpec& s;
+  Expr b, r0, j0, c, k0, klen;
+  Buffer pack, part;
+  Expr direct;  // true when the tile stores its outputs itself (last K chunk, full panel)
+};
+
+// One `r` x cols tile whose first row is row `base` of the task's group, over one K chunk:
+// acc from the partial sums (or 0), FMAs, back. Each call makes its own variables and scratch.
+Stmt Tile(const TileContext& t, int64_t r, const Expr& base) {
+  const GemmSpec& s = t.s;
+  const int64_t cols = s.cols;
+  Buffer acc = Buffer::Local("acc", s.acc, {r, cols});
+  Var i0("i0"), ii("ii"), jj("jj"), kk("kk"), a_ik("a_ik", s.acc);
+  ForKind row_kind = ForKind::kUnrolled;
+  Stmt zero = jit::For(
+      ii, I(r), row_kind,
+      jit::For(jj, I(cols), ForKind::kVectorized, Store(acc, {ii, jj}, jit::Const(s.acc, 0))));
+  Var ii2("ii"), jj2("jj");
+  Stmt reload = jit::For(ii2, I(r), row_kind,
+                         jit::For(jj2, I(cols), ForKind::kVectorized,
+                                  Store(acc, {ii2, jj2}, Load(t.part, {base + ii2, jj2}))));
+  Var ii3("ii"), jj3("jj");
+  Expr a_value = Cast(s.acc, s.a(t.b, Min(i0 + ii3, s.m - I(1)), t.k0 + kk));
+  Expr b_kj =
+      s.packed_b ? s.packed_b(FloorDiv(t.j0, I(cols)), t.k0 + kk, jj3) : Load(t.pack, {kk, jj3});
+  Expr fma = jit::MulAdd(a_ik, b_kj, Load(acc, {ii3, jj3}));
+  Stmt accumulate = jit::For(
+      kk, t.klen, ForKind::kSerial,
+      jit::For(ii3, I(r), row_kind,
+               Let(a_ik, a_value,
+                   jit::For(jj3, I(cols), ForKind::kVectorized, Store(acc, {ii3, jj3}, fma)))));
+  Var ii4("ii"), jj4("jj");
+  Stmt save = jit::For(ii4, I(r), row_kind,
+                       jit::For(jj4, I(cols), ForKind::kVectorized,
+                                Store(t.part, {base + ii4, jj4}, Load(acc, {ii4, jj4}))));
+  // After the last K chunk of a full panel the tile runs the epilogue from its registers.
+  Var ii6("ii"), jj6("jj");
+  Stmt store = jit::For(ii6, I(r), row_kind,
+                        jit::For(jj6, I(cols), ForKind::kVectorized,
+                                 s.store(t.b, i0 + ii6, t.j0 + jj6, Load(acc, {ii6, jj6}))));
+  return Let(i0, t.r0 + base,
+             jit::Allocate(acc, jit::Seq({jit::If(jit::Eq(t.c, I(0)), zero, reload), accumulate,
+                                          jit::If(t.direct, store, save)})));
+}
+
+// The group's `rows_g` rows as full tiles, then the rows left over (fewer than a tile) as one
+// tile of exactly that many rows: a 6-row tile over the 1 row left of M = 49 did 6x the FMAs
+// of that row, where a 1-row tile's two FMA chains take 4 cycles a step instead of 6.
+Stmt TileRows(const TileContext& t, const Expr& rows_g) {
+  const int64_t rows = t.s.rows;
+  Var tt("tt"), full("full"), tail("tail");
+  Stmt body = jit::For(tt, full, ForKind::kSerial, Tile(t, rows, tt * I(rows)));
+  Stmt tails;  // if tail == 1 ... else if tail == rows - 1
+  for (int64_t r = rows - 1; r >= 1; --r) {
+    tails = jit::If(jit::Eq(tail, I(r)), Tile(t, r, full * I(rows)), tails);
+  }
+  if (rows > 1) body = jit::Seq({body, tails});
+  return Let(full, FloorDiv(rows_g, I(rows)), Let(tail, rows_g - full * I(rows), body));
+}
+
+}  // namespace
+
 Stmt GemmLoops(const GemmSpec& s) {
   const int64_t rows = s.rows, cols = s.cols, group = rows * kGroupTiles;
   const int64_t kc = std::max<int64_t>(16, kPackBytes / (cols * DTypeSize(s.acc)));
   Buffer pack = Buffer::Local("pack", s.acc, {kc, cols});
   Buffer part = Buffer::Local("part", s.acc, {group, cols});
-  Buffer acc = Buffer::Local("acc", s.acc, {rows, cols});
   Var t("t"), b("b"), rem("rem"), j0("j0"), r0("r0"), rows_g("rows_g"), ncols("ncols");
-  Var tiles("tiles"), c("c"), k0("k0"), klen("klen"), tt("tt"), i0("i0");
+  Var c("c"), k0("k0"), klen("klen");
   Expr col_tiles = CeilDivE(s.n, I(cols));
   Expr row_groups = CeilDivE(s.m, I(group));
   Expr per_batch = col_tiles * row_groups;
-
-  // One rows x cols tile over one K chunk: acc from the partial sums (or 0), FMAs, back.
-  Var ii("ii"), jj("jj"), kk("kk"), a_ik("a_ik", s.acc);
-  ForKind row_kind = ForKind::kUnrolled;
-  Stmt zero = jit::For(
-      ii, I(rows), row_kind,
-      jit::For(jj, I(cols), ForKind::kVectorized, Store(acc, {ii, jj}, jit::Const(s.acc, 0))));
-  Var ii2("ii"), jj2("jj");
-  Stmt reload = jit::For(ii2, I(rows), row_kind,
-                         jit::For(jj2, I(cols), ForKind::kVectorized,
-                                  Store(acc, {ii2, jj2}, Load(part, {tt * I(rows) + ii2, jj2}))));
-  Var ii3("ii"), jj3("jj");
-  Expr a_value = Cast(s.acc, s.a(b, Min(i0 + ii3, s.m - I(1)), k0 + kk));
-  Expr b_kj = s.packed_b ? s.packed_b(FloorDiv(j0, I(cols)), k0 + kk, jj3) : Load(pack, {kk, jj3});
-  Expr fma = jit::MulAdd(a_ik, b_kj, Load(acc, {ii3, jj3}));
-  Stmt accumulate = jit::For(
-      kk, klen, ForKind::kSerial,
-      jit::For(ii3, I(rows), row_kind,
-               Let(a_ik, a_value,
-                   jit::For(jj3, I(cols), ForKind::kVectorized, Store(acc, {ii3, jj3}, fma)))));
-  Var ii4("ii"), jj4("jj");
-  Stmt save = jit::For(ii4, I(rows), row_kind,
-                       jit::For(jj4, I(cols), ForKind::kVectorized,
-                                Store(part, {tt * I(rows) + ii4, jj4}, Load(acc, {ii4, jj4}))));
-  Stmt tile = Let(
-      i0, r0 + tt * I(rows),
-      jit::Allocate(acc, jit::Seq({jit::If(jit::Eq(c, I(0)), zero, reload), accumulate, save})));
-  Stmt tiles_loop = jit::For(tt, tiles, ForKind::kSerial, tile);
-  Stmt chunk = Let(
-      k0, c * I(kc),
-      Let(klen, Min(I(kc), s.k - k0),
-          s.packed_b ? tiles_loop
-                     : jit::Seq({s.pack(PackArgs{b, k0, klen, j0, pack, cols}), tiles_loop})));
   Expr chunks = jit::Max(CeilDivE(s.k, I(kc)), I(1));  // K = 0 still zeroes the output
+  Expr full_panel = jit::Eq(ncols, I(cols));
+  Expr direct = jit::And(full_panel, jit::Eq(c, chunks - I(1)));
+  Stmt tiles_loop = TileRows(TileContext{s, b, r0, j0, c, k0, klen, pack, part, direct}, rows_g);
+  Stmt chunk =
+      Let(k0, c * I(kc),
+          Let(klen, Min(I(kc), s.k - k0),
+              s.packed_b ? tiles_loop
+                         : jit::Seq({s.pack(PackArgs{b, k0, klen, j0, pack, cols}), tiles_loop})));
+  // A partial panel's epilogue, over the group's rows from the partial sums (the tiles of a
+  // full panel stored theirs).
   Var ii5("ii"), jj5("jj");
-  Stmt write = jit::For(ii5, rows_g, ForKind::kSerial,
-                        jit::For(jj5, ncols, ForKind::kVectorized,
-                                 s.store(b, r0 + ii5, j0 + jj5, Load(part, {ii5, jj5}))));
+  Stmt write = jit::If(jit::Ne(ncols, I(cols)),
+                       jit::For(ii5, rows_g, ForKind::kSerial,
+                                jit::For(jj5, ncols, ForKind::kVectorized,
+                                         s.store(b, r0 + ii5, j0 + jj5, Load(part, {ii5, jj5})))));
   Stmt body = jit::Seq({jit::For(c, chunks, ForKind::kSerial, chunk), write});
   Stmt task = jit::Allocate(part, s.packed_b ? body : jit::Allocate(pack, body));
-  // Row groups vary fastest, so a thread's contiguous run of tasks shares one column panel.
-  task = Let(rows_g, Min(I(group), s.m - r0),
-             Let(ncols, Min(I(cols), s.n - j0), Let(tiles, CeilDivE(rows_g, I(rows)), task)));
+  task = Let(rows_g, Min(I(group), s.m - r0), Let(ncols, Min(I(cols), s.n - j0), task));
+  // The larger operand is streamed once and the smaller one re-read from cache: with m > n, a
+  // thread's contiguous run of tasks sweeps every column panel of one row group (A's rows stay
+  // in L1 / L2 while all of B does too), else every row group of one column panel. Row groups
+  // fastest re-read the 1.2 MB A of swin_t's first stage (M 3136, K 96, N 288) from L3 once per
+  // column panel, 18 times.
+  Var panels_fastest("panels_fastest", DType::kBool), slow("slow"), fast("fast");
+  Expr fast_count = jit::Select(panels_fastest, col_tiles, row_groups);
+  task = Let(r0, jit::Select(panels_fastest, slow, fast) * I(group),
+             Let(j0, jit::Select(panels_fastest, fast, slow) * I(cols), task));
   task = Let(rem, FloorMod(t, per_batch),
-             Let(j0, FloorDiv(rem, row_groups) * I(cols),
-                 Let(r0, FloorMod(rem, row_groups) * I(group), task)));
+             Let(panels_fastest, jit::Lt(s.n, s.m),
+                 Let(slow, FloorDiv(rem, fast_count), Let(fast, FloorMod(rem, fast_count), task))));
   if (s.bind_batch) task = s.bind_batch(b, task);
   task = Let(b, FloorDiv(t, per_batch), task);
   return jit::For(t, s.batch * per_batch, ForKind::kParallel, task);
