@@ -61,25 +61,64 @@ const double kG4[6][3] = {{1.0 / 4, 0, 0},
                           {1.0 / 24, -1.0 / 12, 1.0 / 6},
                           {0, 0, 1}};
 
-// sum_k row[k] * in[k * stride] over a constant row: after unrolling, zeros vanish and +-1
-// become adds and subtracts.
-template <int C>
-KILN_AVX2 inline __m256 Dot(const float (&row)[C], const __m256* in, int stride) {
-  __m256 acc = _mm256_setzero_ps();
-#pragma GCC unroll 8
-  for (int k = 0; k < C; ++k) {
-    const float c = row[k];
-    if (c == 0.0f) continue;
-    const __m256 x = in[k * stride];
-    if (c == 1.0f) {
-      acc = _mm256_add_ps(acc, x);
-    } else if (c == -1.0f) {
-      acc = _mm256_sub_ps(acc, x);
+// Row I of B^T (kInput) or A^T of F(M x M, 3x3), known at compile time.
+template <int M, bool kInput, int I>
+struct RowOf {
+  static constexpr int kSize = Tr<M>::kA;
+  static constexpr float At(int k) {
+    if constexpr (kInput) {
+      return Tr<M>::kBT[I][k];
     } else {
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(c), x, acc);
+      return Tr<M>::kAT[I][k];
     }
   }
-  return acc;
+};
+
+// acc + sum_k Row[k] * in[k * stride], k ascending: zeros vanish, +-1 become adds and
+// subtracts, other coefficients FMAs, all decided at compile time (a loop over the row's
+// values left GCC comparing and branching on every coefficient).
+template <typename Row, int K = 0>
+KILN_AVX2 __attribute__((always_inline)) inline __m256 RowDot(const __m256* in, int stride,
+                                                              __m256 acc) {
+  if constexpr (K == Row::kSize) {
+    return acc;
+  } else {
+    constexpr float c = Row::At(K);
+    const __m256* x = in + K * stride;
+    if constexpr (c == 0.0f) {
+      return RowDot<Row, K + 1>(in, stride, acc);
+    } else if constexpr (c == 1.0f) {
+      return RowDot<Row, K + 1>(in, stride, _mm256_add_ps(acc, *x));
+    } else if constexpr (c == -1.0f) {
+      return RowDot<Row, K + 1>(in, stride, _mm256_sub_ps(acc, *x));
+    } else {
+      return RowDot<Row, K + 1>(in, stride, _mm256_fmadd_ps(_mm256_set1_ps(c), *x, acc));
+    }
+  }
+}
+
+// out = L in for the first `Rows` rows of L (B^T or A^T), `in` A x A: out[i][j] = sum_k
+// L[i][k] in[k][j], each from zero.
+template <int M, bool kInput, int Rows, int I = 0>
+KILN_AVX2 __attribute__((always_inline)) inline void LeftProduct(const __m256* in, __m256* out) {
+  if constexpr (I < Rows) {
+    constexpr int A = Tr<M>::kA;
+    for (int j = 0; j < A; ++j)
+      out[I * A + j] = RowDot<RowOf<M, kInput, I>>(in + j, A, _mm256_setzero_ps());
+    LeftProduct<M, kInput, Rows, I + 1>(in, out);
+  }
+}
+
+// out = in R^T for the first `Cols` rows of R (B^T or A^T), `in` rows x A: out[i][j] =
+// sum_k in[i][k] R[j][k], each from zero (out: rows x Cols).
+template <int M, bool kInput, int Rows, int Cols, int J = 0>
+KILN_AVX2 __attribute__((always_inline)) inline void RightProduct(const __m256* in, __m256* out) {
+  if constexpr (J < Cols) {
+    constexpr int A = Tr<M>::kA;
+    for (int i = 0; i < Rows; ++i)
+      out[i * Cols + J] = RowDot<RowOf<M, kInput, J>>(in + i * A, 1, _mm256_setzero_ps());
+    RightProduct<M, kInput, Rows, Cols, J + 1>(in, out);
+  }
 }
 
 // Tile `t` of the block starting at tile `first`: image, top row and left column of its input
@@ -130,15 +169,10 @@ KILN_AVX2 void InputTile(const Geometry& g, const float* src, float* v, int64_t 
         }
       }
     }
-    for (int i = 0; i < A; ++i) {
-      for (int j = 0; j < A; ++j) tmp[i * A + j] = Dot<A>(Tr<M>::kBT[i], d + j, A);
-    }
-    for (int i = 0; i < A; ++i) {
-      for (int j = 0; j < A; ++j) {
-        _mm256_store_ps(v + (i * A + j) * vstride + (c * vblock + t) * 8,
-                        Dot<A>(Tr<M>::kBT[j], tmp + i * A, 1));
-      }
-    }
+    LeftProduct<M, true, A>(d, tmp);   // B^T d
+    RightProduct<M, true, A, A>(tmp, d);  // (B^T d) B, over d
+    float* at = v + (c * vblock + t) * 8;
+    for (int p = 0; p < A * A; ++p) _mm256_store_ps(at + p * vstride, d[p]);
   }
 }
 
@@ -234,9 +268,8 @@ KILN_AVX2 void OutputTile(const Geometry& g, const float* mo, const float* bias,
     const float* at = mo + ((kb - kb_begin) * vblock + t) * 8;
     __m256 mm[A * A], tmp[M * A];
     for (int p = 0; p < A * A; ++p) mm[p] = _mm256_load_ps(at + p * mstride);
-    for (int i = 0; i < M; ++i) {
-      for (int j = 0; j < A; ++j) tmp[i * A + j] = Dot<A>(Tr<M>::kAT[i], mm + j, A);
-    }
+    LeftProduct<M, false, M>(mm, tmp);   // A^T M
+    RightProduct<M, false, M, M>(tmp, mm);  // (A^T M) A, over mm
     const int64_t valid = std::min<int64_t>(8, g.k - kb * 8);
     __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)),
                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -245,7 +278,7 @@ KILN_AVX2 void OutputTile(const Geometry& g, const float* mo, const float* bias,
     for (int i = 0; i < M && y0 + i < g.oh; ++i) {
       for (int j = 0; j < M && x0 + j < g.ow; ++j) {
         float* out = plane + ((y0 + i) * g.ow + x0 + j) * 8;
-        __m256 y = _mm256_add_ps(Dot<A>(Tr<M>::kAT[j], tmp + i * A, 1), b);
+        __m256 y = _mm256_add_ps(mm[i * M + j], b);
         y = PostOps(y, ops, out);
         _mm256_storeu_ps(out, _mm256_and_ps(y, _mm256_castsi256_ps(lanes)));
       }
