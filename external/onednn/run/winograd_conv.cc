@@ -6,7 +6,10 @@
 // of the alpha^2 positions, a GEMM [tiles x C] x [C x K] with a 6x16 register-blocked kernel
 // (6 tiles x 16 output channels, 12 accumulators) into M[position][kb8][tile][8]; (3) the
 // output transform A^T M A, bias and post-ops, stored into dst. Weights are transformed once,
-// in double, into U[position][kb16][c][16].
+// in double, into U[position][kb16][c][16]. One parallel region per run: each thread takes
+// blocks of its own, or (when U outweighs the data: ChooseBlocking) the team transforms a
+// shared block and each thread runs (2) and (3) for its own slice of K. Either way every
+// output is one thread's sum in one order: results do not depend on the team size.
 //
 // Numerics (winograd_conv_test prints them; inputs in [-1, 1), weights in [-0.3, 0.3), the
 // zoo's channel counts 16..512, outputs up to ~27): the transforms' coefficients grow with
