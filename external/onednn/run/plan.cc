@@ -109,25 +109,38 @@ Status StoppedBefore(const Plan& plan, size_t step, const RegionData& data) {
                           " of " + std::to_string(plan.steps.size()) + what);
 }
 
+// The data handle of `m`, or null for an absent argument.
+template <typename T>
+T* Data(const memory& m) {
+  return m ? static_cast<T*>(m.get_data_handle()) : nullptr;
+}
+
 // One step: its oneDNN primitive, or kiln's max pool (blocked_pool.h) or Winograd convolution
-// (winograd_conv.h) standing in for it.
-void RunStep(const Step& step, dnnl::stream& stream,
-             const std::unordered_map<int, memory>& args) {
+// (winograd_conv.h) standing in for it on the memory objects Acquire resolved.
+void RunStep(const Step& step, dnnl::stream& stream, const std::unordered_map<int, memory>& args,
+             const KilnStepArgs& kiln) {
   if (step.winograd != nullptr) {
-    auto bias = args.find(DNNL_ARG_BIAS);
-    step.winograd->Run(static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),
-                       bias == args.end() ? nullptr
-                                          : static_cast<const float*>(bias->second.get_data_handle()),
-                       static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()),
-                       args.at(DNNL_ARG_SCRATCHPAD).get_data_handle());
-    return;
-  }
-  if (step.max_pool == nullptr) {
+    step.winograd->Run(Data<const float>(kiln.src), Data<const float>(kiln.bias),
+                       Data<float>(kiln.dst), Data<void>(kiln.scratchpad));
+  } else if (step.max_pool != nullptr) {
+    step.max_pool->Run(Data<const float>(kiln.src), Data<float>(kiln.dst));
+  } else {
     step.prim.execute(stream, args);
-    return;
   }
-  step.max_pool->Run(static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle()),
-                     static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle()));
+}
+
+// The arguments of a step kiln runs, from its argument map (empty for oneDNN's steps).
+KilnStepArgs ResolveKilnArgs(const Step& step, const std::unordered_map<int, memory>& args) {
+  KilnStepArgs kiln;
+  if (step.winograd == nullptr && step.max_pool == nullptr) return kiln;
+  auto find = [&](int arg) {
+    auto it = args.find(arg);
+    return it == args.end() ? memory() : it->second;
+  };
+  kiln.src = find(DNNL_ARG_SRC), kiln.dst = find(DNNL_ARG_DST);
+  if (step.winograd != nullptr)
+    kiln.bias = find(DNNL_ARG_BIAS), kiln.scratchpad = find(DNNL_ARG_SCRATCHPAD);
+  return kiln;
 }
 
 // Runs the steps in order, each waited for (oneDNN's CPU stream runs a primitive to its end
@@ -139,7 +152,7 @@ Status RunSteps(Plan& plan, Workspace& ws, const RegionData& data, RegionProfile
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     if (DeadlinePassed()) return StoppedBefore(plan, i, data);
     int64_t start = info != nullptr ? NowNs() : 0;
-    RunStep(plan.steps[i], ws.stream, ws.step_args[i]);
+    RunStep(plan.steps[i], ws.stream, ws.step_args[i], ws.kiln_args[i]);
     if (primitives_run != nullptr) primitives_run->fetch_add(1, std::memory_order_relaxed);
     if (info == nullptr) continue;
     ws.stream.wait();
@@ -190,6 +203,7 @@ std::unique_ptr<Workspace> Plan::Acquire() {
   for (const Step& step : steps) {
     std::unordered_map<int, memory>& args = ws->step_args.emplace_back();
     for (const auto& [arg, slot] : step.args) args.emplace(arg, ws->mems[slot]);
+    ws->kiln_args.push_back(ResolveKilnArgs(step, args));
   }
   ws->stream = dnnl::stream(Engine());
   return ws;
@@ -202,16 +216,22 @@ void Plan::Release(std::unique_ptr<Workspace> ws) {
 
 void* WeightCache::Get(int op, const memory::desc& plain, const void* data,
                        const memory::desc& want, std::atomic<int64_t>* primitives) {
+  return Share(op, plain, data, want, primitives).get();
+}
+
+std::shared_ptr<uint8_t> WeightCache::Share(int op, const memory::desc& plain, const void* data,
+                                            const memory::desc& want,
+                                            std::atomic<int64_t>* primitives) {
   std::lock_guard<std::mutex> lock(mu_);
   Entry& e = entries_[op];
   for (auto& [md, bytes] : e.layouts) {
-    if (md == want) return bytes.get();
+    if (md == want) return bytes;
   }
   if (want == plain) {
     e.layouts.push_back(
         {want, std::shared_ptr<uint8_t>(static_cast<uint8_t*>(const_cast<void*>(data)),
                                         [](uint8_t*) {})});
-    return const_cast<void*>(data);
+    return e.layouts.back().second;
   }
   size_t size = AlignUp(std::max<size_t>(want.get_size(), 1));
   std::shared_ptr<uint8_t> bytes(static_cast<uint8_t*>(std::aligned_alloc(kAlign, size)),
@@ -224,7 +244,15 @@ void* WeightCache::Get(int op, const memory::desc& plain, const void* data,
   stream.wait();
   primitives->fetch_add(1, std::memory_order_relaxed);
   e.layouts.push_back({want, bytes});
-  return bytes.get();
+  return bytes;
+}
+
+void WeightCache::Drop(int op, const memory::desc& md) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& layouts = entries_[op].layouts;
+  layouts.erase(std::remove_if(layouts.begin(), layouts.end(),
+                               [&](const auto& layout) { return layout.first == md; }),
+                layouts.end());
 }
 
 int WeightCache::LayoutChoice(int op, int64_t bucket) {

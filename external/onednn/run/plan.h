@@ -55,6 +55,13 @@ struct Step {
   std::shared_ptr<const WinogradConv> winograd;
 };
 
+/// The memory objects a step kiln runs itself (max pool, Winograd) reads and writes, found in
+/// its argument map once per workspace rather than on every run. Empty (no handle) when the
+/// step has no such argument (BIAS) or oneDNN runs it.
+struct KilnStepArgs {
+  dnnl::memory src, bias, dst, scratchpad;
+};
+
 /// Intermediates and scratchpad of one call, with a memory object per slot, each step's
 /// argument map over them, and a stream: a run allocates nothing. Used by one call at a time.
 struct Workspace {
@@ -62,6 +69,7 @@ struct Workspace {
   uint8_t* buffer = nullptr;
   std::vector<dnnl::memory> mems;
   std::vector<std::unordered_map<int, dnnl::memory>> step_args;
+  std::vector<KilnStepArgs> kiln_args;  // by step, sharing step_args' objects
   dnnl::stream stream;
 };
 
@@ -81,7 +89,10 @@ struct Plan {
   std::vector<Dims> output_dims;
   int residual_copies = 0;  // sum post-op residuals copied into dst (RegionStats)
   int concats_in_place = 0;  // Concats whose inputs were written into their output (RegionStats)
-  std::vector<std::shared_ptr<void>> owned;  // constants made for this plan (pruned conv taps)
+  /// The constant weights its slots point into: shares of cached weights (WeightCache::Share),
+  /// which live as long as the plan even when the cache drops them, and tensors made for this
+  /// plan alone (a convolution's weights with the taps that read only padding cut out).
+  std::vector<std::shared_ptr<uint8_t>> weights;
 
   std::unique_ptr<Workspace> Acquire();  // a pooled workspace or a new one (may throw)
   void Release(std::unique_ptr<Workspace> ws);
@@ -113,6 +124,13 @@ class WeightCache {
   /// The bytes of constant `data` (plain layout `plain`) in layout `want`. May throw dnnl::error.
   void* Get(int op, const dnnl::memory::desc& plain, const void* data,
             const dnnl::memory::desc& want, std::atomic<int64_t>* primitives);
+  /// Get's bytes with a share of their ownership (the plain layout's: not owned, they are the
+  /// executable's), for a plan to keep them after Drop.
+  std::shared_ptr<uint8_t> Share(int op, const dnnl::memory::desc& plain, const void* data,
+                                 const dnnl::memory::desc& want, std::atomic<int64_t>* primitives);
+  /// Forgets `op`'s weights in layout `md` (a plan that no longer runs them: kiln's Winograd
+  /// convolution has its own); they are freed when the last plan sharing them lets go.
+  void Drop(int op, const dnnl::memory::desc& md);
   /// The first layout reordered for `op`, if any (plans try it first so layouts are shared).
   bool Preferred(int op, dnnl::memory::desc* md);
   /// The weight layout measured fastest for `op` at `bucket` (the builder's key of M and the

@@ -492,7 +492,9 @@ bool Builder::CanOverwrite(int32_t t, const memory::desc& md, const Args& args) 
 int Builder::Weights(int32_t t, const memory::desc& plain_md, const memory::desc& want) {
   if (d_.constant_data[t] != nullptr) {
     Slot s{want, Kind::kConst};
-    s.ptr = weights_.Get(op_index_, plain_md, d_.constant_data[t], want, primitives_);
+    plan_->weights.push_back(
+        weights_.Share(op_index_, plain_md, d_.constant_data[t], want, primitives_));
+    s.ptr = plan_->weights.back().get();
     return AddSlot(s);
   }
   return As(View(Plain(t), plain_md), want);

@@ -150,6 +150,7 @@ class Builder {
                 const Window& win);
   size_t FasterConv(const dnnl::convolution_forward::primitive_desc& pd,
                     const std::vector<std::shared_ptr<const WinogradConv>>& candidates);
+  void DropOneDnnWeights();
   Status Pool(const Op& op, bool plain);
   Status MatMul(const Op& op);  // plan_matmul.cc
   StatusOr<MatMulShapes> MatMulShapesOf(const Op& op);

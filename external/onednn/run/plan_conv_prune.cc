@@ -79,7 +79,8 @@ std::vector<float> SliceTaps(const float* w, const Dims& wd, const PrunedTaps& p
 int Builder::OwnedWeights(const memory::desc& plain_md, std::vector<float> data,
                           const memory::desc& want) {
   size_t size = AlignUp(std::max<size_t>(want.get_size(), 1));
-  std::shared_ptr<void> bytes(std::aligned_alloc(kAlign, size), [](void* q) { std::free(q); });
+  std::shared_ptr<uint8_t> bytes(static_cast<uint8_t*>(std::aligned_alloc(kAlign, size)),
+                                 [](uint8_t* q) { std::free(q); });
   if (!bytes) throw std::bad_alloc();
   if (want == plain_md) {
     std::memcpy(bytes.get(), data.data(), data.size() * sizeof(float));
@@ -91,7 +92,7 @@ int Builder::OwnedWeights(const memory::desc& plain_md, std::vector<float> data,
     stream.wait();
     primitives_->fetch_add(1, std::memory_order_relaxed);
   }
-  plan_->owned.push_back(bytes);
+  plan_->weights.push_back(bytes);
   Slot s{want, Slot::Kind::kConst};
   s.ptr = bytes.get();
   return AddSlot(s);

@@ -2,7 +2,9 @@
 // (winograd_conv.h): by a timed trial of each on the real shape at plan build.
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -169,22 +171,51 @@ void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_
     if (known == 0) return;
     choice.tiles = {known};
   }
-  std::vector<std::shared_ptr<const WinogradConv>> candidates;
-  for (int m : choice.tiles) {
-    if (choice.measure && known < 0 && WeightsOutweigh(m, wd, pd)) continue;
-    auto c = WinogradConv::Make(pd.src_desc(), pd.dst_desc(), weights, wd, win.strides,
-                                win.dilations, win.pad_l, post, m, omp_get_max_threads());
-    if (c != nullptr) candidates.push_back(c);
+  // Timed candidates run on zero weights (as fast as real ones): only the chosen tile's
+  // weights are transformed, once.
+  const bool trial = choice.measure && known < 0;
+  auto make = [&](int m, const float* wts) {
+    return WinogradConv::Make(pd.src_desc(), pd.dst_desc(), wts, wd, win.strides, win.dilations,
+                              win.pad_l, post, m, omp_get_max_threads());
+  };
+  std::shared_ptr<const WinogradConv> chosen;
+  if (!trial) {
+    chosen = make(choice.tiles.front(), weights);  // forced, or measured before: one tile
+  } else {
+    std::vector<std::shared_ptr<const WinogradConv>> candidates;
+    for (int m : choice.tiles) {
+      if (WeightsOutweigh(m, wd, pd)) continue;
+      if (auto c = make(m, nullptr)) candidates.push_back(c);
+    }
+    if (candidates.empty()) return;
+    const size_t best = FasterConv(pd, candidates);
+    const int m = best == 0 ? 0 : static_cast<int>(candidates[best - 1]->tile());
+    Memo().Record(key, m);
+    if (m == 0) return;
+    candidates.clear();  // the zero weights' memory goes before the real ones are made
+    chosen = make(m, weights);
   }
-  if (candidates.empty()) return;
-  size_t best = 1;
-  if (choice.measure && known < 0) {
-    best = FasterConv(pd, candidates);
-    Memo().Record(key, best == 0 ? 0 : static_cast<int>(candidates[best - 1]->tile()));
-    if (best == 0) return;
+  if (chosen == nullptr) return;
+  plan_->steps.back().winograd = chosen;
+  scratch_ = std::max(scratch_, chosen->scratch_bytes());
+  DropOneDnnWeights();
+}
+
+// oneDNN's reordered weights of the step just given to Winograd are never read again (its
+// own are transformed): the cache forgets them and this plan lets go of its share, so they
+// are freed unless another plan of the op (another shape) runs oneDNN's convolution. The
+// slot keeps its descriptor, with no data.
+void Builder::DropOneDnnWeights() {
+  for (const auto& [arg, slot] : plan_->steps.back().args) {
+    Slot& s = plan_->slots[slot];
+    if (arg != DNNL_ARG_WEIGHTS || s.kind != Slot::Kind::kConst) continue;
+    weights_.Drop(op_index_, s.md);
+    auto& held = plan_->weights;
+    auto it = std::find_if(held.rbegin(), held.rend(),
+                           [&](const std::shared_ptr<uint8_t>& w) { return w.get() == s.ptr; });
+    if (it != held.rend()) held.erase(std::next(it).base());
+    s.ptr = nullptr;
   }
-  plan_->steps.back().winograd = candidates[best - 1];
-  scratch_ = std::max(scratch_, candidates[best - 1]->scratch_bytes());
 }
 
 }  // namespace kiln::onednn::internal

@@ -6,7 +6,10 @@
 // of the alpha^2 positions, a GEMM [tiles x C] x [C x K] with a 6x16 register-blocked kernel
 // (6 tiles x 16 output channels, 12 accumulators) into M[position][kb8][tile][8]; (3) the
 // output transform A^T M A, bias and post-ops, stored into dst. Weights are transformed once,
-// in double, into U[position][kb16][c][16].
+// in double, into U[position][kb16][c][16]. One parallel region per run: each thread takes
+// blocks of its own, or (when U outweighs the data: ChooseBlocking) the team transforms a
+// shared block and each thread runs (2) and (3) for its own slice of K. Either way every
+// output is one thread's sum in one order: results do not depend on the team size.
 //
 // Numerics (winograd_conv_test prints them; inputs in [-1, 1), weights in [-0.3, 0.3), the
 // zoo's channel counts 16..512, outputs up to ~27): the transforms' coefficients grow with
@@ -61,25 +64,64 @@ const double kG4[6][3] = {{1.0 / 4, 0, 0},
                           {1.0 / 24, -1.0 / 12, 1.0 / 6},
                           {0, 0, 1}};
 
-// sum_k row[k] * in[k * stride] over a constant row: after unrolling, zeros vanish and +-1
-// become adds and subtracts.
-template <int C>
-KILN_AVX2 inline __m256 Dot(const float (&row)[C], const __m256* in, int stride) {
-  __m256 acc = _mm256_setzero_ps();
-#pragma GCC unroll 8
-  for (int k = 0; k < C; ++k) {
-    const float c = row[k];
-    if (c == 0.0f) continue;
-    const __m256 x = in[k * stride];
-    if (c == 1.0f) {
-      acc = _mm256_add_ps(acc, x);
-    } else if (c == -1.0f) {
-      acc = _mm256_sub_ps(acc, x);
+// Row I of B^T (kInput) or A^T of F(M x M, 3x3), known at compile time.
+template <int M, bool kInput, int I>
+struct RowOf {
+  static constexpr int kSize = Tr<M>::kA;
+  static constexpr float At(int k) {
+    if constexpr (kInput) {
+      return Tr<M>::kBT[I][k];
     } else {
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(c), x, acc);
+      return Tr<M>::kAT[I][k];
     }
   }
-  return acc;
+};
+
+// acc + sum_k Row[k] * in[k * stride], k ascending: zeros vanish, +-1 become adds and
+// subtracts, other coefficients FMAs, all decided at compile time (a loop over the row's
+// values left GCC comparing and branching on every coefficient).
+template <typename Row, int K = 0>
+KILN_AVX2 __attribute__((always_inline)) inline __m256 RowDot(const __m256* in, int stride,
+                                                              __m256 acc) {
+  if constexpr (K == Row::kSize) {
+    return acc;
+  } else {
+    constexpr float c = Row::At(K);
+    const __m256* x = in + K * stride;
+    if constexpr (c == 0.0f) {
+      return RowDot<Row, K + 1>(in, stride, acc);
+    } else if constexpr (c == 1.0f) {
+      return RowDot<Row, K + 1>(in, stride, _mm256_add_ps(acc, *x));
+    } else if constexpr (c == -1.0f) {
+      return RowDot<Row, K + 1>(in, stride, _mm256_sub_ps(acc, *x));
+    } else {
+      return RowDot<Row, K + 1>(in, stride, _mm256_fmadd_ps(_mm256_set1_ps(c), *x, acc));
+    }
+  }
+}
+
+// out = L in for the first `Rows` rows of L (B^T or A^T), `in` A x A: out[i][j] = sum_k
+// L[i][k] in[k][j], each from zero.
+template <int M, bool kInput, int Rows, int I = 0>
+KILN_AVX2 __attribute__((always_inline)) inline void LeftProduct(const __m256* in, __m256* out) {
+  if constexpr (I < Rows) {
+    constexpr int A = Tr<M>::kA;
+    for (int j = 0; j < A; ++j)
+      out[I * A + j] = RowDot<RowOf<M, kInput, I>>(in + j, A, _mm256_setzero_ps());
+    LeftProduct<M, kInput, Rows, I + 1>(in, out);
+  }
+}
+
+// out = in R^T for the first `Cols` rows of R (B^T or A^T), `in` rows x A: out[i][j] =
+// sum_k in[i][k] R[j][k], each from zero (out: rows x Cols).
+template <int M, bool kInput, int Rows, int Cols, int J = 0>
+KILN_AVX2 __attribute__((always_inline)) inline void RightProduct(const __m256* in, __m256* out) {
+  if constexpr (J < Cols) {
+    constexpr int A = Tr<M>::kA;
+    for (int i = 0; i < Rows; ++i)
+      out[i * Cols + J] = RowDot<RowOf<M, kInput, J>>(in + i * A, 1, _mm256_setzero_ps());
+    RightProduct<M, kInput, Rows, Cols, J + 1>(in, out);
+  }
 }
 
 // Tile `t` of the block starting at tile `first`: image, top row and left column of its input
@@ -94,16 +136,18 @@ bool TileOrigin(const Geometry& g, int64_t tile, int64_t* n, int64_t* y0, int64_
   return true;
 }
 
-// V[.][.][t][.] = B^T d B for every channel block of tile `t` of the block at `first`.
+// V[.][.][t][.] = B^T d B for every channel block of tile `t` of the block at `first` (V of
+// `vblock` tiles per position).
 template <int M>
-KILN_AVX2 void InputTile(const Geometry& g, const float* src, float* v, int64_t first, int64_t t) {
+KILN_AVX2 void InputTile(const Geometry& g, const float* src, float* v, int64_t first, int64_t t,
+                         int64_t vblock) {
   constexpr int A = Tr<M>::kA;
   int64_t n, y0, x0;
-  const int64_t vstride = g.cb * g.block * 8;  // floats between positions
+  const int64_t vstride = g.cb * vblock * 8;  // floats between positions
   if (!TileOrigin(g, first + t, &n, &y0, &x0)) {
     for (int64_t p = 0; p < A * A; ++p) {
       for (int64_t c = 0; c < g.cb; ++c)
-        _mm256_store_ps(v + p * vstride + (c * g.block + t) * 8, _mm256_setzero_ps());
+        _mm256_store_ps(v + p * vstride + (c * vblock + t) * 8, _mm256_setzero_ps());
     }
     return;
   }
@@ -128,15 +172,10 @@ KILN_AVX2 void InputTile(const Geometry& g, const float* src, float* v, int64_t 
         }
       }
     }
-    for (int i = 0; i < A; ++i) {
-      for (int j = 0; j < A; ++j) tmp[i * A + j] = Dot<A>(Tr<M>::kBT[i], d + j, A);
-    }
-    for (int i = 0; i < A; ++i) {
-      for (int j = 0; j < A; ++j) {
-        _mm256_store_ps(v + (i * A + j) * vstride + (c * g.block + t) * 8,
-                        Dot<A>(Tr<M>::kBT[j], tmp + i * A, 1));
-      }
-    }
+    LeftProduct<M, true, A>(d, tmp);   // B^T d
+    RightProduct<M, true, A, A>(tmp, d);  // (B^T d) B, over d
+    float* at = v + (c * vblock + t) * 8;
+    for (int p = 0; p < A * A; ++p) _mm256_store_ps(at + p * vstride, d[p]);
   }
 }
 
@@ -174,16 +213,19 @@ KILN_AVX2 void Kernel6x16(const float* v, int64_t vstride, int64_t blocks, const
   _mm256_store_ps(m0 + 40, c50), _mm256_store_ps(m1 + 40, c51);
 }
 
-// The GEMM of one position and 16 output channels over the block, 6 tiles at a time.
+// The GEMM of position `p` and the 16 output channels of K block `kb` over `tiles` tiles (a
+// multiple of 6), 6 at a time: V holds `vblock` tiles per position ([p][cb][vblock][8]), M
+// `kblocks` 16-wide K blocks per position ([p][2 * kblocks][vblock][8]), `mkb` the block's
+// index among them.
 void GemmPanel(const Geometry& g, const float* u, const float* v, float* mo, int64_t p,
-               int64_t kb) {
-  const int64_t cp = g.cb * 8, block = g.block, cb = g.cb;
+               int64_t kb, int64_t mkb, int64_t kblocks, int64_t vblock, int64_t tiles) {
+  const int64_t cp = g.cb * 8, cb = g.cb;
   const float* up = u + (p * g.kb16 + kb) * cp * 16;
-  const float* vp = v + p * cb * block * 8;
-  float* m0 = mo + ((p * g.kb16 * 2 + 2 * kb) * block) * 8;
-  float* m1 = m0 + block * 8;
-  for (int64_t t0 = 0; t0 < block; t0 += 6)
-    Kernel6x16(vp + t0 * 8, block * 8, cb, up, m0 + t0 * 8, m1 + t0 * 8);
+  const float* vp = v + p * cb * vblock * 8;
+  float* m0 = mo + ((p * kblocks * 2 + 2 * mkb) * vblock) * 8;
+  float* m1 = m0 + vblock * 8;
+  for (int64_t t0 = 0; t0 < tiles; t0 += 6)
+    Kernel6x16(vp + t0 * 8, vblock * 8, cb, up, m0 + t0 * 8, m1 + t0 * 8);
 }
 
 // y after the post-ops, oneDNN's order; `old` is dst's value before the run (for sum).
@@ -211,25 +253,26 @@ KILN_AVX2 inline __m256 PostOps(__m256 y, const std::vector<WinogradPostOp>& ops
   return y;
 }
 
-// dst for tile `t` of the block at `first`: A^T M A, bias and post-ops for each output block
-// of 8 channels (the padded channels of the last one written as zeros).
+// dst for tile `t` of the block at `first`: A^T M A, bias and post-ops for the output blocks
+// of 8 channels from `kb_begin` (M's first) to `kb_end` (the padded channels of the last one
+// written as zeros); M holds `mblocks` 8-channel blocks of `vblock` tiles per position.
 template <int M>
 KILN_AVX2 void OutputTile(const Geometry& g, const float* mo, const float* bias,
                           const std::vector<WinogradPostOp>& ops, float* dst, int64_t first,
-                          int64_t t) {
+                          int64_t t, int64_t kb_begin, int64_t kb_end, int64_t mblocks,
+                          int64_t vblock) {
   constexpr int A = Tr<M>::kA;
   int64_t n, y0, x0;
   if (!TileOrigin(g, first + t, &n, &y0, &x0)) return;
   y0 += g.pt;  // the tile's first output row and column
   x0 += g.pl;
-  const int64_t mstride = g.kb16 * 2 * g.block * 8;  // floats between positions
-  const int64_t kb8 = (g.k + 7) / 8;
-  for (int64_t kb = 0; kb < kb8; ++kb) {
+  const int64_t mstride = mblocks * vblock * 8;  // floats between positions
+  for (int64_t kb = kb_begin; kb < kb_end; ++kb) {
+    const float* at = mo + ((kb - kb_begin) * vblock + t) * 8;
     __m256 mm[A * A], tmp[M * A];
-    for (int p = 0; p < A * A; ++p) mm[p] = _mm256_load_ps(mo + p * mstride + (kb * g.block + t) * 8);
-    for (int i = 0; i < M; ++i) {
-      for (int j = 0; j < A; ++j) tmp[i * A + j] = Dot<A>(Tr<M>::kAT[i], mm + j, A);
-    }
+    for (int p = 0; p < A * A; ++p) mm[p] = _mm256_load_ps(at + p * mstride);
+    LeftProduct<M, false, M>(mm, tmp);   // A^T M
+    RightProduct<M, false, M, M>(tmp, mm);  // (A^T M) A, over mm
     const int64_t valid = std::min<int64_t>(8, g.k - kb * 8);
     __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)),
                                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -238,7 +281,7 @@ KILN_AVX2 void OutputTile(const Geometry& g, const float* mo, const float* bias,
     for (int i = 0; i < M && y0 + i < g.oh; ++i) {
       for (int j = 0; j < M && x0 + j < g.ow; ++j) {
         float* out = plane + ((y0 + i) * g.ow + x0 + j) * 8;
-        __m256 y = _mm256_add_ps(Dot<A>(Tr<M>::kAT[j], tmp + i * A, 1), b);
+        __m256 y = _mm256_add_ps(mm[i * M + j], b);
         y = PostOps(y, ops, out);
         _mm256_storeu_ps(out, _mm256_and_ps(y, _mm256_castsi256_ps(lanes)));
       }
@@ -252,31 +295,44 @@ bool IsBlocked8(const memory::desc& md) {
 }
 
 int64_t RoundUp6(int64_t x) { return (std::max<int64_t>(x, 1) + 5) / 6 * 6; }
+int64_t CeilDiv(int64_t x, int64_t y) { return (x + y - 1) / y; }
 
-// Tiles per block and whether the threads split each block's GEMMs (rather than taking
-// blocks of their own): a block's V and M stay in L2 (~160 KiB of this core's 512 KiB, the
-// rest for U's stream); when the weights outweigh the data (deep layers at small H, W), every
-// thread streaming all of U would double the memory traffic, so they share the blocks.
+// Tiles per block, and whether threads take K slices of shared blocks (k_sliced) rather than
+// blocks of their own. A thread's V and M stay in L2 (this core's is 512 KiB: ~160 KiB for
+// them, the rest for U's stream). When the weights outweigh the data (deep layers at small H,
+// W), streaming all of U once per block of each thread would multiply the dominant traffic:
+// then V's block is as large as ~320 KiB allows (one block for the zoo's 7x7 and 14x14
+// layers), every thread reads all of it and streams only its K slice of U, once per block.
 void ChooseBlocking(Geometry* g) {
-  const int64_t per_tile = g->positions * (g->cb * 8 + g->kb16 * 16) * 4;
-  const int64_t fit = std::clamp<int64_t>((160 << 10) / per_tile / 6 * 6, 6, 120);
-  g->split_gemm = g->threads > 1 && g->tiles * (g->cb * 8 + g->kb16 * 16) <
-                                        g->cb * 8 * g->kb16 * 16;
-  if (g->split_gemm) {
-    const int64_t shared = std::clamp<int64_t>((400 << 10) / per_tile / 6 * 6, 6, 240);
-    g->block = std::min(RoundUp6(g->tiles), shared);
-  } else {
-    g->block = std::min(fit, RoundUp6((g->tiles + g->threads - 1) / g->threads));
+  const int64_t cp = g->cb * 8, kp = g->kb16 * 16;
+  g->k_sliced = g->tiles * (cp + kp) < cp * kp;
+  if (g->k_sliced) {
+    const int64_t fit = std::max<int64_t>((320 << 10) / (g->positions * cp * 4) / 6 * 6, 6);
+    g->block = RoundUp6(CeilDiv(g->tiles, CeilDiv(g->tiles, fit)));
+    // K blocks per GEMM pass: their M (~64 KiB) stays in L2 for the output transform.
+    g->kgroup = std::max<int64_t>((64 << 10) / (g->positions * g->block * 16 * 4), 1);
+    return;
   }
+  // Balanced: the same number of blocks for every thread, as few as fit.
+  const int64_t per_tile = g->positions * (cp + kp) * 4;
+  const int64_t fit = std::clamp<int64_t>((160 << 10) / per_tile / 6 * 6, 6, 120);
+  const int64_t per_thread = CeilDiv(g->tiles, g->threads);
+  g->block = RoundUp6(CeilDiv(per_thread, CeilDiv(per_thread, fit)));
 }
 
 }  // namespace
 
 WinogradConv::WinogradConv(const Geometry& g, std::vector<WinogradPostOp> post_ops)
     : g_(g), post_ops_(std::move(post_ops)) {
-  per_thread_floats_ = static_cast<size_t>(g_.positions * g_.block * (g_.cb * 8 + g_.kb16 * 16));
-  per_thread_floats_ = (per_thread_floats_ + 15) / 16 * 16;
-  scratch_bytes_ = per_thread_floats_ * sizeof(float) * (g_.split_gemm ? 1 : g_.threads);
+  auto round16 = [](int64_t floats) { return static_cast<size_t>((floats + 15) / 16 * 16); };
+  const int64_t v = g_.positions * g_.block * g_.cb * 8;
+  if (g_.k_sliced) {
+    shared_floats_ = round16(v);
+    per_thread_floats_ = round16(g_.positions * g_.block * g_.kgroup * 16);
+  } else {
+    per_thread_floats_ = round16(v + g_.positions * g_.block * g_.kb16 * 16);
+  }
+  scratch_bytes_ = (shared_floats_ + per_thread_floats_ * g_.threads) * sizeof(float);
 }
 
 std::shared_ptr<const WinogradConv> WinogradConv::Make(
@@ -285,8 +341,7 @@ std::shared_ptr<const WinogradConv> WinogradConv::Make(
     const std::vector<int64_t>& dilations, const std::vector<int64_t>& pad_l,
     std::vector<WinogradPostOp> post_ops, int m, int threads) {
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return nullptr;
-  if ((m != 2 && m != 4) || !IsBlocked8(src) || !IsBlocked8(dst) || weights == nullptr)
-    return nullptr;
+  if ((m != 2 && m != 4) || !IsBlocked8(src) || !IsBlocked8(dst)) return nullptr;
   const std::vector<int64_t> three = {3, 3}, one = {1, 1}, zero = {0, 0};
   if (weight_dims.size() != 4 || std::vector<int64_t>(weight_dims.begin() + 2,
                                                       weight_dims.end()) != three ||
@@ -309,7 +364,8 @@ std::shared_ptr<const WinogradConv> WinogradConv::Make(
   return conv;
 }
 
-// U[p][kb16][c][k % 16] = (G g G^T)[p] of weights g[k][c], in double; padded channels zero.
+// U[p][kb16][c][k % 16] = (G g G^T)[p] of weights g[k][c], in double; padded channels zero
+// (all of U zero without weights).
 void WinogradConv::TransformWeights(const float* weights) {
   const Geometry& g = g_;
   const int64_t cp = g.cb * 8, a = g.alpha;
@@ -318,6 +374,7 @@ void WinogradConv::TransformWeights(const float* weights) {
   if (u == nullptr) throw std::bad_alloc();
   u_.reset(u, [](float* p) { std::free(p); });
   std::fill(u, u + count, 0.0f);
+  if (weights == nullptr) return;
   const double(*gm)[3] = g.m == 2 ? kG2 : kG4;
   for (int64_t k = 0; k < g.k; ++k) {
     for (int64_t c = 0; c < g.c; ++c) {
@@ -341,51 +398,74 @@ void WinogradConv::TransformWeights(const float* weights) {
 // One block of tiles by one thread (the threads taking blocks of their own).
 void WinogradConv::RunBlock(const float* src, const float* bias, float* dst, float* v,
                             float* mo, int64_t block) const {
-  const int64_t first = block * g_.block;
-  for (int64_t t = 0; t < g_.block; ++t) {
-    g_.m == 2 ? InputTile<2>(g_, src, v, first, t) : InputTile<4>(g_, src, v, first, t);
+  const int64_t first = block * g_.block, n = g_.block;
+  for (int64_t t = 0; t < n; ++t) {
+    g_.m == 2 ? InputTile<2>(g_, src, v, first, t, n) : InputTile<4>(g_, src, v, first, t, n);
   }
   for (int64_t p = 0; p < g_.positions; ++p) {
-    for (int64_t kb = 0; kb < g_.kb16; ++kb) GemmPanel(g_, u_.get(), v, mo, p, kb);
+    for (int64_t kb = 0; kb < g_.kb16; ++kb) GemmPanel(g_, u_.get(), v, mo, p, kb, kb, g_.kb16, n, n);
   }
-  for (int64_t t = 0; t < g_.block; ++t) {
-    g_.m == 2 ? OutputTile<2>(g_, mo, bias, post_ops_, dst, first, t)
-              : OutputTile<4>(g_, mo, bias, post_ops_, dst, first, t);
+  for (int64_t t = 0; t < n; ++t) {
+    g_.m == 2 ? OutputTile<2>(g_, mo, bias, post_ops_, dst, first, t, 0, g_.kb8, g_.kb16 * 2, n)
+              : OutputTile<4>(g_, mo, bias, post_ops_, dst, first, t, 0, g_.kb8, g_.kb16 * 2, n);
+  }
+}
+
+// The GEMMs and output transforms of one thread's 16-wide K blocks [kb_begin, kb_end) over the
+// block at `first` (V transformed, shared), `g_.kgroup` K blocks at a time into its M.
+void WinogradConv::RunSlice(const float* bias, float* dst, const float* v, float* mo,
+                            int64_t first, int64_t kb_begin, int64_t kb_end) const {
+  const int64_t n = g_.block, used = std::min(n, RoundUp6(g_.tiles - first));
+  for (int64_t k0 = kb_begin; k0 < kb_end; k0 += g_.kgroup) {
+    const int64_t k1 = std::min(kb_end, k0 + g_.kgroup);
+    // Position-major: V's slice of a position is reused by every K block of the group.
+    for (int64_t p = 0; p < g_.positions; ++p) {
+      for (int64_t kb = k0; kb < k1; ++kb)
+        GemmPanel(g_, u_.get(), v, mo, p, kb, kb - k0, g_.kgroup, n, used);
+    }
+    const int64_t o0 = 2 * k0, o1 = std::min(2 * k1, g_.kb8);
+    for (int64_t t = 0; t < used; ++t) {
+      g_.m == 2 ? OutputTile<2>(g_, mo, bias, post_ops_, dst, first, t, o0, o1, 2 * g_.kgroup, n)
+                : OutputTile<4>(g_, mo, bias, post_ops_, dst, first, t, o0, o1, 2 * g_.kgroup, n);
+    }
   }
 }
 
 void WinogradConv::Run(const float* src, const float* bias, float* dst, void* scratch) const {
   const Geometry& g = g_;
-  const int64_t blocks = (g.tiles + g.block - 1) / g.block;
+  const int64_t blocks = CeilDiv(g.tiles, g.block);
   const int team = std::max(1, std::min(omp_get_max_threads(), g.threads));
-  float* base = static_cast<float*>(scratch);
-  float* v = base;
-  float* mo = base + g.positions * g.block * g.cb * 8;
-  if (!g.split_gemm || team == 1) {
+  float* shared = static_cast<float*>(scratch);
+  float* own = shared + shared_floats_;
+  if (!g.k_sliced) {
 #pragma omp parallel num_threads(team) if (team > 1 && blocks > 1)
     {
-      float* mine = base + per_thread_floats_ * (g.split_gemm ? 0 : omp_get_thread_num());
-      float* mine_m = mine + g.positions * g.block * g.cb * 8;
+      float* v = own + per_thread_floats_ * omp_get_thread_num();
+      float* mo = v + g.positions * g.block * g.cb * 8;
 #pragma omp for schedule(static)
-      for (int64_t b = 0; b < blocks; ++b) RunBlock(src, bias, dst, mine, mine_m, b);
+      for (int64_t b = 0; b < blocks; ++b) RunBlock(src, bias, dst, v, mo, b);
     }
     return;
   }
-  // The threads share each block: transforms split by tile, GEMMs by position and K block.
-#pragma omp parallel num_threads(team)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t first = b * g.block;
+  // One team for the whole convolution: per block, the tiles' input transforms split among
+  // the threads, then each thread its own K slice (every output by one thread, in the same
+  // order at any team size: the result does not depend on it).
+#pragma omp parallel num_threads(team) if (team > 1)
+  {
+    const int64_t i = omp_get_thread_num(), threads = omp_get_num_threads();
+    const int64_t kb_begin = g.kb16 * i / threads, kb_end = g.kb16 * (i + 1) / threads;
+    float* mo = own + per_thread_floats_ * i;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t first = b * g.block;
 #pragma omp for schedule(static)
-    for (int64_t t = 0; t < g.block; ++t) {
-      g.m == 2 ? InputTile<2>(g, src, v, first, t) : InputTile<4>(g, src, v, first, t);
-    }
-#pragma omp for schedule(static)
-    for (int64_t pk = 0; pk < g.positions * g.kb16; ++pk)
-      GemmPanel(g, u_.get(), v, mo, pk / g.kb16, pk % g.kb16);
-#pragma omp for schedule(static)
-    for (int64_t t = 0; t < g.block; ++t) {
-      g.m == 2 ? OutputTile<2>(g, mo, bias, post_ops_, dst, first, t)
-               : OutputTile<4>(g, mo, bias, post_ops_, dst, first, t);
+      for (int64_t t = 0; t < g.block; ++t) {
+        g.m == 2 ? InputTile<2>(g, src, shared, first, t, g.block)
+                 : InputTile<4>(g, src, shared, first, t, g.block);
+      }
+      RunSlice(bias, dst, shared, mo, first, kb_begin, kb_end);
+      if (b + 1 < blocks) {
+#pragma omp barrier
+      }
     }
   }
 }

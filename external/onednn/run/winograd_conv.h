@@ -36,7 +36,8 @@ class WinogradConv {
   /// instead: a CPU without AVX2 and FMA, src or dst not f32 aBcd8b 4-D, a kernel other than
   /// 3x3, strides other than 1, dilations (oneDNN's: 0 is dense) other than 0, dims that do not
   /// agree, or `m` other than 2 or 4. `weights` (plain [K, C, 3, 3], read only during Make)
-  /// is transformed once; `pad_l` holds the top and left paddings (the others follow from
+  /// is transformed once; null makes a convolution of zero weights, as fast as the real one
+  /// (Run's speed does not depend on the weights' values), for timing without transforming; `pad_l` holds the top and left paddings (the others follow from
   /// dst's dims). `threads` bounds the OpenMP team Run uses (its scratch is sized for it).
   static std::shared_ptr<const WinogradConv> Make(const dnnl::memory::desc& src,
                                                   const dnnl::memory::desc& dst,
@@ -67,20 +68,26 @@ class WinogradConv {
     int64_t cb = 0, kb16 = 0, kb8 = 0;         // 8-channel input blocks, 16- and 8-wide K blocks
     int64_t th = 0, tw = 0, tiles = 0;         // tiles down, across, in all
     int64_t block = 6;                         // tiles per block (a multiple of 6)
-    bool split_gemm = false;                   // weights outweigh data: threads split GEMMs
+    bool k_sliced = false;  // weights outweigh data: threads share blocks, each a K slice
+    int64_t kgroup = 1;     // k_sliced: 16-wide K blocks per GEMM pass
     int threads = 1;
   };
+  /// The geometry and blocking Make chose (tests check which path a shape takes).
+  const Geometry& geometry() const { return g_; }
 
  private:
   WinogradConv(const Geometry& g, std::vector<WinogradPostOp> post_ops);
   void TransformWeights(const float* weights);
   void RunBlock(const float* src, const float* bias, float* dst, float* v, float* mo,
                 int64_t block) const;
+  void RunSlice(const float* bias, float* dst, const float* v, float* mo, int64_t first,
+                int64_t kb_begin, int64_t kb_end) const;
 
   Geometry g_;
   std::vector<WinogradPostOp> post_ops_;
   std::shared_ptr<float> u_;  // [positions][kb16][cb * 8][16]
-  size_t per_thread_floats_ = 0;
+  size_t shared_floats_ = 0;      // scratch all threads share (k_sliced: V)
+  size_t per_thread_floats_ = 0;  // then each thread's own (V and M, or M)
   size_t scratch_bytes_ = 0;
 };
 

@@ -14,6 +14,7 @@
 
 #include "external/onednn/run/blocked_pool.h"
 #include "oneapi/dnnl/dnnl.hpp"
+#include "tests/external/onednn/cpu_engine.h"
 
 namespace kiln::onednn::internal {
 namespace {
@@ -22,10 +23,7 @@ namespace data = boost::unit_test::data;
 using dnnl::memory;
 using tag = memory::format_tag;
 
-const dnnl::engine& Cpu() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
+using testing::Cpu;
 
 struct Case {
   const char* name;

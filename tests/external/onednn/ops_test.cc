@@ -7,6 +7,7 @@
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -92,6 +93,60 @@ BOOST_DATA_TEST_CASE(conv_bias_relu_matches_reference, data::make(kConvCases), c
     Floats want = Relu(RefConv2d(x, xd, w, wd, &b, cp, &yd));
     std::vector<Floats> got = r.Run({{xd, x}}, {yd});
     BOOST_TEST(Close(got[0], want, DotTolerance(wd[1] * cc.k * cc.k), 1e-4));
+  }
+}
+
+// kiln's Winograd convolution inside a region whose plans differ by batch: F(2x2) at N = 1,
+// oneDNN's primitive at N = 2 (its weights reordered again after the first plan dropped them),
+// F(4x4) at N = 3 (dropping them again while the N = 2 plan still holds its share); then every
+// plan runs again. Each run matches the reference and the profile names what ran.
+BOOST_AUTO_TEST_CASE(winograd_plans_per_shape_keep_the_weights_they_use) {
+  struct Impls : RegionProfiler {
+    std::vector<std::string> names;
+    void Record(const RegionStepSample& s) override { names.emplace_back(s.impl); }
+  };
+  const char* env = std::getenv("KILN_ONEDNN_WINOGRAD");
+  const std::string saved = env != nullptr ? env : "";
+  Dims wd = {24, 16, 3, 3};
+  Floats w = Random(Numel(wd), 11), b = Random(24, 12);
+  setenv("KILN_ONEDNN_WINOGRAD", "force2", 1);  // the runtime may build N = 1's plan at once
+  CompiledRegion r = Compile(MakeGraph(
+      "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+      "g (float[N, 16, 10, 10] X) => (float Y) {\n"
+      "  c = Conv <pads = [1, 1, 1, 1]> (X, W, B)\n"
+      "  Y = Relu(c)\n}",
+      {{"W", wd, w}, {"B", {24}, b}}));
+  const std::pair<int64_t, const char*> plans[] = {{1, "force2"}, {2, "0"}, {3, "force4"}};
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& [n, mode] : plans) {
+      setenv("KILN_ONEDNN_WINOGRAD", mode, 1);  // read when the plan is built (first pass)
+      Dims xd = {n, 16, 10, 10}, yd;
+      Floats x = Random(Numel(xd), 13 + static_cast<uint32_t>(n));
+      Floats want = Relu(RefConv2d(x, xd, w, wd, &b, {1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &yd));
+      std::vector<Floats> got;
+      Impls impls;
+      BOOST_REQUIRE(r.TryRun({{xd, x}}, {yd}, &got, &impls).ok());
+      BOOST_TEST(Close(got[0], want, DotTolerance(16 * 9), 1e-4));
+      const std::string conv = n == 1 ? "kiln:winograd_f2" : n == 3 ? "kiln:winograd_f4" : "";
+      const bool winograd = std::find(impls.names.begin(), impls.names.end(),
+                                      "kiln:winograd_f2") != impls.names.end() ||
+                            std::find(impls.names.begin(), impls.names.end(),
+                                      "kiln:winograd_f4") != impls.names.end();
+      BOOST_TEST_CONTEXT("N " << n << " pass " << pass) {
+        if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+          BOOST_TEST(!winograd);  // oneDNN runs everywhere on such CPUs
+        } else if (conv.empty()) {
+          BOOST_TEST(!winograd);
+        } else {
+          BOOST_TEST(std::count(impls.names.begin(), impls.names.end(), conv) == 1);
+        }
+      }
+    }
+  }
+  if (env != nullptr) {
+    setenv("KILN_ONEDNN_WINOGRAD", saved.c_str(), 1);
+  } else {
+    unsetenv("KILN_ONEDNN_WINOGRAD");
   }
 }
 

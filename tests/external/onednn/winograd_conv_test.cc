@@ -22,6 +22,8 @@
 #include <boost/test/data/monomorphic.hpp>
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -31,6 +33,7 @@
 
 #include "external/onednn/run/winograd_conv.h"
 #include "oneapi/dnnl/dnnl.hpp"
+#include "tests/external/onednn/cpu_engine.h"
 
 namespace kiln::onednn::internal {
 namespace {
@@ -40,10 +43,7 @@ using dnnl::memory;
 using tag = memory::format_tag;
 using Kind = WinogradPostOp::Kind;
 
-const dnnl::engine& Cpu() {
-  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
-  return e;
-}
+using testing::Cpu;
 
 struct Case {
   const char* name;
@@ -334,6 +334,57 @@ BOOST_AUTO_TEST_CASE(leaves_other_convolutions_to_onednn) {
   BOOST_TEST(!make(md(in, tag::aBcd8b), md(out, tag::aBcd8b), w3, {1, 1}, {0, 0}, 3));
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     BOOST_TEST(make(md(in, tag::aBcd8b), md(out, tag::aBcd8b), w3, {1, 1}, {0, 0}, 4) != nullptr);
+}
+
+// The result does not depend on the team size: every output is one thread's sum in one order
+// (blocks of tiles per thread, or each thread a K slice of shared blocks of tiles), so runs at
+// one and at two threads agree bitwise, for both blockings and both tiles.
+BOOST_AUTO_TEST_CASE(bitwise_equal_at_one_and_two_threads) {
+  struct Shape {
+    int64_t c, k, hw;
+    bool k_sliced;
+    int64_t blocks_f2;  // blocks of tiles of F(2x2) (K-sliced: shared by the threads)
+  };
+  // Blocks of tiles per thread (100 tiles: two blocks of 30 each); K slices of one block; K
+  // slices of two blocks (512 channels' V fills a block at 6 tiles), whose threads' slices
+  // cover 16 K blocks in passes of 10 (kgroup).
+  const Shape shapes[] = {{32, 24, 20, false, 4}, {256, 256, 7, true, 1}, {512, 512, 5, true, 2}};
+  const int before = omp_get_max_threads();
+  for (const Shape& s : shapes) {
+    for (int m : {2, 4}) {
+      memory::dims xd = {1, s.c, s.hw, s.hw}, wd = {s.k, s.c, 3, 3};
+      memory::desc src_md(xd, memory::data_type::f32, tag::aBcd8b);
+      memory::desc dst_md({1, s.k, s.hw, s.hw}, memory::data_type::f32, tag::aBcd8b);
+      std::vector<float> x = Random(s.c * s.hw * s.hw, 5), wt = Random(s.k * s.c * 9, 6);
+      std::vector<float> bias = Random(s.k, 7);
+      auto conv = WinogradConv::Make(src_md, dst_md, wt.data(), wd, {1, 1}, {0, 0}, {1, 1},
+                                     {kRelu}, m, 2);
+      if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+        BOOST_TEST(conv == nullptr);
+        continue;
+      }
+      BOOST_REQUIRE(conv != nullptr);
+      const WinogradConv::Geometry& g = conv->geometry();
+      BOOST_TEST(g.k_sliced == s.k_sliced);
+      if (m == 2) BOOST_TEST((g.tiles + g.block - 1) / g.block == s.blocks_f2);
+      memory src = Blocked(x, xd);
+      std::vector<float> scratch_v(conv->scratch_bytes() / sizeof(float) + 16);
+      void* scratch = reinterpret_cast<void*>(
+          (reinterpret_cast<uintptr_t>(scratch_v.data()) + 63) & ~uintptr_t{63});
+      std::vector<float> out[2];
+      for (int threads : {1, 2}) {
+        omp_set_num_threads(threads);
+        memory dst(dst_md, Cpu());
+        conv->Run(static_cast<const float*>(src.get_data_handle()), bias.data(),
+                  static_cast<float*>(dst.get_data_handle()), scratch);
+        out[threads - 1] = Plain(dst);
+      }
+      BOOST_TEST_CONTEXT(s.c << ">" << s.k << "@" << s.hw << " F" << m) {
+        BOOST_TEST(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)) == 0);
+      }
+    }
+  }
+  omp_set_num_threads(before);
 }
 
 }  // namespace
