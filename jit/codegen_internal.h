@@ -66,8 +66,8 @@ class CodeGenerator {
   Env ReloadCaptures(const Env& outer, const std::vector<const BufferNode*>& buffers,
                      const std::vector<const ExprNode*>& vars, llvm::StructType* ctx_type,
                      llvm::Value* ctx);
-  llvm::Value* RuntimeWork(const StmtNode* s);
-  llvm::Value* ExtentBeforeLoop(const Expr& extent);
+  llvm::Value* RuntimeWork(const StmtNode& s, llvm::Value* begin, llvm::Value* end);
+  llvm::Value* ValueBeforeLoop(const Expr& e);
 
   // codegen_expr.cc: expressions, memory access, casts, math.
   StatusOr<llvm::Value*> EmitExpr(const Expr& e);
