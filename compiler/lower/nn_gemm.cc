@@ -83,7 +83,6 @@ struct TileContext {
   const GemmSpec& s;
   Expr b, r0, j0, c, k0, klen;
   Buffer pack, part;
-  Expr direct;  // true when the tile stores its outputs itself (last K chunk, full panel)
 };
 
 // One `r` x cols tile whose first row is row `base` of the task's group, over one K chunk:
@@ -115,14 +114,9 @@ Stmt Tile(const TileContext& t, int64_t r, const Expr& base) {
   Stmt save = jit::For(ii4, I(r), row_kind,
                        jit::For(jj4, I(cols), ForKind::kVectorized,
                                 Store(t.part, {base + ii4, jj4}, Load(acc, {ii4, jj4}))));
-  // After the last K chunk of a full panel the tile runs the epilogue from its registers.
-  Var ii6("ii"), jj6("jj");
-  Stmt store = jit::For(ii6, I(r), row_kind,
-                        jit::For(jj6, I(cols), ForKind::kVectorized,
-                                 s.store(t.b, i0 + ii6, t.j0 + jj6, Load(acc, {ii6, jj6}))));
-  return Let(i0, t.r0 + base,
-             jit::Allocate(acc, jit::Seq({jit::If(jit::Eq(t.c, I(0)), zero, reload), accumulate,
-                                          jit::If(t.direct, store, save)})));
+  return Let(
+      i0, t.r0 + base,
+      jit::Allocate(acc, jit::Seq({jit::If(jit::Eq(t.c, I(0)), zero, reload), accumulate, save})));
 }
 
 // The group's `rows_g` rows as full tiles, then the rows left over (fewer than a tile) as one
@@ -152,22 +146,22 @@ Stmt GemmLoops(const GemmSpec& s) {
   Expr col_tiles = CeilDivE(s.n, I(cols));
   Expr row_groups = CeilDivE(s.m, I(group));
   Expr per_batch = col_tiles * row_groups;
-  Expr chunks = jit::Max(CeilDivE(s.k, I(kc)), I(1));  // K = 0 still zeroes the output
-  Expr full_panel = jit::Eq(ncols, I(cols));
-  Expr direct = jit::And(full_panel, jit::Eq(c, chunks - I(1)));
-  Stmt tiles_loop = TileRows(TileContext{s, b, r0, j0, c, k0, klen, pack, part, direct}, rows_g);
+  Stmt tiles_loop = TileRows(TileContext{s, b, r0, j0, c, k0, klen, pack, part}, rows_g);
   Stmt chunk =
       Let(k0, c * I(kc),
           Let(klen, Min(I(kc), s.k - k0),
               s.packed_b ? tiles_loop
                          : jit::Seq({s.pack(PackArgs{b, k0, klen, j0, pack, cols}), tiles_loop})));
-  // A partial panel's epilogue, over the group's rows from the partial sums (the tiles of a
-  // full panel stored theirs).
-  Var ii5("ii"), jj5("jj");
-  Stmt write = jit::If(jit::Ne(ncols, I(cols)),
-                       jit::For(ii5, rows_g, ForKind::kSerial,
-                                jit::For(jj5, ncols, ForKind::kVectorized,
-                                         s.store(b, r0 + ii5, j0 + jj5, Load(part, {ii5, jj5})))));
+  Expr chunks = jit::Max(CeilDivE(s.k, I(kc)), I(1));  // K = 0 still zeroes the output
+  // The epilogue over the group's rows. A full panel gets a constant-extent column loop: with
+  // `ncols` LLVM left a cheap epilogue (bias add) scalar, a quarter of a small-K GEMM's time.
+  auto write_cols = [&](const Expr& extent) {
+    Var ii5("ii"), jj5("jj");
+    return jit::For(ii5, rows_g, ForKind::kSerial,
+                    jit::For(jj5, extent, ForKind::kVectorized,
+                             s.store(b, r0 + ii5, j0 + jj5, Load(part, {ii5, jj5}))));
+  };
+  Stmt write = jit::If(jit::Eq(ncols, I(cols)), write_cols(I(cols)), write_cols(ncols));
   Stmt body = jit::Seq({jit::For(c, chunks, ForKind::kSerial, chunk), write});
   Stmt task = jit::Allocate(part, s.packed_b ? body : jit::Allocate(pack, body));
   task = Let(rows_g, Min(I(group), s.m - r0), Let(ncols, Min(I(cols), s.n - j0), task));
