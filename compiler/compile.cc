@@ -13,6 +13,7 @@
 #include "compiler/passes/pack_weights.h"
 #include "compiler/passes/partition.h"
 #include "compiler/passes/shape_inference.h"
+#include "compiler/passes/reshape_shapes.h"
 #include "compiler/passes/simplify.h"
 #include "jit/aot_compile.h"
 
@@ -155,6 +156,10 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   st.simplified_nodes =
       simplified.transposes_merged + simplified.views_shortcut + simplified.pads_bypassed +
       simplified.castlikes_to_cast;
+  // Before partitioning: a Reshape whose target was computed from Shape(x) of a region's value
+  // could not join that region (the chain closes a cycle), e.g. ShuffleNet's channel shuffle.
+  ASSIGN_OR_RETURN(int reshapes, ConstantReshapeShapes(graph));
+  st.simplified_nodes += reshapes;
   st.nodes_after_passes = graph.num_nodes();
   EmitOptions eo;
   if (external.compiler != nullptr) RETURN_IF_ERROR(Offload(graph, external, options, &eo, &st));

@@ -59,7 +59,8 @@ struct CompileStats {
   int nodes = 0;            // nodes after import
   int nodes_after_passes = 0;
   int folded_nodes = 0;     // evaluated at compile time
-  int simplified_nodes = 0; // transpose chains merged, view chains shortcut
+  int simplified_nodes = 0; // transpose chains merged, view chains shortcut, constant Reshape
+                            // targets (ConstantReshapeShapes)
   int kernels = 0;          // distinct kernels in the executable
   int fused_kernels = 0;    // kernels made of several nodes
   int fused_nodes = 0;      // nodes that disappeared into them

@@ -143,6 +143,9 @@ std::vector<NodeId> Producers(const Graph& g, NodeId n) {
   auto add = [&](ValueId v) {
     if (v == kNoValue) return;
     const Value& val = g.value(v);
+    // A folded value is a constant: the nodes that computed it (e.g. a Slice's end from
+    // Shape(x) of a region's value) are no dependency, and counting them closed false cycles.
+    if (val.data != nullptr) return;
     if (val.kind == ValueKind::kNodeOutput && val.producer != kNoNode) out.push_back(val.producer);
   };
   for (ValueId v : node.inputs) add(v);
