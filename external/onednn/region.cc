@@ -409,6 +409,16 @@ class Validator {
                                std::to_string(x_rank));
         x_rank = 2;  // the output is always a matrix
         break;
+      case OpKind::kChannels:
+        RETURN_IF_ERROR(count(1, kMaxChannelInputs));
+        for (int32_t t : op.inputs) RETURN_IF_ERROR(rank_is(t, x_rank, x_rank, "an input"));
+        RETURN_IF_ERROR(rank_is(op.inputs[0], 3, 5, "X"));
+        if (op.group < 1 || op.group > (int64_t{1} << 30))
+          return InvalidFormat(where + ": group " + std::to_string(op.group));
+        if (op.pads.size() != 2 || op.pads[0] < 0 || op.pads[1] < 1 ||
+            op.pads[0] > (int64_t{1} << 40) || op.pads[1] > (int64_t{1} << 40))
+          return InvalidFormat(where + ": pads must be {start >= 0, count >= 1}");
+        break;
     }
     if (out_rank != x_rank)
       return InvalidFormat(where + ": output rank " + std::to_string(out_rank) + ", expected " +
@@ -458,7 +468,7 @@ class Validator {
 const char* OpKindName(OpKind k) {
   static const char* const kNames[] = {"Conv",      "MatMul", "Pool",   "Eltwise",   "Softmax",
                                        "LayerNorm", "Binary", "Concat", "BatchNorm", "Flatten",
-                                       "QConv",     "QMatMul"};
+                                       "QConv",     "QMatMul", "Channels"};
   int i = static_cast<int>(k);
   return i < kNumOpKinds ? kNames[i] : "?";
 }
@@ -632,6 +642,12 @@ StatusOr<std::string> DescribeRegion(const uint8_t* data, size_t size) {
         attrs.push_back("axis=" + std::to_string(op.axis));
         break;
       case OpKind::kBinary:
+        break;
+      case OpKind::kChannels:
+        if (op.group != 1) attrs.push_back("shuffle groups=" + std::to_string(op.group));
+        if (op.pads.size() == 2)
+          attrs.push_back("channels [" + std::to_string(op.pads[0]) + ", " +
+                          std::to_string(op.pads[0] + op.pads[1]) + ")");
         break;
     }
     std::string posts;

@@ -29,7 +29,8 @@ inline constexpr const char* kVendorName = "onednn";
 
 inline constexpr uint32_t kRegionMagic = 0x524E444B;  // "KDNR" read as little-endian u32
 inline constexpr uint16_t kRegionMajor = 1;
-inline constexpr uint16_t kRegionMinor = 2;  // 1.1: kFlatten; 1.2: kQConv, kQMatMul, int8 tensors
+// 1.1: kFlatten; 1.2: kQConv, kQMatMul, int8 tensors; 1.3: kChannels.
+inline constexpr uint16_t kRegionMinor = 3;
 
 enum class OpKind : uint8_t {
   kConv = 0,       // [x, w, (bias)] ONNX Conv: w is [O, I/group, k...]
@@ -49,8 +50,17 @@ enum class OpKind : uint8_t {
   // (eltwise post-ops only: Relu commutes with the positive scale).
   kQConv = 10,    // [x, w, out_scales, zero_points, (bias)] Conv's window attributes
   kQMatMul = 11,  // [a, b, out_scales, zero_points, (bias)] b a constant matrix, trans_b
+  // [x...] (1-16) rank 3-5, a copy of some channels (dim 1) of x, the concatenation of the
+  // inputs along dim 1: y[:, c] = x[:, p(pads[0] + c)] for c < pads[1], where p is
+  // ShuffleNet's channel shuffle of `group` groups over x's C channels,
+  // p(i * group + j) = j * (C / group) + i (Reshape [N, g, C/g, ...], Transpose, Reshape);
+  // group 1 is the identity, so a channel Slice. pads = {start, count}; C % group == 0 and
+  // start + count <= C are checked when shapes are known.
+  kChannels = 12,
 };
-inline constexpr int kNumOpKinds = 12;
+inline constexpr int kNumOpKinds = 13;
+/// The most inputs a kChannels op takes (the run side keeps their pointers on the stack).
+inline constexpr int kMaxChannelInputs = 16;
 const char* OpKindName(OpKind k);
 
 enum class EltwiseAlg : uint8_t {

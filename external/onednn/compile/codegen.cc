@@ -56,6 +56,7 @@ class Generator {
     FindInt8s();
     FindGelus();
     FindLayerNorms();
+    FindShuffles();
     for (NodeId n : order_) {
       if (consumed_.count(n) || int8_member_.count(n)) continue;
       if (auto q = int8_root_.find(n); q != int8_root_.end()) {
@@ -69,6 +70,12 @@ class Generator {
         continue;
       }
       if (ln_member_.count(n)) continue;  // emitted with its root
+      if (auto sh = shuffle_root_.find(n); sh != shuffle_root_.end()) {
+        Status s = EmitShuffle(shuffles_[sh->second]);
+        if (!s.ok()) return s.WithContext("oneDNN codegen: " + g_.DescribeNode(n));
+        continue;
+      }
+      if (shuffle_member_.count(n)) continue;  // emitted with its root
       auto gelu = gelu_last_.find(n);
       if (gelu_member_.count(n) && gelu == gelu_last_.end()) continue;  // emitted with its last
       Status s = gelu != gelu_last_.end() ? EmitGelu(gelus_[gelu->second])
@@ -157,7 +164,8 @@ class Generator {
     if (!only) return std::nullopt;
     NodeId u = *only;
     if (!in_region_.count(u) || consumed_.count(u) || gelu_member_.count(u) ||
-        ln_member_.count(u) || int8_member_.count(u) || int8_root_.count(u))
+        ln_member_.count(u) || int8_member_.count(u) || int8_root_.count(u) ||
+        shuffle_member_.count(u))
       return std::nullopt;
     return u;
   }
@@ -210,6 +218,13 @@ class Generator {
       return Emit(std::move(op), n.outputs[0]);
     }
     if (t == "HardSigmoid") return EmitHardSigmoid(n);
+    if (t == "Slice") {  // a channel copy: group 1, channels [start, start + count)
+      std::pair<int64_t, int64_t> range = *ChannelSlice(g_, n);
+      op.kind = OpKind::kChannels;
+      op.pads = {range.first, range.second};
+      RETURN_IF_ERROR(Inputs(&op, n, 1));
+      return Emit(std::move(op), n.outputs[0]);
+    }
     std::optional<EltwiseSpec> e = EltwiseOf(g_, n);
     if (!e) {
       op.kind = OpKind::kBinary;
@@ -672,6 +687,63 @@ class Generator {
     return Emit(std::move(op), m.out);
   }
 
+  // ---- Channel shuffle ----
+
+  void FindShuffles() {
+    for (NodeId n : order_) {
+      if (gelu_member_.count(n) || ln_member_.count(n) || shuffle_member_.count(n)) continue;
+      std::optional<ShuffleMatch> m = MatchShuffle(
+          g_, n, [&](NodeId u) { return in_region_.count(u) > 0; },
+          [&](ValueId v) { return outputs_.count(v) > 0; });
+      if (!m) continue;
+      shuffle_root_[n] = static_cast<int>(shuffles_.size());  // the last Reshape comes last
+      NodeId concat = ChannelConcat(m->x);  // before the members are marked (SoleUser)
+      shuffle_member_.insert(m->nodes.begin(), m->nodes.end());
+      if (concat != compiler::kNoNode) shuffle_member_.insert(concat);
+      shuffle_concat_.push_back(concat);
+      shuffles_.push_back(std::move(*m));
+    }
+  }
+
+  // The region Concat along channels producing `x` when the shuffle is its only reader (then
+  // the shuffle reads its inputs: one copy instead of two), else kNoNode.
+  NodeId ChannelConcat(ValueId x) const {
+    NodeId p = g_.value(x).producer;
+    std::optional<NodeId> reader = SoleUser(x);
+    if (p == compiler::kNoNode || !in_region_.count(p) || !reader ||
+        g_.node(*reader).op_type != "Reshape" || consumed_.count(p) || gelu_member_.count(p) ||
+        ln_member_.count(p) || int8_member_.count(p) || shuffle_member_.count(p))
+      return compiler::kNoNode;
+    const Node& c = g_.node(p);
+    if (c.op_type != "Concat" || !IsSupported(g_, p) || c.inputs.empty() ||
+        c.inputs.size() > static_cast<size_t>(kMaxChannelInputs) ||
+        NormalizeAxis(GetInt(c, "axis", 0), RankOf(g_, x)) != 1)
+      return compiler::kNoNode;
+    for (ValueId v : c.inputs) {
+      if (!ShapeOf(g_, v) || !(*ShapeOf(g_, v))[1].is_const()) return compiler::kNoNode;
+    }
+    return p;
+  }
+
+  Status EmitShuffle(const ShuffleMatch& m) {
+    Op op;
+    op.kind = OpKind::kChannels;
+    op.group = m.group;
+    op.pads = {0, ShapeOf(g_, m.x)->at(1).const_value()};
+    NodeId concat = shuffle_concat_[&m - shuffles_.data()];
+    std::vector<ValueId> reads = {m.x};
+    if (concat != compiler::kNoNode) {
+      reads = g_.node(concat).inputs;
+      consumed_.insert(concat);
+    }
+    for (ValueId v : reads) {
+      ASSIGN_OR_RETURN(int32_t x, Use(v));
+      op.inputs.push_back(x);
+    }
+    for (NodeId u : m.nodes) consumed_.insert(u);
+    return Emit(std::move(op), m.out);
+  }
+
   size_t Position(NodeId n) const {
     return std::find(order_.begin(), order_.end(), n) - order_.begin();
   }
@@ -704,6 +776,10 @@ class Generator {
   std::vector<Int8Match> int8s_;
   std::map<NodeId, int> int8_root_;  // the Q -> int8s_ index
   std::set<NodeId> int8_member_;     // the other nodes of each match
+  std::vector<ShuffleMatch> shuffles_;
+  std::vector<NodeId> shuffle_concat_;  // per shuffle: the Concat it reads through, or kNoNode
+  std::map<NodeId, int> shuffle_root_;  // the last Reshape -> shuffles_ index
+  std::set<NodeId> shuffle_member_;
   onednn::RegionProgram region_;
   compiler::ExternalCode code_;
 };

@@ -21,7 +21,8 @@ namespace kiln::onednn {
 /// Sigmoid, Tanh, Clip (constant bounds), HardSwish, HardSigmoid (linear then clip), Elu, Exp, Log, Abs, Sqrt, Softplus, Neg,
 /// Round, Softmax / LogSoftmax (any axis from opset 13, the last axis before), LayerNormalization
 /// (Mean / InvStdDev unused, scale and bias of the normalized shape), Add / Sub / Mul / Div /
-/// Max / Min (two inputs, one of them of the output's shape), Concat, BatchNormalization
+/// Max / Min (two inputs, one of them of the output's shape), Concat, Slice of channels (dim 1
+/// of a rank 3-5 tensor, constant bounds, step 1: a channel copy), BatchNormalization
 /// (inference: one output, training_mode 0), Flatten (a row-major view, so a Gemm after
 /// GlobalAveragePool stays in the pooling's region). Erf-based Gelu subgraphs are recognised by
 /// Codegen when all their nodes are in the region (Erf alone is not supported), and so is
@@ -42,6 +43,11 @@ std::vector<std::vector<compiler::NodeId>> FindComposites(const compiler::Graph&
 /// over the last axis with keepdims, constant f32 gamma / beta of the last dim's size, and no
 /// intermediate read elsewhere. Codegen runs such a group as one oneDNN layer normalization.
 bool IsLayerNormRoot(const compiler::Graph& graph, compiler::NodeId node);
+
+/// True when Reshape `node` ends ShuffleNet's channel shuffle of an f32 x [N, C, ...] (rank
+/// 3-5, C constant): Reshape(Transpose(Reshape(x) -> [N, g, C/g, ...], perm swapping dims 1
+/// and 2)) -> x's shape, no intermediate read elsewhere. Codegen runs it as one channel copy.
+bool IsShuffleRoot(const compiler::Graph& graph, compiler::NodeId node);
 
 /// True when QuantizeLinear `node` ends an int8 operation in the QDQ form that oneDNN runs on
 /// integer primitives: Q(Relu?(Conv / MatMul / Gemm(DQ(x), DQ(W), DQ(bias)?))) with u8

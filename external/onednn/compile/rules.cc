@@ -80,6 +80,14 @@ compiler::VendorRules Rules(RulesOptions options) {
            .Where([](const compiler::Graph& g, compiler::NodeId n) {
              return IsLayerNormRoot(g, n);
            })});
+  // ShuffleNet's channel shuffle, Reshape [N, g, C/g, ...] -> Transpose -> Reshape back (none
+  // of them supported alone): one kChannels copy inside the region instead of two boundaries.
+  r.composites.push_back(
+      {"channel_shuffle",
+       P::Op({"Reshape"}, {P::Op({"Transpose"}, {P::Op({"Reshape"}, {P::Any()})})})
+           .Where([](const compiler::Graph& g, compiler::NodeId n) {
+             return IsShuffleRoot(g, n);
+           })});
   // Int8 in the QDQ form: Q(Relu?(Conv / MatMul / Gemm(DQ(x), W, ...))) (IsInt8Root checks
   // the dtypes, scales and constant weights); it anchors a region on its own.
   P int8_anchor = P::Op({"Conv", "MatMul", "Gemm"}, {P::Op({"DequantizeLinear"}, {P::Any()})});

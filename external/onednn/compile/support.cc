@@ -323,6 +323,8 @@ bool SupportedImpl(const Graph& g, const Node& n) {
   // block, each returning its blocked activations as plain copies for the JIT and taking them
   // back (a fifth of mobilenet_v3_large's time). The codegen runs it as linear + clip.
   if (op == "HardSigmoid") return true;
+  // ShuffleNet's channel split: a copy of some channels (kChannels) on the region's layout.
+  if (op == "Slice") return ChannelSlice(g, n).has_value();
   return EltwiseOf(g, n).has_value();
 }
 
@@ -499,6 +501,75 @@ std::optional<LnMatch> MatchLayerNorm(const Graph& g, NodeId root,
   return std::nullopt;
 }
 
+// ---- Channel copies: Slice on dim 1 and ShuffleNet's channel shuffle -------------------------
+
+std::optional<std::pair<int64_t, int64_t>> ChannelSlice(const Graph& g, const Node& n) {
+  if (n.op_type != "Slice" || g.OpsetFor("") < 10 || n.inputs.size() < 4 || n.outputs.empty())
+    return std::nullopt;
+  ValueId x = n.inputs[0];
+  if (!IsF32(g, x) || RankOf(g, x) < 3 || RankOf(g, x) > 5) return std::nullopt;
+  const DimExpr& cd = (*ShapeOf(g, x))[1];
+  if (!cd.is_const()) return std::nullopt;
+  int64_t c = cd.const_value();
+  auto ints = [&](size_t i) -> std::optional<std::vector<int64_t>> {
+    const TensorData* d = Data(g, In(n, i));
+    if (!d || d->num_elements() != 1) return std::nullopt;
+    StatusOr<std::vector<int64_t>> v = d->ToInt64s();
+    if (!v.ok()) return std::nullopt;
+    return *v;
+  };
+  std::optional<std::vector<int64_t>> starts = ints(1), ends = ints(2), axes = ints(3);
+  if (!starts || !ends || !axes || NormalizeAxis((*axes)[0], RankOf(g, x)) != 1)
+    return std::nullopt;
+  if (In(n, 4) != kNoValue) {
+    std::optional<std::vector<int64_t>> steps = ints(4);
+    if (!steps || (*steps)[0] != 1) return std::nullopt;
+  }
+  auto clamp = [c](int64_t v) {
+    if (v < 0) v += c;
+    return std::min(std::max<int64_t>(v, 0), c);
+  };
+  int64_t start = clamp((*starts)[0]), end = clamp((*ends)[0]);
+  if (end <= start) return std::nullopt;
+  return std::make_pair(start, end - start);
+}
+
+std::optional<ShuffleMatch> MatchShuffle(const Graph& g, NodeId root,
+                                         const std::function<bool(NodeId)>& allowed,
+                                         const std::function<bool(ValueId)>& escapes) {
+  const Node& back = g.node(root);
+  if (back.op_type != "Reshape" || !back.domain.empty() || back.inputs.empty() ||
+      back.outputs.empty())
+    return std::nullopt;
+  std::optional<NodeId> tr = Producer(g, back.inputs[0], "Transpose", 1, allowed, escapes);
+  if (!tr) return std::nullopt;
+  const Node& t = g.node(*tr);
+  std::optional<NodeId> split = Producer(g, t.inputs[0], "Reshape", 1, allowed, escapes);
+  if (!split) return std::nullopt;
+  ShuffleMatch m;
+  m.x = g.node(*split).inputs[0];
+  m.out = back.outputs[0];
+  if (!IsF32(g, m.x) || !IsF32(g, m.out) || !IsF32(g, t.inputs[0])) return std::nullopt;
+  const SymbolicShape &xs = *ShapeOf(g, m.x), &mid = *ShapeOf(g, t.inputs[0]);
+  int r = static_cast<int>(xs.size());
+  if (r < 3 || r > 5 || *ShapeOf(g, m.out) != xs || static_cast<int>(mid.size()) != r + 1)
+    return std::nullopt;
+  std::vector<int64_t> perm = GetInts(t, "perm");
+  if (static_cast<int>(perm.size()) != r + 1) return std::nullopt;
+  for (int i = 0; i <= r; ++i) {
+    if (perm[i] != (i == 1 ? 2 : i == 2 ? 1 : i)) return std::nullopt;
+  }
+  if (!xs[1].is_const() || !mid[1].is_const() || !mid[2].is_const() || mid[0] != xs[0])
+    return std::nullopt;
+  for (int i = 2; i < r; ++i) {
+    if (mid[i + 1] != xs[i]) return std::nullopt;
+  }
+  m.group = mid[1].const_value();
+  if (m.group < 1 || m.group * mid[2].const_value() != xs[1].const_value()) return std::nullopt;
+  m.nodes = {root, *tr, *split};
+  return m;
+}
+
 }  // namespace internal
 
 // ---- The predicates codegen.h declares ------------------------------------------------------
@@ -516,6 +587,16 @@ bool IsSupported(const compiler::Graph& graph, compiler::NodeId node) {
 bool IsLayerNormRoot(const compiler::Graph& graph, compiler::NodeId node) {
   const std::vector<compiler::ValueId>& outs = graph.outputs();
   return internal::MatchLayerNorm(
+             graph, node, [](compiler::NodeId) { return true; },
+             [&](compiler::ValueId v) {
+               return std::find(outs.begin(), outs.end(), v) != outs.end();
+             })
+      .has_value();
+}
+
+bool IsShuffleRoot(const compiler::Graph& graph, compiler::NodeId node) {
+  const std::vector<compiler::ValueId>& outs = graph.outputs();
+  return internal::MatchShuffle(
              graph, node, [](compiler::NodeId) { return true; },
              [&](compiler::ValueId v) {
                return std::find(outs.begin(), outs.end(), v) != outs.end();

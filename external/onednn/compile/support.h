@@ -11,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/ir/graph.h"
@@ -118,6 +119,28 @@ struct LnMatch {
 std::optional<LnMatch> MatchLayerNorm(const Graph& g, NodeId root,
                                       const std::function<bool(NodeId)>& allowed,
                                       const std::function<bool(ValueId)>& escapes);
+
+// ---- Channel copies: Slice on dim 1 and ShuffleNet's channel shuffle -------------------------
+
+/// The channels [start, start + count) a Slice node takes: opset >= 10 with constant starts,
+/// ends and axes naming only dim 1 (steps absent or 1), of a rank 3-5 f32 input whose dim 1
+/// is a constant C; ONNX's clamping applied; nullopt otherwise or when it takes nothing.
+std::optional<std::pair<int64_t, int64_t>> ChannelSlice(const Graph& g, const Node& n);
+
+/// A channel shuffle found by MatchShuffle: Reshape(x [N, C, ...]) -> [N, g, C/g, ...],
+/// Transpose swapping dims 1 and 2, Reshape back to x's shape.
+struct ShuffleMatch {
+  ValueId x = kNoValue, out = kNoValue;
+  int64_t group = 1;
+  std::set<NodeId> nodes;  // the two Reshapes and the Transpose
+};
+
+/// Matches at the final Reshape `root`; the intermediates must have their one reader in the
+/// pattern; `allowed` and `escapes` as for MatchGelu. x is f32 of rank 3-5 with constant
+/// channels, and the result has x's shape.
+std::optional<ShuffleMatch> MatchShuffle(const Graph& g, NodeId root,
+                                         const std::function<bool(NodeId)>& allowed,
+                                         const std::function<bool(ValueId)>& escapes);
 
 // ---- Int8 in the QDQ form: Q(Relu?(Conv / MatMul / Gemm(DQ(x), DQ(W)[, DQ(bias)]))) --------
 

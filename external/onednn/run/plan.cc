@@ -124,6 +124,10 @@ void RunStep(const Step& step, dnnl::stream& stream, const std::unordered_map<in
                        Data<float>(kiln.dst), Data<void>(kiln.scratchpad));
   } else if (step.max_pool != nullptr) {
     step.max_pool->Run(Data<const float>(kiln.src), Data<float>(kiln.dst));
+  } else if (step.channels != nullptr) {
+    const float* srcs[kMaxChannelInputs];
+    for (size_t i = 0; i < kiln.srcs.size(); ++i) srcs[i] = Data<const float>(kiln.srcs[i]);
+    step.channels->Run(srcs, Data<float>(kiln.dst));
   } else {
     step.prim.execute(stream, args);
   }
@@ -132,12 +136,17 @@ void RunStep(const Step& step, dnnl::stream& stream, const std::unordered_map<in
 // The arguments of a step kiln runs, from its argument map (empty for oneDNN's steps).
 KilnStepArgs ResolveKilnArgs(const Step& step, const std::unordered_map<int, memory>& args) {
   KilnStepArgs kiln;
-  if (step.winograd == nullptr && step.max_pool == nullptr) return kiln;
+  if (step.winograd == nullptr && step.max_pool == nullptr && step.channels == nullptr)
+    return kiln;
   auto find = [&](int arg) {
     auto it = args.find(arg);
     return it == args.end() ? memory() : it->second;
   };
   kiln.src = find(DNNL_ARG_SRC), kiln.dst = find(DNNL_ARG_DST);
+  if (step.channels != nullptr) {
+    for (int i = 0; args.count(DNNL_ARG_MULTIPLE_SRC + i); ++i)
+      kiln.srcs.push_back(find(DNNL_ARG_MULTIPLE_SRC + i));
+  }
   if (step.winograd != nullptr)
     kiln.bias = find(DNNL_ARG_BIAS), kiln.scratchpad = find(DNNL_ARG_SCRATCHPAD);
   return kiln;
@@ -294,6 +303,21 @@ const std::vector<StepInfo>& Plan::Describe() {
       info_.push_back(DescribeStep(step.prim));
       if (step.max_pool != nullptr) info_.back().impl = BlockedMaxPool::ImplName();
       if (step.winograd != nullptr) info_.back().impl = step.winograd->ImplName();
+      if (step.channels != nullptr) {
+        StepInfo& info = info_.back();
+        info.kind = "channels";
+        info.impl = ChannelGather::ImplName();
+        auto md = [&](int arg) {
+          for (const auto& [a, slot] : step.args) {
+            if (a == arg) return MdString(&slots[slot].md.data);
+          }
+          return std::string();
+        };
+        std::string in;
+        for (int i = 0; !md(DNNL_ARG_MULTIPLE_SRC + i).empty(); ++i)
+          in += (i ? ", " : "") + md(DNNL_ARG_MULTIPLE_SRC + i);
+        info.shapes = in + " -> " + md(DNNL_ARG_DST);
+      }
     }
   });
   return info_;

@@ -15,6 +15,7 @@
 
 #include "external/onednn/region.h"
 #include "external/onednn/run/blocked_pool.h"
+#include "external/onednn/run/channel_gather.h"
 #include "external/onednn/run/runtime.h"
 #include "external/onednn/run/winograd_conv.h"
 #include "oneapi/dnnl/dnnl.hpp"
@@ -53,6 +54,9 @@ struct Step {
   /// When set, runs instead of `prim` (a 3x3 convolution measured slower than this; `prim`
   /// still describes the step) on the SRC, BIAS, DST and SCRATCHPAD arguments.
   std::shared_ptr<const WinogradConv> winograd;
+  /// When set, runs instead of `prim` (a copy of dst into itself, never run: it only stands
+  /// for the step) on the MULTIPLE_SRC and DST arguments: a channel copy (kChannels).
+  std::shared_ptr<const ChannelGather> channels;
 };
 
 /// The memory objects a step kiln runs itself (max pool, Winograd) reads and writes, found in
@@ -60,6 +64,7 @@ struct Step {
 /// step has no such argument (BIAS) or oneDNN runs it.
 struct KilnStepArgs {
   dnnl::memory src, bias, dst, scratchpad;
+  std::vector<dnnl::memory> srcs;  // Step::channels: its inputs (DNNL_ARG_MULTIPLE_SRC + i)
 };
 
 /// Intermediates and scratchpad of one call, with a memory object per slot, each step's

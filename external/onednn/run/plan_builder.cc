@@ -265,6 +265,8 @@ Status Builder::BuildOp(const Op& op, bool plain) {
       return QConv(op);
     case OpKind::kQMatMul:
       return QMatMul(op);
+    case OpKind::kChannels:
+      return Channels(op, plain);
   }
   return Internal("unknown op kind");
 }

@@ -174,6 +174,7 @@ class Builder {
   bool WholeBuffer(int buffer, size_t size) const;
   void MoveBuffer(int from, int to, size_t at);
   Status Flatten(const Op& op);
+  Status Channels(const Op& op, bool plain);  // plan_channels.cc
   Status Softmax(const Op& op, bool plain);  // plan_norm.cc
   Status LayerNorm(const Op& op);
   Status BatchNorm(const Op& op, bool plain);
