@@ -225,6 +225,19 @@ class Generator {
       RETURN_IF_ERROR(Inputs(&op, n, 1));
       return Emit(std::move(op), n.outputs[0]);
     }
+    if (t == "Split") {  // one channel copy per output
+      std::vector<std::pair<int64_t, int64_t>> ranges = *ChannelSplit(g_, n);
+      ASSIGN_OR_RETURN(int32_t x, Use(n.inputs[0]));
+      for (size_t i = 0; i < ranges.size(); ++i) {
+        if (n.outputs[i] == kNoValue) continue;
+        Op part;
+        part.kind = OpKind::kChannels;
+        part.pads = {ranges[i].first, ranges[i].second};
+        part.inputs = {x};
+        RETURN_IF_ERROR(Emit(std::move(part), n.outputs[i]));
+      }
+      return Status::Ok();
+    }
     std::optional<EltwiseSpec> e = EltwiseOf(g_, n);
     if (!e) {
       op.kind = OpKind::kBinary;

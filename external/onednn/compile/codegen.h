@@ -21,8 +21,9 @@ namespace kiln::onednn {
 /// Sigmoid, Tanh, Clip (constant bounds), HardSwish, HardSigmoid (linear then clip), Elu, Exp, Log, Abs, Sqrt, Softplus, Neg,
 /// Round, Softmax / LogSoftmax (any axis from opset 13, the last axis before), LayerNormalization
 /// (Mean / InvStdDev unused, scale and bias of the normalized shape), Add / Sub / Mul / Div /
-/// Max / Min (two inputs, one of them of the output's shape), Concat, Slice of channels (dim 1
-/// of a rank 3-5 tensor, constant bounds, step 1: a channel copy), BatchNormalization
+/// Max / Min (two inputs, one of them of the output's shape), Concat, Slice and Split of
+/// channels (dim 1 of a rank 3-5 tensor, constant bounds / sizes, step 1: channel copies),
+/// BatchNormalization
 /// (inference: one output, training_mode 0), Flatten (a row-major view, so a Gemm after
 /// GlobalAveragePool stays in the pooling's region). Erf-based Gelu subgraphs are recognised by
 /// Codegen when all their nodes are in the region (Erf alone is not supported), and so is

@@ -325,6 +325,7 @@ bool SupportedImpl(const Graph& g, const Node& n) {
   if (op == "HardSigmoid") return true;
   // ShuffleNet's channel split: a copy of some channels (kChannels) on the region's layout.
   if (op == "Slice") return ChannelSlice(g, n).has_value();
+  if (op == "Split") return ChannelSplit(g, n).has_value();
   return EltwiseOf(g, n).has_value();
 }
 
@@ -532,6 +533,39 @@ std::optional<std::pair<int64_t, int64_t>> ChannelSlice(const Graph& g, const No
   int64_t start = clamp((*starts)[0]), end = clamp((*ends)[0]);
   if (end <= start) return std::nullopt;
   return std::make_pair(start, end - start);
+}
+
+std::optional<std::vector<std::pair<int64_t, int64_t>>> ChannelSplit(const Graph& g,
+                                                                     const Node& n) {
+  if (n.op_type != "Split" || n.inputs.empty() || n.outputs.empty()) return std::nullopt;
+  ValueId x = n.inputs[0];
+  if (!IsF32(g, x) || RankOf(g, x) < 3 || RankOf(g, x) > 5) return std::nullopt;
+  if (NormalizeAxis(GetInt(n, "axis", 0), RankOf(g, x)) != 1) return std::nullopt;
+  const DimExpr& cd = (*ShapeOf(g, x))[1];
+  if (!cd.is_const()) return std::nullopt;
+  int64_t c = cd.const_value(), parts = static_cast<int64_t>(n.outputs.size());
+  std::vector<int64_t> sizes = GetInts(n, "split");
+  if (In(n, 1) != kNoValue) {
+    const TensorData* d = Data(g, In(n, 1));
+    if (!d) return std::nullopt;
+    StatusOr<std::vector<int64_t>> v = d->ToInt64s();
+    if (!v.ok()) return std::nullopt;
+    sizes = *v;
+  }
+  if (sizes.empty()) {
+    int64_t each = (c + parts - 1) / parts;
+    for (int64_t i = 0; i < parts; ++i) sizes.push_back(std::min(each, c - i * each));
+  }
+  if (static_cast<int64_t>(sizes.size()) != parts) return std::nullopt;
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  int64_t at = 0;
+  for (int64_t s : sizes) {
+    if (s < 1) return std::nullopt;
+    ranges.push_back({at, s});
+    at += s;
+  }
+  if (at != c) return std::nullopt;
+  return ranges;
 }
 
 std::optional<ShuffleMatch> MatchShuffle(const Graph& g, NodeId root,

@@ -127,6 +127,13 @@ std::optional<LnMatch> MatchLayerNorm(const Graph& g, NodeId root,
 /// is a constant C; ONNX's clamping applied; nullopt otherwise or when it takes nothing.
 std::optional<std::pair<int64_t, int64_t>> ChannelSlice(const Graph& g, const Node& n);
 
+/// The channel ranges {start, count} of a Split node's outputs (torch.chunk / split as newer
+/// exporters write them): axis 1 of a rank 3-5 f32 input whose dim 1 is a constant C, the
+/// sizes from a constant `split` input (opset 13+) or attribute, else C / outputs (the last
+/// smaller, as num_outputs defines it); nullopt otherwise or when a part is empty.
+std::optional<std::vector<std::pair<int64_t, int64_t>>> ChannelSplit(const Graph& g,
+                                                                     const Node& n);
+
 /// A channel shuffle found by MatchShuffle: Reshape(x [N, C, ...]) -> [N, g, C/g, ...],
 /// Transpose swapping dims 1 and 2, Reshape back to x's shape.
 struct ShuffleMatch {

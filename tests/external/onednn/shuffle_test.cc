@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/compile.h"
@@ -25,8 +26,15 @@ namespace {
 // channels (Slice, its bounds computed from Shape: folded, yet nodes reading the region's
 // value), convolve the second, concatenate, shuffle 2 groups with targets computed from Shape
 // (Reshape [N, 2, h, H, W], Transpose, Reshape [N, -1, H, W]), then a 1x1 conv.
-std::string Unit(int64_t h) {
+// With `split`, one Split <axis = 1> of constant sizes takes the place of the Slices.
+std::string Unit(int64_t h, bool split) {
   std::string c = std::to_string(2 * h), hs = std::to_string(h);
+  std::string halves = split ? R"(
+      sizes = Constant <value = int64[2] {)" + hs + ", " + hs + R"(}> ()
+      s1, s2 = Split <axis = 1> (a, sizes))"
+                             : R"(
+      s1 = Slice(a, zero, half, one)
+      s2 = Slice(a, half, full, one))";
   return R"(<ir_version: 8, opset_import: ["" : 17]>
     g (float[N, 8, 6, 6] x, float[)" + c + R"(, 8, 1, 1] wa, float[)" + hs + ", " + hs +
          R"(, 3, 3] wb, float[16, )" + c + R"(, 1, 1] wc) => (float[N, 16, 6, 6] y) {
@@ -36,9 +44,8 @@ std::string Unit(int64_t h) {
       two = Constant <value = int64[1] {2}> ()
       full = Shape <start = 1, end = 2> (a)
       half = Div(full, two)
-      one = Constant <value = int64[1] {1}> ()
-      s1 = Slice(a, zero, half, one)
-      s2 = Slice(a, half, full, one)
+      one = Constant <value = int64[1] {1}> ())" +
+         halves + R"(
       b0 = Conv <pads = [1, 1, 1, 1]> (s2, wb)
       b = Relu(b0)
       cat = Concat <axis = 1> (s1, b)
@@ -87,16 +94,17 @@ std::vector<TensorDataRef> Run(const std::shared_ptr<const Executable>& exe,
 // h = 8: the split and the concat fall on block boundaries; h = 5 (ShuffleNet x1.0's 58 is
 // not a multiple of 8 either): every output block mixes channels of two input blocks.
 BOOST_AUTO_TEST_CASE(a_shuffle_unit_is_one_region_and_matches_the_jit) {
-  for (int64_t h : {8, 5}) {
-    BOOST_TEST_CONTEXT("h=" << h) {
+  for (auto [h, split] : std::vector<std::pair<int64_t, bool>>{
+           {8, false}, {5, false}, {8, true}, {5, true}}) {
+    BOOST_TEST_CONTEXT("h=" << h << (split ? " (Split)" : " (Slice)")) {
       CompileStats dnn_stats, none_stats;
-      std::string text = Unit(h);
+      std::string text = Unit(h, split);
       auto dnn = LoadRequiringOneDnn(CompileText(text, "onednn", &dnn_stats));
       auto none = LoadRequiringOneDnn(CompileText(text, "none", &none_stats));
       // Before kChannels the slices cut the convs into three regions; now every node but the
       // constants and the Shape / Concat arithmetic of the targets is in one.
       BOOST_TEST(dnn_stats.external_regions == 1);
-      BOOST_TEST(dnn_stats.external_nodes == 12);
+      BOOST_TEST(dnn_stats.external_nodes == (split ? 11 : 12));
       BOOST_TEST(none_stats.external_regions == 0);
       auto wa = testing::RandomTensor(DType::kF32, {2 * h, 8, 1, 1}, -0.5, 0.5, 1);
       auto wb = testing::RandomTensor(DType::kF32, {h, h, 3, 3}, -0.5, 0.5, 2);
