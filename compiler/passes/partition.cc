@@ -319,8 +319,13 @@ std::vector<bool> LiveNodes(const Graph& g) {
     if (p == kNoNode || live[p]) continue;
     live[p] = true;
     const Node& n = g.node(p);
-    work.insert(work.end(), n.inputs.begin(), n.inputs.end());
-    work.insert(work.end(), n.implicit_inputs.begin(), n.implicit_inputs.end());
+    // A folded input is emitted as a constant: what computed it (ShuffleNet's Shape / Gather
+    // chains for Slice bounds) never runs, and its readers made region values outputs.
+    for (const std::vector<ValueId>* in : {&n.inputs, &n.implicit_inputs}) {
+      for (ValueId u : *in) {
+        if (u == kNoValue || g.value(u).data == nullptr) work.push_back(u);
+      }
+    }
   }
   return live;
 }
