@@ -155,13 +155,7 @@ std::optional<Int8Match> MatchInt8(const Graph& g, NodeId q_id,
 }  // namespace internal
 
 bool IsInt8Root(const compiler::Graph& graph, compiler::NodeId node) {
-  const std::vector<compiler::ValueId>& outs = graph.outputs();
-  return internal::MatchInt8(
-             graph, node, [](compiler::NodeId) { return true; },
-             [&](compiler::ValueId v) {
-               return std::find(outs.begin(), outs.end(), v) != outs.end();
-             })
-      .has_value();
+  return internal::MatchesInGraph(graph, node, internal::MatchInt8);
 }
 
 }  // namespace kiln::onednn

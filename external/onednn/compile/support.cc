@@ -619,23 +619,11 @@ bool IsSupported(const compiler::Graph& graph, compiler::NodeId node) {
 }
 
 bool IsLayerNormRoot(const compiler::Graph& graph, compiler::NodeId node) {
-  const std::vector<compiler::ValueId>& outs = graph.outputs();
-  return internal::MatchLayerNorm(
-             graph, node, [](compiler::NodeId) { return true; },
-             [&](compiler::ValueId v) {
-               return std::find(outs.begin(), outs.end(), v) != outs.end();
-             })
-      .has_value();
+  return internal::MatchesInGraph(graph, node, internal::MatchLayerNorm);
 }
 
 bool IsShuffleRoot(const compiler::Graph& graph, compiler::NodeId node) {
-  const std::vector<compiler::ValueId>& outs = graph.outputs();
-  return internal::MatchShuffle(
-             graph, node, [](compiler::NodeId) { return true; },
-             [&](compiler::ValueId v) {
-               return std::find(outs.begin(), outs.end(), v) != outs.end();
-             })
-      .has_value();
+  return internal::MatchesInGraph(graph, node, internal::MatchShuffle);
 }
 
 std::vector<std::vector<compiler::NodeId>> FindComposites(const compiler::Graph& graph) {

@@ -5,6 +5,7 @@
 #ifndef KILN_EXTERNAL_ONEDNN_COMPILE_SUPPORT_H_
 #define KILN_EXTERNAL_ONEDNN_COMPILE_SUPPORT_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -148,6 +149,18 @@ struct ShuffleMatch {
 std::optional<ShuffleMatch> MatchShuffle(const Graph& g, NodeId root,
                                          const std::function<bool(NodeId)>& allowed,
                                          const std::function<bool(ValueId)>& escapes);
+
+/// Whether matcher `match` (MatchLayerNorm, MatchShuffle, MatchInt8) finds its pattern at
+/// `node` in the whole graph, as the partitioner sees it before regions exist: every node
+/// allowed, only graph outputs escaping.
+template <typename Matcher>
+bool MatchesInGraph(const Graph& g, NodeId node, Matcher match) {
+  const std::vector<ValueId>& outs = g.outputs();
+  return match(
+             g, node, [](NodeId) { return true; },
+             [&](ValueId v) { return std::find(outs.begin(), outs.end(), v) != outs.end(); })
+      .has_value();
+}
 
 // ---- Int8 in the QDQ form: Q(Relu?(Conv / MatMul / Gemm(DQ(x), DQ(W)[, DQ(bias)]))) --------
 
