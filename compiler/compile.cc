@@ -9,6 +9,7 @@
 #include "compiler/lower/gemm.h"
 #include "compiler/lower/lower.h"
 #include "compiler/onnx/importer.h"
+#include "compiler/passes/dead_nodes.h"
 #include "compiler/passes/fold_constants.h"
 #include "compiler/passes/pack_weights.h"
 #include "compiler/passes/partition.h"
@@ -155,6 +156,9 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   st.simplified_nodes =
       simplified.transposes_merged + simplified.views_shortcut + simplified.pads_bypassed +
       simplified.castlikes_to_cast;
+  // What Simplify bypassed (and anything else unread) goes before partitioning, so a dead reader
+  // neither makes a value a region output nor stops a vendor fusing it into its producer.
+  RETURN_IF_ERROR(RemoveDeadNodes(graph).status());
   st.nodes_after_passes = graph.num_nodes();
   EmitOptions eo;
   if (external.compiler != nullptr) RETURN_IF_ERROR(Offload(graph, external, options, &eo, &st));
