@@ -155,7 +155,7 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   RETURN_IF_ERROR(Simplify(graph, &simplified));
   st.simplified_nodes =
       simplified.transposes_merged + simplified.views_shortcut + simplified.pads_bypassed +
-      simplified.castlikes_to_cast;
+      simplified.castlikes_to_cast + simplified.pads_folded;
   // What Simplify bypassed (and anything else unread) goes before partitioning, so a dead reader
   // neither makes a value a region output nor stops a vendor fusing it into its producer.
   RETURN_IF_ERROR(RemoveDeadNodes(graph).status());
