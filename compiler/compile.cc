@@ -9,11 +9,12 @@
 #include "compiler/lower/gemm.h"
 #include "compiler/lower/lower.h"
 #include "compiler/onnx/importer.h"
+#include "compiler/passes/dead_nodes.h"
 #include "compiler/passes/fold_constants.h"
 #include "compiler/passes/pack_weights.h"
 #include "compiler/passes/partition.h"
-#include "compiler/passes/shape_inference.h"
 #include "compiler/passes/reshape_shapes.h"
+#include "compiler/passes/shape_inference.h"
 #include "compiler/passes/simplify.h"
 #include "jit/aot_compile.h"
 
@@ -155,11 +156,15 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   RETURN_IF_ERROR(Simplify(graph, &simplified));
   st.simplified_nodes =
       simplified.transposes_merged + simplified.views_shortcut + simplified.pads_bypassed +
-      simplified.castlikes_to_cast;
+      simplified.castlikes_to_cast + simplified.pads_folded;
   // Before partitioning: a Reshape whose target was computed from Shape(x) of a region's value
   // could not join that region (the chain closes a cycle), e.g. ShuffleNet's channel shuffle.
   ASSIGN_OR_RETURN(int reshapes, ConstantReshapeShapes(graph));
   st.simplified_nodes += reshapes;
+  // What Simplify bypassed, the shape chains behind folded values, and anything else unread go
+  // before partitioning, so a dead reader neither makes a value a region output nor stops a
+  // vendor fusing it into its producer.
+  RETURN_IF_ERROR(RemoveDeadNodes(graph).status());
   st.nodes_after_passes = graph.num_nodes();
   EmitOptions eo;
   if (external.compiler != nullptr) RETURN_IF_ERROR(Offload(graph, external, options, &eo, &st));

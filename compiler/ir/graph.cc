@@ -376,6 +376,77 @@ void Graph::SetNodeInput(NodeId node, int slot, ValueId value) {
   if (value != kNoValue) AddUse(value, node);
 }
 
+Status Graph::RemoveNodes(const std::vector<bool>& keep) {
+  if (keep.size() != nodes_.size())
+    return InvalidArgument("RemoveNodes: " + std::to_string(keep.size()) + " flags for " +
+                           std::to_string(nodes_.size()) + " nodes");
+  // A folded output of a dropped node stays, as a constant: live nodes may still read it.
+  auto orphaned = [&](ValueId v) {
+    return v != kNoValue && values_[v].producer != kNoNode && !keep[values_[v].producer];
+  };
+  auto dropped = [&](ValueId v) { return orphaned(v) && values_[v].data == nullptr; };
+  for (NodeId n = 0; n < num_nodes(); ++n) {
+    if (!keep[n]) continue;
+    for (const std::vector<ValueId>* list : {&nodes_[n].inputs, &nodes_[n].implicit_inputs}) {
+      for (ValueId v : *list) {
+        if (dropped(v))
+          return InvalidArgument("RemoveNodes: " + DescribeNode(n) + " reads '" +
+                                 values_[v].name + "' of dropped " +
+                                 DescribeNode(values_[v].producer));
+      }
+    }
+  }
+  for (ValueId v : outputs_) {
+    if (dropped(v))
+      return InvalidArgument("RemoveNodes: graph output '" + values_[v].name + "' is dropped");
+  }
+  // New ids: kept entries in their old order.
+  std::vector<NodeId> node_id(nodes_.size(), kNoNode);
+  std::vector<ValueId> value_id(values_.size(), kNoValue);
+  NodeId next_node = 0;
+  for (NodeId n = 0; n < num_nodes(); ++n) node_id[n] = keep[n] ? next_node++ : kNoNode;
+  ValueId next_value = 0;
+  for (ValueId v = 0; v < num_values(); ++v) value_id[v] = dropped(v) ? kNoValue : next_value++;
+  auto remap = [&](std::vector<ValueId>& list) {
+    for (ValueId& v : list) v = v == kNoValue ? kNoValue : value_id[v];
+  };
+  std::vector<Value> values;
+  std::vector<std::vector<NodeId>> users;
+  value_by_name_.clear();
+  for (ValueId v = 0; v < num_values(); ++v) {
+    if (value_id[v] == kNoValue) continue;
+    bool now_constant = orphaned(v);
+    Value& val = values.emplace_back(std::move(values_[v]));
+    if (now_constant) {
+      val.kind = ValueKind::kConstant;
+      val.producer = kNoNode;
+    } else if (val.producer != kNoNode) {
+      val.producer = node_id[val.producer];
+    }
+    value_by_name_.emplace(val.name, value_id[v]);
+    std::vector<NodeId>& u = users.emplace_back();
+    for (NodeId r : users_[v]) {
+      if (keep[r]) u.push_back(node_id[r]);  // a dropped node may read a kept value
+    }
+  }
+  std::vector<Node> nodes;
+  node_by_name_.clear();
+  for (NodeId n = 0; n < num_nodes(); ++n) {
+    if (!keep[n]) continue;
+    Node& node = nodes.emplace_back(std::move(nodes_[n]));
+    remap(node.inputs);
+    remap(node.outputs);
+    remap(node.implicit_inputs);
+    node_by_name_.emplace(node.name, node_id[n]);
+  }
+  values_ = std::move(values);
+  users_ = std::move(users);
+  nodes_ = std::move(nodes);
+  remap(inputs_);
+  remap(outputs_);
+  return Status::Ok();
+}
+
 std::optional<ValueId> Graph::FindValue(std::string_view name) const {
   auto it = value_by_name_.find(name);
   if (it == value_by_name_.end()) return std::nullopt;

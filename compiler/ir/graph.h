@@ -242,6 +242,12 @@ class Graph {
   // ---- Editing (keeps use lists consistent) ----
   /// Points input `slot` of `node` at `value` (kNoValue to omit it).
   void SetNodeInput(NodeId node, int slot, ValueId value);
+  /// Drops every node whose `keep` entry is false (one entry per node) together with the
+  /// values it produces, except values shape inference folded (they have data): those stay as
+  /// constants. Kept nodes and values keep their order but are renumbered: NodeIds and
+  /// ValueIds held across the call are stale (names stay). InvalidArgument naming the value,
+  /// and nothing changed, when a kept node or a graph output reads a dropped node's output.
+  Status RemoveNodes(const std::vector<bool>& keep);
 
   // ---- Model-level facts ----
   /// Opset version per domain ("" = ai.onnx). Subgraphs carry their model's map.

@@ -259,7 +259,6 @@ StatusOr<std::vector<PartitionedRegion>> PartitionGraph(const Graph& g, const Ve
   }
   // 4. Regions with an anchor op, as PartitionedRegion records.
   std::set<ValueId> graph_outputs(g.outputs().begin(), g.outputs().end());
-  std::vector<bool> live = LiveNodes(g);
   std::vector<PartitionedRegion> out;
   for (size_t r = 0; r < regions.size(); ++r) {
     std::vector<NodeId> nodes = regions[r];
@@ -295,7 +294,7 @@ StatusOr<std::vector<PartitionedRegion>> PartitionGraph(const Graph& g, const Ve
       for (ValueId v : node.outputs) {
         if (v == kNoValue) continue;
         bool escapes = graph_outputs.count(v) > 0;
-        for (NodeId user : g.Users(v)) escapes |= !s.Has(user) && live[user];
+        for (NodeId user : g.Users(v)) escapes |= !s.Has(user);
         if (escapes) reg.outputs.push_back(v);
       }
     }
@@ -305,29 +304,6 @@ StatusOr<std::vector<PartitionedRegion>> PartitionGraph(const Graph& g, const Ve
     return pos[a.nodes[0]] < pos[b.nodes[0]];
   });
   return out;
-}
-
-// DenseNet's bypassed zero Pads still read their convs' outputs: counted as readers, they made
-// each a region output copied out (blocked -> plain) on every call for nothing.
-std::vector<bool> LiveNodes(const Graph& g) {
-  std::vector<bool> live(g.num_nodes(), false);
-  std::vector<ValueId> work(g.outputs().begin(), g.outputs().end());
-  while (!work.empty()) {
-    ValueId v = work.back();
-    work.pop_back();
-    NodeId p = v == kNoValue ? kNoNode : g.value(v).producer;
-    if (p == kNoNode || live[p]) continue;
-    live[p] = true;
-    const Node& n = g.node(p);
-    // A folded input is emitted as a constant: what computed it (ShuffleNet's Shape / Gather
-    // chains for Slice bounds) never runs, and its readers made region values outputs.
-    for (const std::vector<ValueId>* in : {&n.inputs, &n.implicit_inputs}) {
-      for (ValueId u : *in) {
-        if (u == kNoValue || g.value(u).data == nullptr) work.push_back(u);
-      }
-    }
-  }
-  return live;
 }
 
 }  // namespace kiln::compiler

@@ -88,13 +88,6 @@ struct PartitionedRegion {
 StatusOr<std::vector<PartitionedRegion>> PartitionGraph(const Graph& graph,
                                                        const VendorRules& rules);
 
-/// Per node of `graph`: whether any of its outputs reaches a graph output (through node inputs
-/// and subgraph captures; not through values constant folding computed, which are emitted as
-/// constants). A dead reader of a value (a bypassed Pad left reading its input, a Shape whose
-/// result was folded) neither makes it a region output nor stops a vendor fusing it into its
-/// producer.
-std::vector<bool> LiveNodes(const Graph& graph);
-
 }  // namespace kiln::compiler
 
 #endif  // KILN_COMPILER_PASSES_PARTITION_H_

@@ -1,9 +1,15 @@
+// Graph simplification after shape inference (simplify.h): local rewrites in topological order.
 #include "compiler/passes/simplify.h"
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
+
+#include "compiler/ops/attributes.h"
+#include "compiler/ops/node_context.h"
 
 namespace kiln::compiler {
 namespace {
@@ -36,25 +42,148 @@ const Node* ProducerOf(const Graph& g, ValueId v, const std::set<std::string>& o
   return &p;
 }
 
-// Whether Pad node `n` pads nothing: its pads (the input from opset 11, the attribute before)
-// are known and all zero. Any mode then returns its input unchanged.
-bool PadsNothing(const Graph& g, const Node& n) {
-  std::vector<int64_t> pads;
+// A Pad node's arguments as far as they are compile-time constants.
+struct PadArgs {
+  std::vector<int64_t> pads;    // begins then ends (per dim; with Pad-18 axes, per listed axis)
+  std::optional<double> value;  // constant mode's fill; nullopt when known only at run time
+  std::string mode;             // "constant", "reflect", "edge" or "wrap"
+  bool axes = false;            // Pad-18's axes input is given
+};
+
+// The data of `v` if it is a compile-time constant (a graph input's default is not: the caller
+// may pass another value).
+const TensorData* ConstantData(const Graph& g, ValueId v) {
+  if (v == kNoValue) return nullptr;
+  const Value& val = g.value(v);
+  return val.kind == ValueKind::kGraphInput ? nullptr : val.data.get();
+}
+
+// Pad `n`'s pads and fill: inputs from opset 11, attributes before. Nullopt when the pads are
+// not constants or an attribute has the wrong type.
+std::optional<PadArgs> ReadPad(const Graph& g, const Node& n) {
+  NodeAttributes attrs(n);
+  PadArgs a;
+  StatusOr<std::string> mode = attrs.GetString("mode", "constant");
+  if (!mode.ok()) return std::nullopt;
+  a.mode = *mode;
   if (n.inputs.size() >= 2 && n.inputs[1] != kNoValue) {
-    const Value& v = g.value(n.inputs[1]);
-    if (!v.data) return false;
-    StatusOr<std::vector<int64_t>> p = v.data->ToInt64s();
-    if (!p.ok()) return false;
-    pads = *p;
-  } else if (const Attribute* a = n.FindAttribute("pads");
-             a && a->type() == Attribute::Type::kInts) {
-    pads = a->ints();
+    const TensorData* pads = ConstantData(g, n.inputs[1]);
+    if (!pads) return std::nullopt;
+    StatusOr<std::vector<int64_t>> p = pads->ToInt64s();
+    if (!p.ok()) return std::nullopt;
+    a.pads = *p;
+    if (n.inputs.size() < 3 || n.inputs[2] == kNoValue) {
+      a.value = 0.0;
+    } else if (const TensorData* fill = ConstantData(g, n.inputs[2]);
+               fill && fill->num_elements() == 1) {
+      a.value = fill->ToDoubles()[0];
+    }
+    a.axes = n.inputs.size() >= 4 && n.inputs[3] != kNoValue;
+    return a;
+  }
+  StatusOr<std::optional<std::vector<int64_t>>> pads = attrs.GetInts("pads");
+  StatusOr<float> fill = attrs.GetFloat("value", 0.0f);
+  if (!pads.ok() || !*pads || !fill.ok()) return std::nullopt;
+  a.pads = **pads;
+  a.value = *fill;
+  return a;
+}
+
+// Whether Pad node `n` pads nothing: its pads are known and all zero. Any mode then returns its
+// input unchanged.
+bool PadsNothing(const Graph& g, const Node& n) {
+  std::optional<PadArgs> a = ReadPad(g, n);
+  return a && std::all_of(a->pads.begin(), a->pads.end(), [](int64_t p) { return p == 0; });
+}
+
+// The only reader of Pad `n`'s output, reading it as input 0 and nothing else (not a graph
+// output, not a subgraph capture); kNoNode otherwise.
+NodeId SoleDataReader(const Graph& g, const Node& n) {
+  ValueId out = n.outputs.empty() ? kNoValue : n.outputs[0];
+  if (out == kNoValue || g.Users(out).size() != 1) return kNoNode;
+  for (ValueId o : g.outputs()) {
+    if (o == out) return kNoNode;
+  }
+  NodeId u = g.Users(out)[0];
+  const Node& reader = g.node(u);
+  if (reader.inputs.empty() || reader.inputs[0] != out) return kNoNode;
+  if (std::count(reader.inputs.begin(), reader.inputs.end(), out) != 1) return kNoNode;
+  const std::vector<ValueId>& implicit = reader.implicit_inputs;
+  if (std::find(implicit.begin(), implicit.end(), out) != implicit.end()) return kNoNode;
+  return u;
+}
+
+// The window attributes of Conv / AveragePool / MaxPool node `u` for `spatial` dims, when they
+// parse and pad explicitly (auto_pad NOTSET or VALID, no ceil_mode).
+std::optional<PoolAttributes> WindowOf(const Graph& g, const Node& u, int spatial) {
+  PoolAttributes w;
+  if (u.op_type == "Conv") {
+    std::optional<std::vector<int64_t>> kernel;
+    if (u.inputs.size() >= 2 && u.inputs[1] != kNoValue && g.value(u.inputs[1]).shape) {
+      const SymbolicShape& ws = *g.value(u.inputs[1]).shape;
+      kernel.emplace();
+      for (size_t i = 2; i < ws.size() && kernel; ++i) {
+        if (!ws[i].is_const()) kernel.reset();
+        if (kernel) kernel->push_back(ws[i].const_value());
+      }
+    }
+    StatusOr<ConvAttributes> c = ParseConvAttributes(u, spatial, kernel);
+    if (!c.ok()) return std::nullopt;
+    static_cast<WindowAttributes&>(w) = *c;
   } else {
+    StatusOr<PoolAttributes> p = ParsePoolAttributes(u, spatial);
+    if (!p.ok() || p->ceil_mode) return std::nullopt;
+    w = *p;
+  }
+  if (w.auto_pad == AutoPad::kValid) w.pads.assign(2 * spatial, 0);
+  if (w.auto_pad != AutoPad::kNotSet && w.auto_pad != AutoPad::kValid) return std::nullopt;
+  return w;
+}
+
+// Whether a reader of a padded tensor (a Conv, AveragePool or MaxPool) sees the same with
+// `fill` as its own padding: Conv and AveragePool pad with zeros (AveragePool then counts the
+// padding, as it counted the padded zeros), MaxPool with -inf (and has no Indices output).
+bool FillMatchesWindow(const Node& reader, double fill) {
+  if (reader.op_type == "MaxPool") {
+    bool indices = reader.outputs.size() > 1 && reader.outputs[1] != kNoValue;
+    return !indices && std::isinf(fill) && fill < 0;
+  }
+  if (reader.op_type != "Conv" && reader.op_type != "AveragePool") return false;
+  return fill == 0 && !std::signbit(fill);
+}
+
+// Folds Pad node `n` into the window of its only reader: exporters write avg_pool2d(3, 1,
+// padding=1) as Pad(zeros) + AveragePool (inception_v3: nine of them, each a JIT Pad cutting
+// the oneDNN region and a plain-layout pool). Only when the result is the same: a constant
+// fill the reader pads with, on spatial dims only, none negative (a crop).
+bool FoldPadIntoWindow(Graph& g, const Node& n) {
+  std::optional<PadArgs> a = ReadPad(g, n);
+  const Value& in = g.value(n.inputs[0]);
+  if (!a || a->mode != "constant" || !a->value || a->axes || !in.shape) return false;
+  int rank = static_cast<int>(in.shape->size()), spatial = rank - 2;
+  if (spatial < 1 || static_cast<int>(a->pads.size()) != 2 * rank) return false;
+  if (std::any_of(a->pads.begin(), a->pads.end(), [](int64_t p) { return p < 0; })) return false;
+  if (a->pads[0] || a->pads[1] || a->pads[rank] || a->pads[rank + 1]) return false;
+  NodeId u = SoleDataReader(g, n);
+  if (u == kNoNode || !IsDefault(g.node(u)) || !FillMatchesWindow(g.node(u), *a->value))
     return false;
+  std::optional<PoolAttributes> w = WindowOf(g, g.node(u), spatial);
+  if (!w) return false;
+  bool average = g.node(u).op_type == "AveragePool";
+  bool padded = std::any_of(w->pads.begin(), w->pads.end(), [](int64_t p) { return p != 0; });
+  if (average && padded && !w->count_include_pad) return false;
+  std::vector<int64_t> pads = w->pads;
+  for (int i = 0; i < spatial; ++i) {
+    pads[i] += a->pads[2 + i];
+    pads[spatial + i] += a->pads[rank + 2 + i];
+    // A window wholly in the padding is legal ONNX, but oneDNN rejects such pads.
+    if (pads[i] >= w->extent(i) || pads[spatial + i] >= w->extent(i)) return false;
   }
-  for (int64_t p : pads) {
-    if (p != 0) return false;
-  }
+  Node& r = g.mutable_node(u);
+  r.attributes.erase("auto_pad");
+  r.attributes["pads"] = Attribute::Ints(pads);
+  if (average) r.attributes["count_include_pad"] = Attribute::Int(1);
+  g.SetNodeInput(u, 0, n.inputs[0]);
   return true;
 }
 
@@ -178,6 +307,8 @@ Status Simplify(Graph& g, SimplifyStats* stats) {
       ++st.views_shortcut;
     } else if (node.op_type == "Pad" && BypassPad(g, node)) {
       ++st.pads_bypassed;
+    } else if (node.op_type == "Pad" && FoldPadIntoWindow(g, node)) {
+      ++st.pads_folded;
     }
   }
   return Status::Ok();

@@ -1,7 +1,9 @@
 // Graph simplification after shape inference: chains of Transposes become one, chains of
-// Reshape-like views read the original tensor, Pads that pad nothing are bypassed, each reader
-// of a run-time DequantizeLinear reads a copy of its own, and CastLike becomes Cast. The nodes
-// left without users are dropped by the emitter's dead-code elimination.
+// Reshape-like views read the original tensor, Pads that pad nothing are bypassed, a constant
+// spatial Pad read only by a Conv / AveragePool / MaxPool becomes that window's own padding,
+// each reader of a run-time DequantizeLinear reads a copy of its own, and CastLike becomes
+// Cast. What no longer reaches an output stays in the graph: RemoveDeadNodes (dead_nodes.h)
+// drops it.
 #ifndef KILN_COMPILER_PASSES_SIMPLIFY_H_
 #define KILN_COMPILER_PASSES_SIMPLIFY_H_
 
@@ -14,6 +16,7 @@ struct SimplifyStats {
   int transposes_merged = 0;  // Transpose(Transpose(x)) -> one Transpose
   int views_shortcut = 0;     // Reshape/Flatten/Squeeze/Unsqueeze of a view -> of its source
   int pads_bypassed = 0;      // Pad with all pads 0: its readers read its input
+  int pads_folded = 0;        // constant Pad into its Conv / AveragePool / MaxPool reader's pads
   int dequantize_dedicated = 0;  // copies of a DequantizeLinear, one per further reader
   int castlikes_to_cast = 0;  // CastLike(x, like) -> Cast(x, to = like's dtype)
 };

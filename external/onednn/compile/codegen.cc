@@ -29,8 +29,7 @@ class Generator {
       : g_(g),
         inputs_(inputs),
         outputs_(outputs.begin(), outputs.end()),
-        output_list_(outputs),
-        live_(compiler::LiveNodes(g)) {
+        output_list_(outputs) {
     in_region_.insert(nodes.begin(), nodes.end());
   }
 
@@ -151,13 +150,11 @@ class Generator {
     return Status::Ok();
   }
 
-  // The single region user of `v` that may be fused (v is not read outside the op; readers
-  // that reach no graph output and are not in the region do not count).
+  // The single region user of `v` that may be fused (v is not read outside the op).
   std::optional<NodeId> SoleUser(ValueId v) const {
     if (outputs_.count(v)) return std::nullopt;
     std::optional<NodeId> only;
     for (NodeId r : g_.Users(v)) {
-      if (!live_[r] && !in_region_.count(r)) continue;
       if (only) return std::nullopt;
       only = r;
     }
@@ -775,7 +772,6 @@ class Generator {
   std::vector<ValueId> inputs_;
   std::set<ValueId> outputs_;
   std::vector<ValueId> output_list_;
-  std::vector<bool> live_;  // per graph node: reaches a graph output (compiler::LiveNodes)
   std::set<NodeId> in_region_, consumed_, gelu_member_;
   std::vector<NodeId> order_;
   std::map<ValueId, int32_t> tensor_of_;

@@ -1,5 +1,5 @@
 // Graph IR (compiler/ir/graph.cc): building, use-def lists, topological order, cycle and
-// verifier errors, cloning, tensor data checks and conversions, ONNX dtype codes.
+// verifier errors, cloning, node removal, tensor data checks and conversions, ONNX dtype codes.
 #define BOOST_TEST_MODULE graph_test
 #include "compiler/ir/graph.h"
 
@@ -208,6 +208,51 @@ BOOST_AUTO_TEST_CASE(set_node_input_keeps_use_lists) {
   BOOST_TEST((c.g.Users(c.x) == std::vector<NodeId>{c.relu}));
   c.g.SetNodeInput(c.add, 0, kNoValue);
   BOOST_TEST((c.g.Users(z) == std::vector<NodeId>{c.add}));
+}
+
+// Dropping nodes drops their outputs and renumbers what stays, in order, use lists included.
+BOOST_AUTO_TEST_CASE(remove_nodes_renumbers_what_stays) {
+  Graph g;
+  ValueId x = MustValue(g, "x", ValueKind::kGraphInput);
+  ValueId a = MustValue(g, "a", ValueKind::kNodeOutput);
+  ValueId d = MustValue(g, "d", ValueKind::kNodeOutput);
+  ValueId b = MustValue(g, "b", ValueKind::kNodeOutput);
+  g.AddInput(x);
+  MustNode(g, MakeNode("relu", "Relu", {x}, {a}));
+  MustNode(g, MakeNode("tanh", "Tanh", {a}, {d}));
+  MustNode(g, MakeNode("neg", "Neg", {x}, {b}));
+  g.AddOutput(b);
+  BOOST_REQUIRE(g.RemoveNodes({false, false, true}).ok());
+  BOOST_TEST(g.num_nodes() == 1);
+  BOOST_TEST(g.num_values() == 2);  // x and b
+  BOOST_TEST(!g.FindNode("relu").has_value());
+  BOOST_TEST(!g.FindValue("a").has_value());
+  BOOST_TEST(*g.FindNode("neg") == 0);
+  ValueId nb = *g.FindValue("b");
+  BOOST_TEST(nb == 1);
+  BOOST_TEST(g.value(nb).producer == 0);
+  BOOST_TEST((g.node(0).inputs == std::vector<ValueId>{*g.FindValue("x")}));
+  BOOST_TEST((g.Users(*g.FindValue("x")) == std::vector<NodeId>{0}));
+  BOOST_TEST((g.outputs() == std::vector<ValueId>{nb}));
+  BOOST_TEST((g.inputs() == std::vector<ValueId>{x}));
+  BOOST_TEST(g.Verify().ok());
+}
+
+// A kept reader of a dropped output, or a dropped graph output, is refused and changes nothing.
+BOOST_AUTO_TEST_CASE(remove_nodes_refuses_dangling_reads) {
+  Chain c;
+  Status s = c.g.RemoveNodes({true, false});  // keep add, drop relu: add reads a
+  BOOST_TEST(s.code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(s.message().find("node 'add' (Add) reads 'a' of dropped node 'relu' (Relu)") !=
+                 std::string::npos,
+             s.message());
+  s = c.g.RemoveNodes({false, true});  // drop add, whose b is the graph output
+  BOOST_TEST(s.message().find("graph output 'b' is dropped") != std::string::npos, s.message());
+  s = c.g.RemoveNodes({true});
+  BOOST_TEST(s.message().find("1 flags for 2 nodes") != std::string::npos, s.message());
+  BOOST_TEST(c.g.num_nodes() == 2);
+  BOOST_TEST(c.g.num_values() == 3);
+  BOOST_TEST(c.g.Verify().ok());
 }
 
 BOOST_AUTO_TEST_CASE(opset_lookup_and_attributes) {

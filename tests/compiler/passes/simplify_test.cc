@@ -1,0 +1,382 @@
+// Simplify's Pad folding (compiler/passes/simplify.cc): a constant spatial Pad read only by a
+// Conv, AveragePool (zeros) or MaxPool (-inf) becomes the reader's padding and the Pad is gone
+// after dead-node removal; compiled with oneDNN and with the JIT alone, the model still gives
+// the float64 answer of the written Pad + window. Every case where the two would differ keeps
+// the Pad: another reader, a run-time or non-matching fill, reflect / edge, a crop, padding of
+// N or C, an unpadded-average or ceil_mode pool, an Indices output, a pad the window outgrows.
+#define BOOST_TEST_MODULE simplify_test
+#include <onnx/onnx_pb.h>
+
+#include <boost/test/data/monomorphic.hpp>
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "compiler/compile.h"
+#include "compiler/onnx/importer.h"
+#include "compiler/passes/dead_nodes.h"
+#include "compiler/passes/shape_inference.h"
+#include "compiler/passes/simplify.h"
+#include "embed/compile.h"
+#include "external/onednn/run/runtime.h"
+#include "external/registry/registry.h"
+#include "tests/compiler/e2e_util.h"
+#include "tests/compiler/lower/op_test_util.h"
+#include "tests/compiler/test_util.h"
+
+namespace kiln::compiler {
+namespace {
+
+namespace data = boost::unit_test::data;
+using Ints = std::vector<int64_t>;
+
+const double kNegInf = -std::numeric_limits<double>::infinity();
+
+// x [2, 3, 7, 8] -> c = 1x1 Conv (4 channels) -> p = Pad -> y = reader. The 1x1 conv is exact
+// (each output channel is 0.5 times one input channel) and puts the Pad inside a oneDNN region,
+// as in inception_v3 (conv -> relu -> Pad -> AveragePool).
+struct Case {
+  const char* name;
+  std::string reader;       // Conv, AveragePool or MaxPool
+  std::string attrs;        // the reader's attributes, ONNX text
+  Ints pad;                 // the Pad's pads: N, C, H, W begins, then ends
+  double fill = 0;          // constant_value (an initializer)
+  Ints folded;              // the reader's pads after the fold; empty: the Pad must stay
+  std::string mode = "constant";
+  int opset = 13;           // < 11: pads and value are attributes
+  std::string extra;        // "other_reader", "pad_output", "runtime_pads", "runtime_fill",
+                            // "indices"
+  // Reader window, for the reference.
+  Ints kernel = {3, 3}, strides = {1, 1}, own_pads = {0, 0, 0, 0};
+  bool include = false;     // count_include_pad
+};
+std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
+
+Case Make(const char* name, std::string reader, std::string attrs, Ints pad, double fill,
+          Ints folded) {
+  Case c;
+  c.name = name;
+  c.reader = std::move(reader);
+  c.attrs = std::move(attrs);
+  c.pad = std::move(pad);
+  c.fill = fill;
+  c.folded = std::move(folded);
+  return c;
+}
+
+std::vector<Case> Folded() {
+  std::vector<Case> v;
+  // inception_v3's avg_pool2d(3, stride 1, padding 1).
+  v.push_back(Make("avg_3x3_s1", "AveragePool", "kernel_shape = [3, 3]", {0, 0, 1, 1, 0, 0, 1, 1},
+                   0, {1, 1, 1, 1}));
+  Case own = Make("avg_own_pads_included", "AveragePool",
+                  "kernel_shape = [3, 3], strides = [2, 2], pads = [1, 1, 1, 1], "
+                  "count_include_pad = 1",
+                  {0, 0, 1, 0, 0, 0, 0, 1}, 0, {2, 1, 1, 2});
+  own.strides = {2, 2}, own.own_pads = {1, 1, 1, 1}, own.include = true;
+  v.push_back(own);
+  Case valid = Make("avg_valid_2x2", "AveragePool", "kernel_shape = [2, 2], auto_pad = \"VALID\"",
+                    {0, 0, 1, 1, 0, 0, 0, 0}, 0, {1, 1, 0, 0});
+  valid.kernel = {2, 2};
+  v.push_back(valid);
+  Case max = Make("max_neg_inf", "MaxPool", "kernel_shape = [3, 3], strides = [2, 2]",
+                  {0, 0, 1, 1, 0, 0, 1, 1}, kNegInf, {1, 1, 1, 1});
+  max.strides = {2, 2};
+  v.push_back(max);
+  Case conv = Make("conv_2x3_asymmetric", "Conv", "pads = [0, 1, 0, 0]", {0, 0, 1, 1, 0, 0, 1, 0},
+                   0, {1, 2, 1, 0});
+  conv.kernel = {2, 3}, conv.own_pads = {0, 1, 0, 0};
+  v.push_back(conv);
+  Case attr = Make("opset10_pad_attributes", "AveragePool", "kernel_shape = [3, 3]",
+                   {0, 0, 1, 1, 0, 0, 1, 1}, 0, {1, 1, 1, 1});
+  attr.opset = 10;
+  v.push_back(attr);
+  return v;
+}
+
+std::vector<Case> Kept() {
+  const Ints p1 = {0, 0, 1, 1, 0, 0, 1, 1};
+  const char* avg = "kernel_shape = [3, 3]";
+  std::vector<Case> v = {
+      Make("fill_one_avg", "AveragePool", avg, p1, 1, {}),
+      Make("fill_negative_zero_avg", "AveragePool", avg, p1, -0.0, {}),
+      Make("fill_zero_max", "MaxPool", avg, p1, 0, {}),
+      Make("fill_neg_inf_conv", "Conv", "", p1, kNegInf, {}),
+      Make("crop", "AveragePool", avg, {0, 0, -1, 1, 0, 0, 1, 1}, 0, {}),
+      Make("pads_channels", "AveragePool", avg, {0, 1, 1, 1, 0, 0, 1, 1}, 0, {}),
+      Make("pads_batch", "AveragePool", avg, {0, 0, 1, 1, 1, 0, 1, 1}, 0, {}),
+      Make("avg_own_pads_excluded", "AveragePool", "kernel_shape = [3, 3], pads = [1, 1, 1, 1]",
+           p1, 0, {}),
+      Make("avg_ceil_mode", "AveragePool", "kernel_shape = [3, 3], ceil_mode = 1", p1, 0, {}),
+      Make("avg_same_upper", "AveragePool", "kernel_shape = [3, 3], auto_pad = \"SAME_UPPER\"", p1,
+           0, {}),
+      Make("pad_reaches_the_kernel", "AveragePool", avg, {0, 0, 3, 0, 0, 0, 0, 0}, 0, {}),
+  };
+  for (Case& c : v) {
+    if (c.attrs.find("pads = [1") != std::string::npos || c.attrs.find("SAME") != std::string::npos)
+      c.own_pads = {1, 1, 1, 1};  // (the output's dims)
+  }
+  for (const char* mode : {"reflect", "edge"}) {
+    Case c = Make(mode, "AveragePool", avg, p1, 0, {});
+    c.mode = mode;
+    v.push_back(c);
+  }
+  for (const char* extra :
+       {"other_reader", "pad_output", "runtime_pads", "runtime_fill", "indices"}) {
+    Case c = Make(extra, std::string(extra) == "indices" ? "MaxPool" : "AveragePool", avg, p1,
+                  std::string(extra) == "indices" ? kNegInf : 0, {});
+    c.extra = extra;
+    v.push_back(c);
+  }
+  return v;
+}
+
+std::string Join(const std::vector<double>& v, const char* fmt) {
+  std::string s;
+  char buf[40];
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::snprintf(buf, sizeof(buf), fmt, v[i]);
+    s += (i ? ", " : "") + std::string(buf);
+  }
+  return s;
+}
+
+std::vector<double> AsDoubles(const Ints& v) { return std::vector<double>(v.begin(), v.end()); }
+
+// The stem's weights: output channel m is 0.5 * input channel (m + 1) % 3.
+std::vector<double> StemWeights() {
+  std::vector<double> w(4 * 3, 0.0);
+  for (int m = 0; m < 4; ++m) w[m * 3 + (m + 1) % 3] = 0.5;
+  return w;
+}
+
+// The reader Conv's weights [5, 4, kh, kw], exactly representable as float.
+std::vector<double> ReaderWeights(const Case& c) {
+  return testing::RandomTensor(DType::kF32, {5, 4, c.kernel[0], c.kernel[1]}, -1, 1, 77)
+      ->ToDoubles();
+}
+
+// The padded tensor's dims, and the reader's output dims (as its window computes them).
+Ints PaddedDims(const Case& c) {
+  const Ints in = {2, 4, 7, 8};
+  Ints p;
+  for (int i = 0; i < 4; ++i) p.push_back(in[i] + c.pad[i] + c.pad[4 + i]);
+  return p;
+}
+Ints OutDims(const Case& c) {
+  Ints p = PaddedDims(c);
+  const Ints& op = c.own_pads;  // top, left, bottom, right
+  return {p[0], c.reader == "Conv" ? 5 : p[1], (p[2] + op[0] + op[2] - c.kernel[0]) / c.strides[0] + 1,
+          (p[3] + op[1] + op[3] - c.kernel[1]) / c.strides[1] + 1};
+}
+
+std::string TypeText(const char* dtype, const Ints& dims, const char* name) {
+  return std::string(dtype) + "[" + Join(AsDoubles(dims), "%g") + "] " + name;
+}
+
+// The model as ONNX text (fill placeholder 0: Patch sets the real one, text has no -inf).
+std::string ModelText(const Case& c) {
+  bool runtime_pads = c.extra == "runtime_pads", runtime_fill = c.extra == "runtime_fill";
+  std::string in = "float[2, 3, 7, 8] x";
+  if (runtime_pads) in += ", int64[8] pads";
+  if (runtime_fill) in += ", float fill";
+  std::string out = TypeText("float", OutDims(c), "y");
+  if (c.extra == "indices") out += ", " + TypeText("int64", OutDims(c), "i");
+  if (c.extra == "other_reader") out += ", " + TypeText("float", PaddedDims(c), "r");
+  if (c.extra == "pad_output") out += ", " + TypeText("float", PaddedDims(c), "p");
+  std::string inits = "float[4, 3, 1, 1] w0 = {" + Join(StemWeights(), "%g") + "}";
+  bool attr_pad = c.opset < 11;
+  if (!runtime_pads && !attr_pad) inits += ", int64[8] pads = {" + Join(AsDoubles(c.pad), "%g") + "}";
+  if (!runtime_fill && !attr_pad) inits += ", float fill = {0}";
+  if (c.reader == "Conv") {
+    inits += ", float[5, 4, " + std::to_string(c.kernel[0]) + ", " + std::to_string(c.kernel[1]) +
+             "] w = {" + Join(ReaderWeights(c), "%.9g") + "}";
+  }
+  std::string body = "c = Conv(x, w0)\n";
+  if (attr_pad) {
+    body += "p = Pad <mode = \"" + c.mode + "\", pads = [" + Join(AsDoubles(c.pad), "%g") +
+            "], value = 0.0> (c)\n";
+  } else {
+    body += "p = Pad <mode = \"" + c.mode + "\"> (c, pads, fill)\n";
+  }
+  std::string attrs = c.attrs.empty() ? "" : " <" + c.attrs + ">";
+  std::string outs = c.extra == "indices" ? "y, i" : "y";
+  body += outs + " = " + c.reader + attrs + (c.reader == "Conv" ? " (p, w)\n" : " (p)\n");
+  if (c.extra == "other_reader") body += "r = Relu(p)\n";
+  return "<ir_version: 8, opset_import: [\"\" : " + std::to_string(c.opset) + "]>\n g (" + in +
+         ") => (" + out + ") <" + inits + "> {\n" + body + "}";
+}
+
+// The serialized model with initializer `fill` set to c.fill.
+std::string ModelBytes(const Case& c) {
+  onnx::ModelProto model;
+  BOOST_REQUIRE(model.ParseFromString(testing::ModelBytes(ModelText(c))));
+  for (onnx::TensorProto& t : *model.mutable_graph()->mutable_initializer()) {
+    if (t.name() != "fill") continue;
+    t.clear_float_data();
+    t.clear_raw_data();
+    t.add_float_data(static_cast<float>(c.fill));
+  }
+  std::string bytes;
+  BOOST_REQUIRE(model.SerializeToString(&bytes));
+  return bytes;
+}
+
+// Import, infer, Simplify, RemoveDeadNodes: what the compiler partitions.
+Graph Simplified(const Case& c, SimplifyStats* stats) {
+  StatusOr<Graph> g = ImportOnnxBytes(ModelBytes(c));
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
+  Status s = InferShapes(*g);
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  s = Simplify(*g, stats);
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  BOOST_REQUIRE(RemoveDeadNodes(*g).ok());
+  BOOST_REQUIRE(g->Verify().ok());
+  return std::move(*g);
+}
+
+const Node& ReaderOf(const Graph& g) {
+  return g.node(g.value(*g.FindValue("y")).producer);
+}
+
+bool HasPad(const Graph& g) {
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (g.node(n).op_type == "Pad") return true;
+  }
+  return false;
+}
+
+BOOST_DATA_TEST_CASE(the_pad_becomes_the_readers_padding, data::make(Folded()), c) {
+  SimplifyStats stats;
+  Graph g = Simplified(c, &stats);
+  BOOST_TEST(stats.pads_folded == 1);
+  BOOST_TEST(!HasPad(g));
+  const Node& reader = ReaderOf(g);
+  BOOST_TEST(g.value(reader.inputs[0]).name == "c");
+  const Attribute* pads = reader.FindAttribute("pads");
+  BOOST_REQUIRE(pads != nullptr);
+  BOOST_TEST(pads->ints() == c.folded, boost::test_tools::per_element());
+  BOOST_TEST(reader.FindAttribute("auto_pad") == nullptr);
+  if (c.reader == "AveragePool") {
+    const Attribute* include = reader.FindAttribute("count_include_pad");
+    BOOST_REQUIRE(include != nullptr);
+    BOOST_TEST(include->i() == 1);
+  }
+}
+
+BOOST_DATA_TEST_CASE(the_pad_stays_where_folding_would_change_the_answer, data::make(Kept()),
+                     c) {
+  SimplifyStats stats;
+  Graph g = Simplified(c, &stats);
+  BOOST_TEST(stats.pads_folded == 0);
+  BOOST_TEST(HasPad(g));
+  BOOST_TEST(g.value(ReaderOf(g).inputs[0]).name == "p");
+}
+
+// ---- End to end against float64 ----
+
+struct Reference {
+  Ints dims;
+  std::vector<double> value, bound;  // bound: the float32 forward error allowed per output
+};
+
+double Gamma(int64_t n) {
+  const double eps = std::ldexp(1.0, -24);
+  return n * eps / (1 - n * eps);
+}
+
+// The written model in float64: the stem, an explicit constant Pad, then the reader with its own
+// window. Outputs outside every input element do not occur (pads < kernel).
+Reference Expected(const Case& c, const std::vector<double>& x) {
+  const int64_t n = 2, ci = 3, h = 7, w = 8, cm = 4;
+  std::vector<double> w0 = StemWeights();
+  int64_t ph = PaddedDims(c)[2], pw = PaddedDims(c)[3];
+  std::vector<double> p(n * cm * ph * pw, c.fill);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t m = 0; m < cm; ++m)
+      for (int64_t i = 0; i < h; ++i)
+        for (int64_t j = 0; j < w; ++j)
+          p[((b * cm + m) * ph + i + c.pad[2]) * pw + j + c.pad[3]] =
+              0.5 * x[((b * ci + (m + 1) % 3) * h + i) * w + j];
+  const int64_t kh = c.kernel[0], kw = c.kernel[1], sh = c.strides[0], sw = c.strides[1];
+  const Ints& op = c.own_pads;
+  const Ints out = OutDims(c);
+  const int64_t co = out[1], oh = out[2], ow = out[3];
+  bool conv = c.reader == "Conv", max = c.reader == "MaxPool";
+  std::vector<double> wr = conv ? ReaderWeights(c) : std::vector<double>();
+  Reference r;
+  r.dims = out;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < co; ++o)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t z = 0; z < ow; ++z) {
+          double acc = max ? kNegInf : 0, mag = 0;
+          int64_t count = 0;
+          for (int64_t m = conv ? 0 : o; m < (conv ? cm : o + 1); ++m)
+            for (int64_t a = 0; a < kh; ++a)
+              for (int64_t e = 0; e < kw; ++e) {
+                int64_t i = y * sh - op[0] + a, j = z * sw - op[1] + e;
+                if (i < 0 || i >= ph || j < 0 || j >= pw) continue;
+                double v = p[((b * cm + m) * ph + i) * pw + j];
+                double t = conv ? v * wr[((o * cm + m) * kh + a) * kw + e] : v;
+                acc = max ? std::max(acc, t) : acc + t;
+                mag += std::abs(t);
+                ++count;
+              }
+          if (!max && !conv) {
+            double div = c.include ? static_cast<double>(kh * kw) : static_cast<double>(count);
+            acc /= div, mag /= div;
+          }
+          r.value.push_back(acc);
+          // Max is exact; a sum of k terms (and the division) within gamma_{k+2}.
+          r.bound.push_back(max ? 0.0 : Gamma(count + 2) * mag);
+        }
+  return r;
+}
+
+std::shared_ptr<ExternalRegistry> WithOneDnn() {
+  auto reg = std::make_shared<ExternalRegistry>();
+  Status s = onednn::RegisterOneDnn(*reg);
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  return reg;
+}
+
+BOOST_DATA_TEST_CASE(folded_models_give_the_written_answer,
+                     data::make(Folded()) * data::make({"onednn", "none"}), c, external) {
+  std::string bytes = ModelBytes(c);
+  CompileOptions o;
+  o.external = external;
+  CompileStats stats;
+  StatusOr<std::vector<uint8_t>> kiln = kiln::CompileOnnxBytes(bytes.data(), bytes.size(), o, &stats);
+  BOOST_REQUIRE_MESSAGE(kiln.ok(), kiln.status().ToString());
+  BOOST_TEST(stats.nodes_after_passes == stats.nodes - 1);  // the Pad is gone
+  if (std::string(external) == "onednn") BOOST_TEST(stats.external_nodes == 2);
+  LoadOptions lo;
+  lo.externals = WithOneDnn();
+  auto exe = testing::LoadWithJit(*kiln, std::move(lo));
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().ToString());
+  TensorDataRef x = testing::RandomTensor(DType::kF32, {2, 3, 7, 8}, -1, 1, 5);
+  auto out = testing::RunExecutable(*exe, {x});
+  BOOST_REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+  Reference want = Expected(c, x->ToDoubles());
+  BOOST_TEST((*out)[0]->dims() == want.dims, boost::test_tools::per_element());
+  std::vector<double> got = (*out)[0]->ToDoubles();
+  BOOST_REQUIRE(got.size() == want.value.size());
+  int bad = 0;
+  for (size_t k = 0; k < got.size(); ++k) {
+    if (!(std::abs(got[k] - want.value[k]) <= want.bound[k]) && ++bad <= 5) {
+      BOOST_ERROR("y[" << k << "] = " << got[k] << ", want " << want.value[k] << " +- "
+                       << want.bound[k]);
+    }
+  }
+  BOOST_TEST(bad == 0);
+}
+
+}  // namespace
+}  // namespace kiln::compiler
