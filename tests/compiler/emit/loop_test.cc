@@ -162,6 +162,48 @@ BOOST_AUTO_TEST_CASE(a_body_product_with_a_captured_constant_reads_weights_packe
   }
 }
 
+// silero VAD's shape: the loop sits in an If branch that transposes the captured weights first.
+// The transpose reads constants only, so it folds at compile time and the body's product is
+// packed as above; both branches agree with the reference.
+BOOST_AUTO_TEST_CASE(weights_transposed_in_a_branch_before_the_loop_are_packed_too) {
+  std::string text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (bool c, int64 m, float[1, 3] x) => (float[1, 3] y)
+        <float[3, 3] w = {1, 2, 3, 4, 5, 6, 7, 8, 9}> {
+      t = Constant <value = bool {1}> ()
+      y = If (c) <
+        then_branch = tb () => (float[1, 3] ty) {
+          wt = Transpose <perm = [1, 0]> (w)
+          ty = Loop (m, t, x) <
+            body = b (int64 i, bool cin, float[1, 3] v) => (bool cout, float[1, 3] vout) {
+              vout = MatMul(v, wt)
+              cout = Identity(cin)
+            }
+          >
+        },
+        else_branch = eb () => (float[1, 3] ey) { ey = Identity(x) }
+      >
+    }
+  )";
+  Compiled c = Compile(text);
+  BOOST_TEST(c.stats.packed_matmuls == 1);
+  BOOST_TEST(Count(InspectExecutable(*c.exe), "'PackedMatMul") == 1u);
+  auto x = F32({1, 3}, {1, -1, 0.5});
+  auto taken = Run(c, {testing::MakeTensor(DType::kBool, {}, {1}), I64({}, {3}), x});
+  // x (W^T)^3 with W = [[1, 2, 3], [4, 5, 6], [7, 8, 9]]: rows of W dotted with v, three times.
+  std::vector<double> v = {1, -1, 0.5};
+  for (int s = 0; s < 3; ++s) {
+    std::vector<double> next(3);
+    for (int j = 0; j < 3; ++j) {
+      next[j] = v[0] * (3 * j + 1) + v[1] * (3 * j + 2) + v[2] * (3 * j + 3);
+    }
+    v = next;
+  }
+  BOOST_TEST(taken[0]->ToDoubles() == v);  // small integers and halves: exact in f32
+  auto other = Run(c, {testing::MakeTensor(DType::kBool, {}, {0}), I64({}, {3}), x});
+  BOOST_TEST(other[0]->ToDoubles() == x->ToDoubles());
+}
+
 // Two scan outputs (a scalar and a [2, 3] block per iteration) over up to 1000 iterations, the
 // loop ending at the trip count or at its condition. Each iteration stores one row; the rows
 // are copied only when the buffer doubles.
@@ -172,7 +214,8 @@ BOOST_AUTO_TEST_CASE(scan_outputs_over_many_iterations_grow_geometrically) {
       t = Constant <value = bool {1}> ()
       zero = Constant <value = float {0}> ()
       last, s, blocks = Loop (m, t, zero) <
-        body = b (int64 i, bool cin, float v) => (bool cout, float vout, float sv, float[2, 3] blk) {
+        body = b (int64 i, bool cin, float v)
+            => (bool cout, float vout, float sv, float[2, 3] blk) {
           one = Constant <value = float {1}> ()
           vout = Add(v, one)
           cout = Less(vout, limit)
