@@ -2,6 +2,8 @@
 // in the executable), called with their captured outer values as extra arguments. A Loop is a
 // counted loop in the caller's bytecode; its scan outputs are written one row per iteration into
 // a buffer that grows geometrically (amortized O(1) per row, not a copy of every row so far).
+#include <functional>
+
 #include "compiler/emit/emitter.h"
 
 namespace kiln::compiler::emit_internal {
@@ -194,6 +196,15 @@ std::vector<jit::Var> IndexVars(int count) {
   return vars;
 }
 
+// `body` inside serial loops over vars[first..], var d running to extent(d), outermost first.
+jit::Stmt SerialNest(const std::vector<jit::Var>& vars, int first,
+                     const std::function<jit::Expr(int)>& extent, jit::Stmt body) {
+  for (int d = static_cast<int>(vars.size()) - 1; d >= first; --d) {
+    body = jit::For(vars[d], extent(d), jit::ForKind::kSerial, body);
+  }
+  return body;
+}
+
 // full = i >= rows of buf: the buffer has no room for this iteration's row.
 jit::Kernel ScanFullKernel(const jit::Buffer& i, const jit::Buffer& buf, const jit::Buffer& full) {
   jit::Kernel k;
@@ -235,12 +246,8 @@ jit::Kernel ScanCopyKernel(const jit::Buffer& buf, const jit::Buffer& grown, int
   k.buffers = {buf, grown};
   std::vector<jit::Var> vars = IndexVars(rank + 1);
   std::vector<jit::Expr> idx(vars.begin(), vars.end());
-  jit::Stmt body_st = jit::Store(grown, idx, jit::Load(buf, idx));
-  for (int d = rank; d >= 0; --d) {
-    body_st = jit::For(vars[d], jit::DimOf(d == 0 ? buf : grown, d), jit::ForKind::kSerial,
-                       body_st);
-  }
-  k.body = body_st;
+  k.body = SerialNest(vars, 0, [&](int d) { return jit::DimOf(d == 0 ? buf : grown, d); },
+                      jit::Store(grown, idx, jit::Load(buf, idx)));
   return k;
 }
 
@@ -254,11 +261,9 @@ jit::Kernel ScanStoreKernel(const jit::Buffer& val, const jit::Buffer& i, const 
   std::vector<jit::Expr> tail(vars.begin() + 1, vars.end());
   std::vector<jit::Expr> idx = {jit::Load(i, {})};
   idx.insert(idx.end(), tail.begin(), tail.end());
-  jit::Stmt body_st = jit::Store(buf, idx, jit::Load(val, tail));
-  for (int d = rank; d >= 1; --d) {
-    body_st = jit::For(vars[d], jit::DimOf(val, d - 1), jit::ForKind::kSerial, body_st);
-  }
-  k.body = jit::If(jit::Lt(jit::Load(i, {}), jit::DimOf(buf, 0)), body_st);
+  jit::Stmt row = SerialNest(vars, 1, [&](int d) { return jit::DimOf(val, d - 1); },
+                            jit::Store(buf, idx, jit::Load(val, tail)));
+  k.body = jit::If(jit::Lt(jit::Load(i, {}), jit::DimOf(buf, 0)), row);
   return k;
 }
 
