@@ -3,6 +3,7 @@
 // counted loop in the caller's bytecode; its scan outputs are written one row per iteration into
 // a buffer that grows geometrically (amortized O(1) per row, not a copy of every row so far).
 #include <functional>
+#include <utility>
 
 #include "compiler/emit/emitter.h"
 
@@ -196,6 +197,14 @@ std::vector<jit::Var> IndexVars(int count) {
   return vars;
 }
 
+// A kernel named `name` over `buffers`, its body still to set.
+jit::Kernel NewKernel(const char* name, std::vector<jit::Buffer> buffers) {
+  jit::Kernel k;
+  k.name = name;
+  k.buffers = std::move(buffers);
+  return k;
+}
+
 // `body` inside serial loops over vars[first..], var d running to extent(d), outermost first.
 jit::Stmt SerialNest(const std::vector<jit::Var>& vars, int first,
                      const std::function<jit::Expr(int)>& extent, jit::Stmt body) {
@@ -207,9 +216,7 @@ jit::Stmt SerialNest(const std::vector<jit::Var>& vars, int first,
 
 // full = i >= rows of buf: the buffer has no room for this iteration's row.
 jit::Kernel ScanFullKernel(const jit::Buffer& i, const jit::Buffer& buf, const jit::Buffer& full) {
-  jit::Kernel k;
-  k.name = "scan_full";
-  k.buffers = {i, buf, full};
+  jit::Kernel k = NewKernel("scan_full", {i, buf, full});
   k.body = jit::Store(full, {}, jit::Ge(jit::Load(i, {}), jit::DimOf(buf, 0)));
   return k;
 }
@@ -241,9 +248,7 @@ jit::Kernel ScanGrowKernel(const jit::Buffer& buf, const jit::Buffer& val, const
 
 // grown[r, ...] = buf[r, ...] for the rows of buf (the rows past them are written later).
 jit::Kernel ScanCopyKernel(const jit::Buffer& buf, const jit::Buffer& grown, int rank) {
-  jit::Kernel k;
-  k.name = "scan_copy";
-  k.buffers = {buf, grown};
+  jit::Kernel k = NewKernel("scan_copy", {buf, grown});
   std::vector<jit::Var> vars = IndexVars(rank + 1);
   std::vector<jit::Expr> idx(vars.begin(), vars.end());
   k.body = SerialNest(vars, 0, [&](int d) { return jit::DimOf(d == 0 ? buf : grown, d); },
@@ -254,9 +259,7 @@ jit::Kernel ScanCopyKernel(const jit::Buffer& buf, const jit::Buffer& grown, int
 // buf[i, ...] = value (row i only; a row past the capacity is never written).
 jit::Kernel ScanStoreKernel(const jit::Buffer& val, const jit::Buffer& i, const jit::Buffer& buf,
                             int rank) {
-  jit::Kernel k;
-  k.name = "scan_store";
-  k.buffers = {val, i, buf};
+  jit::Kernel k = NewKernel("scan_store", {val, i, buf});
   std::vector<jit::Var> vars = IndexVars(rank + 1);
   std::vector<jit::Expr> tail(vars.begin() + 1, vars.end());
   std::vector<jit::Expr> idx = {jit::Load(i, {})};
@@ -270,9 +273,7 @@ jit::Kernel ScanStoreKernel(const jit::Buffer& val, const jit::Buffer& i, const 
 // shape = [i, trailing dims of buf]: the rows the loop wrote.
 jit::Kernel ScanRowsKernel(const jit::Buffer& buf, const jit::Buffer& i, const jit::Buffer& out,
                            int rank) {
-  jit::Kernel k;
-  k.name = "scan_rows";
-  k.buffers = {buf, i, out};
+  jit::Kernel k = NewKernel("scan_rows", {buf, i, out});
   std::vector<jit::Stmt> st = {jit::Store(out, {jit::IntImm(0)}, jit::Load(i, {}))};
   for (int j = 1; j <= rank; ++j) {
     st.push_back(jit::Store(out, {jit::IntImm(j)}, jit::DimOf(buf, j)));
