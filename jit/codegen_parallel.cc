@@ -91,6 +91,7 @@ class WorkEstimator {
   }
   void Unbind(const ExprNode* var) {
     ranges_.erase(var);
+    flags_.erase(var);
     memo_.clear();
   }
 
@@ -128,7 +129,24 @@ class WorkEstimator {
       Bind(s.var.get(), Bounds(s.exprs[0]));
       return s.var.get();
     }
+    if (s.op == StmtOp::kLet && s.var.dtype() == DType::kBool) {
+      if (llvm::Value* v = at_fork_(s.exprs[0])) {
+        flags_[s.var.get()] = v;
+        memo_.clear();
+        return s.var.get();
+      }
+    }
     return nullptr;
+  }
+
+  // The value before the fork of a bool condition: computable there, or a Let of one (a GEMM
+  // task's "panels fastest" order, n < m); null otherwise.
+  llvm::Value* FlagAtFork(const Expr& e) {
+    if (e->op == ExprOp::kVar) {
+      auto it = flags_.find(e.get());
+      if (it != flags_.end()) return it->second;
+    }
+    return at_fork_(e);
   }
 
   // An upper bound of a loop extent in [1, kMaxExtent]; kUnknownExtent when nothing bounds it.
@@ -170,6 +188,11 @@ class WorkEstimator {
       }
       case ExprOp::kSelect: {
         Interval a = Bounds(n.args[1]), c = Bounds(n.args[2]);
+        // A condition known at the fork picks its arm's bounds: a GEMM of one row group has
+        // its tasks' row offset 0 and rows min(group, m), not the union of both orders.
+        if (llvm::Value* flag = FlagAtFork(n.args[0])) {
+          return {b_.CreateSelect(flag, a.lo, c.lo), b_.CreateSelect(flag, a.hi, c.hi)};
+        }
         return {Smin(a.lo, c.lo), Smax(a.hi, c.hi)};
       }
       case ExprOp::kAdd:
@@ -280,6 +303,7 @@ class WorkEstimator {
   llvm::IRBuilder<>& b_;
   std::function<llvm::Value*(const Expr&)> at_fork_;
   std::unordered_map<const ExprNode*, Interval> ranges_;  // vars bound inside the body
+  std::unordered_map<const ExprNode*, llvm::Value*> flags_;  // bool Lets known at the fork
   std::unordered_map<const ExprNode*, Interval> memo_;    // valid until the next (un)binding
 };
 

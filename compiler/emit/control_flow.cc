@@ -1,16 +1,23 @@
 // Control flow: If branches and Loop bodies become VM functions of their own (named uniquely
 // in the executable), called with their captured outer values as extra arguments. A Loop is a
-// counted loop in the caller's bytecode; its scan outputs grow by one row per iteration.
+// counted loop in the caller's bytecode; its scan outputs are written one row per iteration into
+// a buffer that grows geometrically (amortized O(1) per row, not a copy of every row so far).
+#include <functional>
+#include <utility>
+
 #include "compiler/emit/emitter.h"
 
 namespace kiln::compiler::emit_internal {
 
-// One Loop scan output: the accumulator the caller appends each iteration's value to.
+// One Loop scan output: iteration i writes its value into row i of `buf`, a tensor whose leading
+// dim is the capacity (rows written so far or more), in storage `buf_storage`; when the loop
+// ends, `acc` is the view of its first i rows.
 struct Emitter::Scan {
   int acc = -1, value = -1;
+  int buf = -1, buf_storage = -1, full = -1;
   int rank = 0;  // of the per-iteration value
   DType dtype = DType::kInvalid;
-  int shape_fn = -1, append = -1;
+  int full_k = -1, grow_fn = -1, copy_k = -1, store_k = -1, rows_fn = -1;
 };
 
 // The registers one Loop iterates with.
@@ -132,10 +139,12 @@ Status Emitter::EmitLoop(NodeId n) {
   RETURN_IF_ERROR(LoopInit(n, carried, lr));
   std::vector<Scan> scan_state;
   for (int s = 0; s < scans; ++s) {
-    ASSIGN_OR_RETURN(Scan sc, ScanOutput(n, body.value(body.outputs()[1 + carried + s])));
+    ASSIGN_OR_RETURN(Scan sc,
+                     ScanOutput(n, body.value(body.outputs()[1 + carried + s]), lr.has_m));
     scan_state.push_back(sc);
   }
   EmitIterations(lr, scan_state);
+  FinishScans(lr, scan_state);
   std::vector<ValueId> out_values;
   for (int k = 0; k < carried + scans && k < static_cast<int>(node.outputs.size()); ++k) {
     ValueId v = node.outputs[k];
@@ -178,14 +187,54 @@ Status Emitter::LoopInit(NodeId n, int carried, LoopRegs& lr) {
 
 namespace {
 
-// shape = [rows + 1, value dims...] and its byte size, after the last dim.
-jit::Kernel ScanShapeKernel(const jit::Buffer& acc, const jit::Buffer& val,
-                            const jit::Buffer& all, int rank, DType dtype) {
+// The capacity of the first buffer; each later one doubles it, up to the trip count M.
+constexpr int64_t kFirstScanRows = 8;
+
+// Index variables s0..s{rank} and the expressions for them.
+std::vector<jit::Var> IndexVars(int count) {
+  std::vector<jit::Var> vars;
+  for (int d = 0; d < count; ++d) vars.emplace_back("s" + std::to_string(d));
+  return vars;
+}
+
+// A kernel named `name` over `buffers`, its body still to set.
+jit::Kernel NewKernel(const char* name, std::vector<jit::Buffer> buffers) {
   jit::Kernel k;
-  k.name = "scan_shape";
-  k.buffers = {acc, val, all};
+  k.name = name;
+  k.buffers = std::move(buffers);
+  return k;
+}
+
+// `body` inside serial loops over vars[first..], var d running to extent(d), outermost first.
+jit::Stmt SerialNest(const std::vector<jit::Var>& vars, int first,
+                     const std::function<jit::Expr(int)>& extent, jit::Stmt body) {
+  for (int d = static_cast<int>(vars.size()) - 1; d >= first; --d) {
+    body = jit::For(vars[d], extent(d), jit::ForKind::kSerial, body);
+  }
+  return body;
+}
+
+// full = i >= rows of buf: the buffer has no room for this iteration's row.
+jit::Kernel ScanFullKernel(const jit::Buffer& i, const jit::Buffer& buf, const jit::Buffer& full) {
+  jit::Kernel k = NewKernel("scan_full", {i, buf, full});
+  k.body = jit::Store(full, {}, jit::Ge(jit::Load(i, {}), jit::DimOf(buf, 0)));
+  return k;
+}
+
+// shape = [capacity, value dims..., bytes] of the next buffer: twice the current rows (at least
+// kFirstScanRows), at most M when the loop has a trip count.
+jit::Kernel ScanGrowKernel(const jit::Buffer& buf, const jit::Buffer& val, const jit::Buffer* m,
+                           const jit::Buffer& all, int rank, DType dtype) {
+  jit::Kernel k;
+  k.name = m ? "scan_grow_m" : "scan_grow";
+  k.buffers = {buf, val};
+  if (m) k.buffers.push_back(*m);
+  k.buffers.push_back(all);
+  jit::Expr rows = jit::Max(jit::Mul(jit::DimOf(buf, 0), jit::IntImm(2)),
+                            jit::IntImm(kFirstScanRows));
+  if (m) rows = jit::Max(jit::Min(rows, jit::Load(*m, {})), jit::Add(jit::DimOf(buf, 0),
+                                                                    jit::IntImm(1)));
   std::vector<jit::Stmt> st;
-  jit::Expr rows = jit::Add(jit::DimOf(acc, 0), jit::IntImm(1));
   st.push_back(jit::Store(all, {jit::IntImm(0)}, rows));
   jit::Expr bytes = jit::Mul(rows, jit::IntImm(static_cast<int64_t>(DTypeSize(dtype))));
   for (int j = 0; j < rank; ++j) {
@@ -197,35 +246,49 @@ jit::Kernel ScanShapeKernel(const jit::Buffer& acc, const jit::Buffer& val,
   return k;
 }
 
-// out = the rows of acc, then value as the last row.
-jit::Kernel ScanAppendKernel(const jit::Buffer& acc, const jit::Buffer& val,
-                             const jit::Buffer& out, int rank) {
-  jit::Kernel k;
-  k.name = "scan_append";
-  k.buffers = {acc, val, out};
-  std::vector<jit::Var> vars;
-  std::vector<jit::Expr> idx, tail;
-  for (int d = 0; d <= rank; ++d) {
-    vars.emplace_back("s" + std::to_string(d));
-    idx.push_back(vars.back());
-    if (d > 0) tail.push_back(vars.back());
+// grown[r, ...] = buf[r, ...] for the rows of buf (the rows past them are written later).
+jit::Kernel ScanCopyKernel(const jit::Buffer& buf, const jit::Buffer& grown, int rank) {
+  jit::Kernel k = NewKernel("scan_copy", {buf, grown});
+  std::vector<jit::Var> vars = IndexVars(rank + 1);
+  std::vector<jit::Expr> idx(vars.begin(), vars.end());
+  k.body = SerialNest(vars, 0, [&](int d) { return jit::DimOf(d == 0 ? buf : grown, d); },
+                      jit::Store(grown, idx, jit::Load(buf, idx)));
+  return k;
+}
+
+// buf[i, ...] = value (row i only; a row past the capacity is never written).
+jit::Kernel ScanStoreKernel(const jit::Buffer& val, const jit::Buffer& i, const jit::Buffer& buf,
+                            int rank) {
+  jit::Kernel k = NewKernel("scan_store", {val, i, buf});
+  std::vector<jit::Var> vars = IndexVars(rank + 1);
+  std::vector<jit::Expr> tail(vars.begin() + 1, vars.end());
+  std::vector<jit::Expr> idx = {jit::Load(i, {})};
+  idx.insert(idx.end(), tail.begin(), tail.end());
+  jit::Stmt row = SerialNest(vars, 1, [&](int d) { return jit::DimOf(val, d - 1); },
+                            jit::Store(buf, idx, jit::Load(val, tail)));
+  k.body = jit::If(jit::Lt(jit::Load(i, {}), jit::DimOf(buf, 0)), row);
+  return k;
+}
+
+// shape = [i, trailing dims of buf]: the rows the loop wrote.
+jit::Kernel ScanRowsKernel(const jit::Buffer& buf, const jit::Buffer& i, const jit::Buffer& out,
+                           int rank) {
+  jit::Kernel k = NewKernel("scan_rows", {buf, i, out});
+  std::vector<jit::Stmt> st = {jit::Store(out, {jit::IntImm(0)}, jit::Load(i, {}))};
+  for (int j = 1; j <= rank; ++j) {
+    st.push_back(jit::Store(out, {jit::IntImm(j)}, jit::DimOf(buf, j)));
   }
-  jit::Stmt body_st = jit::If(jit::Lt(idx[0], jit::DimOf(acc, 0)),
-                              jit::Store(out, idx, jit::Load(acc, idx)),
-                              jit::Store(out, idx, jit::Load(val, tail)));
-  for (int d = rank; d >= 0; --d) {
-    body_st = jit::For(vars[d], jit::DimOf(out, d), jit::ForKind::kSerial, body_st);
-  }
-  k.body = body_st;
+  k.body = jit::Seq(st);
   return k;
 }
 
 }  // namespace
 
-// Scan outputs: each iteration's value is appended along a new leading axis. The accumulator
-// starts as an empty [0, 0, ...] tensor; each append computes the new shape and byte size in a
-// shape function and copies the old rows and the new one.
-StatusOr<Emitter::Scan> Emitter::ScanOutput(NodeId n, const Value& sv) {
+// Scan outputs: each iteration's value is row i of the result. The buffer starts as an empty
+// [0, 0, ...] tensor; when it is full a shape function sizes the next one (geometric growth, so
+// the rows copied over a loop are fewer than twice the rows written), the rows so far are
+// copied once, and the row is stored in place.
+StatusOr<Emitter::Scan> Emitter::ScanOutput(NodeId n, const Value& sv, bool has_m) {
   if (!sv.shape) return Internal(g_.DescribeNode(n) + ": scan output has no shape");
   Scan sc;
   sc.rank = static_cast<int>(sv.shape->size());
@@ -233,31 +296,40 @@ StatusOr<Emitter::Scan> Emitter::ScanOutput(NodeId n, const Value& sv) {
   if (sc.rank + 1 > jit::kMaxRank) return Unsupported(g_.DescribeNode(n) + ": scan rank too large");
   sc.acc = NewReg();
   sc.value = NewReg();
-  int storage = ScratchStorage(64);
-  fb_.AllocTensor(sc.acc, storage, 0, sc.dtype, std::vector<int64_t>(sc.rank + 1, 0));
-  fb_.KillRegister(storage);
-  jit::Buffer acc = jit::Buffer::Param("acc", sc.dtype, sc.rank + 1);
+  sc.buf = NewReg();
+  sc.full = NewReg();
+  sc.buf_storage = ScratchStorage(64);
+  fb_.AllocTensor(sc.buf, sc.buf_storage, 0, sc.dtype, std::vector<int64_t>(sc.rank + 1, 0));
+  fb_.AllocTensor(sc.full, sc.buf_storage, 0, DType::kBool, {});
+  jit::Buffer buf = jit::Buffer::Param("buf", sc.dtype, sc.rank + 1);
   jit::Buffer val = jit::Buffer::Param("value", sc.dtype, sc.rank);
-  jit::Buffer out = jit::Buffer::Param("out", sc.dtype, sc.rank + 1);
+  jit::Buffer grown = jit::Buffer::Param("grown", sc.dtype, sc.rank + 1);
+  jit::Buffer ib = jit::Buffer::Param("i", DType::kI64, 0);
+  jit::Buffer mb = jit::Buffer::Param("m", DType::kI64, 0);
+  jit::Buffer fb = jit::Buffer::Param("full", DType::kBool, 0);
   jit::Buffer all = jit::Buffer::Param("shape", DType::kI64, 1);
-  // The trailing dims of a non-empty accumulator match the value (else the copy would not
-  // fit): a precondition of both kernels.
-  jit::Expr fits = jit::Eq(jit::DimOf(acc, 0), jit::IntImm(0));
+  sc.full_k = AddKernel(ScanFullKernel(ib, buf, fb), {DType::kI64, sc.dtype}, {DType::kBool});
+  sc.grow_fn = AddShapeFunction(ScanGrowKernel(buf, val, has_m ? &mb : nullptr, all, sc.rank,
+                                               sc.dtype),
+                                has_m ? 3 : 2, has_m ? std::vector<bool>{false, false, true}
+                                                     : std::vector<bool>{false, false},
+                                {jit::Eq(jit::DimOf(all, 0), jit::IntImm(sc.rank + 2))});
+  // The trailing dims of a non-empty buffer match every value (ONNX: scan outputs have one
+  // shape across iterations), else a row would not fit: preconditions of the copy and store.
+  jit::Expr copy_fits = jit::Eq(jit::DimOf(buf, 0), jit::IntImm(0));
   jit::Expr same = jit::IntImm(1, DType::kBool);
+  std::vector<jit::Expr> store_pre;
   for (int j = 0; j < sc.rank; ++j) {
-    same = jit::And(same, jit::Eq(jit::DimOf(acc, j + 1), jit::DimOf(val, j)));
+    same = jit::And(same, jit::Eq(jit::DimOf(buf, j + 1), jit::DimOf(grown, j + 1)));
+    store_pre.push_back(jit::Eq(jit::DimOf(buf, j + 1), jit::DimOf(val, j)));
   }
-  fits = jit::Or(fits, same);
-  sc.shape_fn = AddShapeFunction(ScanShapeKernel(acc, val, all, sc.rank, sc.dtype), 2,
-                                 {false, false},
-                                 {fits, jit::Eq(jit::DimOf(all, 0), jit::IntImm(sc.rank + 2))});
-  std::vector<jit::Expr> pre = {
-      fits, jit::Eq(jit::DimOf(out, 0), jit::Add(jit::DimOf(acc, 0), jit::IntImm(1)))};
-  for (int j = 0; j < sc.rank; ++j) {
-    pre.push_back(jit::Eq(jit::DimOf(out, j + 1), jit::DimOf(val, j)));
-  }
-  sc.append = AddKernel(ScanAppendKernel(acc, val, out, sc.rank), {sc.dtype, sc.dtype},
-                        {sc.dtype}, pre);
+  sc.copy_k = AddKernel(ScanCopyKernel(buf, grown, sc.rank), {sc.dtype}, {sc.dtype},
+                        {jit::Or(copy_fits, same), jit::Ge(jit::DimOf(grown, 0),
+                                                           jit::DimOf(buf, 0))});
+  sc.store_k = AddKernel(ScanStoreKernel(val, ib, buf, sc.rank), {sc.dtype, DType::kI64},
+                         {sc.dtype}, store_pre);
+  sc.rows_fn = AddShapeFunction(ScanRowsKernel(buf, ib, all, sc.rank), 2, {false, true},
+                                {jit::Eq(jit::DimOf(all, 0), jit::IntImm(sc.rank + 1))});
   return sc;
 }
 
@@ -311,30 +383,52 @@ void Emitter::EmitIterations(const LoopRegs& lr, const std::vector<Scan>& scans)
   dsts.insert(dsts.end(), lr.carried.begin(), lr.carried.end());
   for (const Scan& sc : scans) dsts.push_back(sc.value);
   fb_.Invoke(lr.function, args, dsts);
-  AppendScans(scans);
+  AppendScans(lr, scans);
   fb_.InvokeKernel(inc_k, {lr.i}, {next_reg});
   fb_.Move(lr.i, next_reg);
   fb_.Goto(head);
   fb_.Bind(exit_l);
 }
 
-// acc = append(acc, value) for each scan output, into storage sized by its shape function.
-void Emitter::AppendScans(const std::vector<Scan>& scans) {
+// Row i of each scan output: when its buffer is full, a buffer of the next capacity takes the
+// rows so far; then the value is stored as row i.
+void Emitter::AppendScans(const LoopRegs& lr, const std::vector<Scan>& scans) {
   for (const Scan& sc : scans) {
+    Label grow_l = fb_.NewLabel(), store_l = fb_.NewLabel();
+    fb_.InvokeKernel(sc.full_k, {lr.i, sc.buf}, {sc.full});
+    fb_.If(sc.full, grow_l, store_l);
+    fb_.Bind(grow_l);
     int meta = ScratchStorage(8 * (sc.rank + 2));
     int all = NewReg(), shape = NewReg(), bytes = NewReg();
     fb_.AllocTensor(all, meta, 0, DType::kI64, {sc.rank + 2});
     fb_.AllocTensor(shape, meta, 0, DType::kI64, {sc.rank + 1});
     fb_.AllocTensor(bytes, meta, 8 * (sc.rank + 1), DType::kI64, {1});
     fb_.KillRegister(meta);
-    fb_.InvokeShapeFunc(sc.shape_fn, {sc.acc, sc.value}, {all});
+    std::vector<int> grow_args = {sc.buf, sc.value};
+    if (lr.has_m) grow_args.push_back(lr.m);
+    fb_.InvokeShapeFunc(sc.grow_fn, grow_args, {all});
     int storage = NewReg(), grown = NewReg();
     fb_.AllocStorage(storage, bytes, kAlign);
     fb_.AllocTensorReg(grown, storage, 0, sc.dtype, shape);
-    fb_.KillRegister(storage);
-    fb_.InvokeKernel(sc.append, {sc.acc, sc.value}, {grown});
-    fb_.Move(sc.acc, grown);
-    fb_.KillRegister(grown);
+    fb_.InvokeKernel(sc.copy_k, {sc.buf}, {grown});
+    fb_.Move(sc.buf, grown);
+    fb_.Move(sc.buf_storage, storage);
+    for (int r : {all, shape, bytes, storage, grown}) fb_.KillRegister(r);
+    fb_.Bind(store_l);
+    fb_.InvokeKernel(sc.store_k, {sc.value, lr.i}, {sc.buf});
+  }
+}
+
+// After the loop: each scan output is the view of its buffer's first i rows (i = iterations).
+void Emitter::FinishScans(const LoopRegs& lr, const std::vector<Scan>& scans) {
+  for (const Scan& sc : scans) {
+    int meta = ScratchStorage(8 * (sc.rank + 1));
+    int shape = NewReg();
+    fb_.AllocTensor(shape, meta, 0, DType::kI64, {sc.rank + 1});
+    fb_.KillRegister(meta);
+    fb_.InvokeShapeFunc(sc.rows_fn, {sc.buf, lr.i}, {shape});
+    fb_.AllocTensorReg(sc.acc, sc.buf_storage, 0, sc.dtype, shape);
+    for (int r : {shape, sc.buf, sc.buf_storage, sc.full}) fb_.KillRegister(r);
   }
 }
 

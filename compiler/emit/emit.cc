@@ -41,6 +41,17 @@ bool OnlyItsDTypeIsRead(const Graph& g, ValueId v) {
   return std::find(g.outputs().begin(), g.outputs().end(), v) == g.outputs().end();
 }
 
+// A capture nothing in the subgraph reads any more (weight packing pointed its products at a
+// packed copy) and whose dims are constant (so it binds no symbol): not passed at all.
+bool UnreadCapture(const Graph& g, ValueId v) {
+  const Value& val = g.value(v);
+  if (!g.Users(v).empty() || !val.shape) return false;
+  for (const DimExpr& d : *val.shape) {
+    if (!d.is_const()) return false;
+  }
+  return std::find(g.outputs().begin(), g.outputs().end(), v) == g.outputs().end();
+}
+
 }  // namespace
 
 std::string Shared::UniqueFunctionName(const std::string& parent, const Node& node, NodeId id,
@@ -73,12 +84,12 @@ Emitter::Emitter(Shared& sh, const Graph& g, const std::string& name, bool main)
   sh.function_names.insert(name);
 }
 
-// Parameters first: registers 0..n-1 — the formal inputs, then (subgraphs) the captures. Their
-// dims bind the symbols they carry; then the results' signature.
+// Parameters first: registers 0..n-1 — the formal inputs, then (subgraphs) the captures it
+// reads. Their dims bind the symbols they carry; then the results' signature.
 Status Emitter::BindParams() {
   std::vector<ValueId> params(g_.inputs().begin(), g_.inputs().end());
   for (ValueId v = 0; v < g_.num_values(); ++v) {
-    if (g_.value(v).kind == ValueKind::kCapture) {
+    if (g_.value(v).kind == ValueKind::kCapture && !UnreadCapture(g_, v)) {
       params.push_back(v);
       captures_.push_back(g_.value(v).name);
     }

@@ -289,10 +289,11 @@ class Emitter {
   void BindFromResults(const std::vector<ValueId>& outs);
   struct LoopRegs;  // control_flow.cc: the registers one Loop iterates with
   Status LoopInit(NodeId n, int carried, LoopRegs& lr);
-  StatusOr<Scan> ScanOutput(NodeId n, const Value& per_iteration);
+  StatusOr<Scan> ScanOutput(NodeId n, const Value& per_iteration, bool has_m);
   std::pair<int, int> LoopControlKernels(bool has_m);
   void EmitIterations(const LoopRegs& lr, const std::vector<Scan>& scans);
-  void AppendScans(const std::vector<Scan>& scans);
+  void AppendScans(const LoopRegs& lr, const std::vector<Scan>& scans);
+  void FinishScans(const LoopRegs& lr, const std::vector<Scan>& scans);
 
   Shared& sh_;
   const Graph& g_;

@@ -14,9 +14,10 @@ namespace kiln::compiler {
 struct ShapeInferenceOptions {
   /// The rules to use; nullptr means OpRegistry::Global(). Borrowed.
   const OpRegistry* registry = nullptr;
-  /// Called after each node of the main graph is inferred, before its users are: constant
-  /// folding sets Value::data of the node's outputs here, so the rules downstream see the
-  /// values (a Reshape whose shape was computed from constants gets a static shape).
+  /// Called after each node of the main graph, and each node of a subgraph whose inputs are
+  /// all constants, is inferred, before its users are: constant folding sets Value::data of
+  /// the node's outputs here, so the rules downstream see the values (a Reshape whose shape
+  /// was computed from constants gets a static shape).
   using FoldHook = std::function<Status(Graph& graph, NodeId node)>;
   FoldHook fold;
 };

@@ -129,6 +129,42 @@ BOOST_AUTO_TEST_CASE(let_bound_extents_decide_serial_small_parallel_large) {
   BOOST_TEST(large.grain == 1);  // each task is ~2M operations
 }
 
+// The GEMM lowering's task order: with n < m a thread's run of tasks sweeps the column tiles of
+// one group of 32 rows, else the row groups of one column tile, chosen by a bool Let that is
+// known before the fork. Its row offset and row count come from Selects on that flag: bounded
+// by the arm the flag picks, the one-row RNN step stays serial (by the union of both arms its
+// tasks looked like 32 rows each, and it forked at every step).
+Kernel OrderedTiledProduct() {
+  Buffer a = Buffer::Param("a", DType::kF32, 2), w = Buffer::Param("w", DType::kF32, 2),
+         y = Buffer::Param("y", DType::kF32, 2);
+  Expr m = DimOf(a, 0), k = DimOf(a, 1), n = DimOf(w, 1);
+  Var t("t"), pf("pf", DType::kBool), slow("slow"), fast("fast"), r0("r0"), j0("j0");
+  Var rows("rows"), ncols("ncols"), i("i"), jj("jj"), kk("kk");
+  Expr col_tiles = FloorDiv(n + 15, IntImm(16)), row_groups = FloorDiv(m + 31, IntImm(32));
+  Expr fast_count = Select(pf, col_tiles, row_groups);
+  Stmt tile = For(i, rows, ForKind::kSerial,
+                  For(jj, ncols, ForKind::kSerial,
+                      Store(y, {r0 + i, j0 + jj},
+                            Sum({{kk, k}}, Load(a, {r0 + i, kk}) * Load(w, {kk, j0 + jj})))));
+  Stmt task = Let(rows, Min(IntImm(32), m - r0), Let(ncols, Min(IntImm(16), n - j0), tile));
+  task = Let(r0, Select(pf, slow, fast) * 32, Let(j0, Select(pf, fast, slow) * 16, task));
+  task = Let(pf, Lt(n, m),
+             Let(slow, FloorDiv(t, fast_count), Let(fast, FloorMod(t, fast_count), task)));
+  return {"ordered_tiled_product", {a, w, y}, {}, For(t, col_tiles * row_groups,
+                                                      ForKind::kParallel, task)};
+}
+
+BOOST_AUTO_TEST_CASE(a_condition_known_at_the_fork_picks_its_arm_of_a_select) {
+  RecordingJit jit(OrderedTiledProduct());
+  Fork step = RunTiledProduct(jit, 1, 96, 288);  // 18 tasks of one row
+  BOOST_TEST(step.end - step.begin == 18);
+  BOOST_TEST(!step.parallel(), "grain " << step.grain);
+  Fork large = RunTiledProduct(jit, 256, 512, 1024);  // n > m: rows fastest
+  BOOST_TEST(large.parallel(), "grain " << large.grain);
+  Fork tall = RunTiledProduct(jit, 1024, 512, 64);  // n < m: columns fastest
+  BOOST_TEST(tall.parallel(), "grain " << tall.grain);
+}
+
 // out[t] = sum of a[0..t]: the inner extent t + 1 is bounded by the parallel index's range.
 BOOST_AUTO_TEST_CASE(extent_bound_by_the_parallel_index) {
   Buffer a = Buffer::Param("a", DType::kI64, 1), out = Buffer::Param("out", DType::kI64, 1);

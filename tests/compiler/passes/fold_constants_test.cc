@@ -212,5 +212,37 @@ BOOST_AUTO_TEST_CASE(large_outputs_stay_in_the_graph) {
   BOOST_TEST(!g->value(*g->FindValue("d")).data);
 }
 
+// In a Loop body, a node computed from captured constants alone folds (once, at compile time,
+// not on every iteration); one reading the body's inputs does not, nor does a shape value that
+// only the body inputs' current shapes make known.
+BOOST_AUTO_TEST_CASE(body_nodes_reading_only_constants_fold) {
+  Folding f;
+  auto g = testing::ImportText(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (int64 m, float[2] x) => (float[2] y) <float[2] w = {1, 2}> {
+      t = Constant <value = bool {1}> ()
+      y = Loop (m, t, x) <
+        body = b (int64 i, bool cin, float[2] v) => (bool cout, float[2] vout) {
+          ww = Add(w, w)
+          vout = Add(v, ww)
+          sh = Shape(v)
+          cout = Identity(cin)
+        }
+      >
+    }
+  )");
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
+  Status st = InferShapes(*g, f.shape_options);
+  BOOST_REQUIRE_MESSAGE(st.ok(), st.message());
+  const Node& loop = g->node(g->value(*g->FindValue("y")).producer);
+  const Graph& body = *loop.FindAttribute("body")->graph();
+  const Value& ww = body.value(*body.FindValue("ww"));
+  BOOST_REQUIRE(ww.data);
+  BOOST_TEST(ww.data->ToDoubles() == std::vector<double>({2, 4}));
+  BOOST_TEST(!body.value(*body.FindValue("vout")).data);
+  BOOST_TEST(!body.value(*body.FindValue("sh")).data);
+  BOOST_TEST(f.folded == 1);
+}
+
 }  // namespace
 }  // namespace kiln::compiler

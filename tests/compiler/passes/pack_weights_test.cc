@@ -108,5 +108,58 @@ BOOST_AUTO_TEST_CASE(skipped_nodes_and_bad_widths) {
   BOOST_TEST(PackMatMulWeights(g, 0, {}).code() == StatusCode::kInvalidArgument);
 }
 
+// A Loop body's product with a captured initializer, and the same product in an If branch nested
+// in a second Loop body: each graph gets a constant of its own holding one shared packing; the
+// body's capture of a run-time value stays a MatMul.
+BOOST_AUTO_TEST_CASE(products_in_subgraphs_read_captured_constants_packed_once) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (int64 m, bool c, float[N, 3] x, float[3, 3] r) => (float[N, 3] y, float[N, 3] z)
+        <float[3, 3] w = {1, 2, 3, 4, 5, 6, 7, 8, 9}> {
+      t = Constant <value = bool {1}> ()
+      y = Loop (m, t, x) <
+        body = b (int64 i, bool cin, float[N, 3] v) => (bool cout, float[N, 3] vout) {
+          p = MatMul(v, w)
+          vout = MatMul(p, r)
+          cout = Identity(cin)
+        }
+      >
+      z = Loop (m, t, x) <
+        body = b2 (int64 i2, bool cin2, float[N, 3] v2) => (bool cout2, float[N, 3] vout2) {
+          vout2 = If (c) <
+            then_branch = tb () => (float[N, 3] ty) { ty = MatMul(v2, w) },
+            else_branch = eb () => (float[N, 3] ey) { ey = Identity(v2) }
+          >
+          cout2 = Identity(cin2)
+        }
+      >
+    }
+  )";
+  Graph g = Infer(text);
+  PackWeightsStats stats;
+  BOOST_REQUIRE(PackMatMulWeights(g, 4, {}, &stats).ok());
+  BOOST_TEST(stats.matmuls == 2);
+  BOOST_TEST(stats.packed_bytes == 1 * 3 * 4 * 4);  // one packing of w for both graphs
+
+  const Graph& body = *NodeNamed(g, "y").FindAttribute("body")->graph();
+  const Node& p = NodeNamed(body, "p");
+  BOOST_TEST(p.op_type == "PackedMatMul");
+  const Value& wp = body.value(p.inputs[1]);
+  BOOST_TEST(std::string(ValueKindName(wp.kind)) == ValueKindName(ValueKind::kConstant));
+  BOOST_TEST(testing::TypeOf(body, wp.name) == "float32[1, 3, 4]");
+  std::vector<float> want = {1, 2, 3, 0, 4, 5, 6, 0, 7, 8, 9, 0};
+  BOOST_TEST(Floats(body, p.inputs[1]) == want, boost::test_tools::per_element());
+  BOOST_TEST(body.Users(*body.FindValue("w")).empty());  // the capture is read no more
+  BOOST_TEST(NodeNamed(body, "vout").op_type == "MatMul");  // r is a graph input
+  BOOST_TEST(body.OpsetFor(kKilnDomain) == 1);
+
+  const Graph& body2 = *NodeNamed(g, "z").FindAttribute("body")->graph();
+  const Graph& branch = *NodeNamed(body2, "vout2").FindAttribute("then_branch")->graph();
+  const Node& ty = NodeNamed(branch, "ty");
+  BOOST_TEST(ty.op_type == "PackedMatMul");
+  BOOST_TEST(branch.value(ty.inputs[1]).data.get() == wp.data.get());
+  BOOST_TEST(g.OpsetFor(kKilnDomain) == 0);  // the main graph has no product of its own
+}
+
 }  // namespace
 }  // namespace kiln::compiler
