@@ -230,6 +230,9 @@ Status Builder::BuildOpWithFallback(const Op& op) {
       plan_->slots.resize(snap.slots);
       plan_->steps.resize(snap.steps);
       buffer_sizes_.resize(snap.buffers);
+      pinned_.erase(std::remove_if(pinned_.begin(), pinned_.end(),
+                                   [&](int b) { return b >= static_cast<int>(snap.buffers); }),
+                    pinned_.end());
       scratch_ = snap.scratch;
       plan_->residual_copies = snap.residual_copies;
       slot_of_ = snap.slot_of;
@@ -297,6 +300,9 @@ void Builder::AssignOffsets() {
       if (first[b] < 0) first[b] = static_cast<int>(i);
       last[b] = static_cast<int>(i);
     }
+  }
+  for (int b : pinned_) {
+    if (first[b] >= 0) first[b] = 0, last[b] = static_cast<int>(plan_->steps.size());
   }
   std::vector<int> order;
   for (size_t b = 0; b < nb; ++b) {

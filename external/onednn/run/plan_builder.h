@@ -139,11 +139,20 @@ class Builder {
   Status Conv(const Op& op, bool plain);  // plan_conv_pool.cc
   using MakeConv = std::function<dnnl::convolution_forward::primitive_desc(
       const dnnl::memory::desc& src, const dnnl::memory::desc& weights)>;
+  using MakeConvWindow = std::function<dnnl::convolution_forward::primitive_desc(
+      const dnnl::memory::desc& src, const Window& win)>;
   /// Conv's primitive with pairs of groups merged (plan_conv_pool.cc, PairingGroupsPays) in
   /// *pd and the slot of its weights, or -1 (pd untouched) when oneDNN would not run it as a
   /// blocked JIT convolution.
   int PairedGroups(const Op& op, const MakeConv& make, const dnnl::memory::desc& src_md,
                    dnnl::convolution_forward::primitive_desc* pd);
+  /// When oneDNN runs a padded convolution `*pd` (window `*win`, src dims `xd`) as gemm but
+  /// would run it as a direct JIT convolution on an input padded beforehand
+  /// (ExplicitPaddingPays): replaces *pd and *win with the unpadded ones and returns the slot
+  /// of src, copied into the middle of a zero-bordered buffer; else -1 (nothing changed).
+  /// May throw dnnl::error (the reorder).
+  int PadExplicitly(int32_t x, const Dims& xd, const MakeConvWindow& make, Window* win,
+                    dnnl::convolution_forward::primitive_desc* pd);
   /// Replaces the Conv step just added (`pd`, window `win`) with kiln's Winograd
   /// convolution when it applies and measures faster (plan_winograd.cc).
   void Winograd(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
@@ -190,6 +199,9 @@ class Builder {
   std::vector<Dims> dims_;
   std::vector<int> slot_of_, plain_of_, output_index_;
   std::vector<size_t> buffer_sizes_;  // per intermediate, aligned
+  // Intermediates whose bytes no other one may share (AssignOffsets): an explicitly padded
+  // input's zero border, written once when the workspace is made (zeroed) and never again.
+  std::vector<int> pinned_;
   size_t scratch_ = 0;
   // Per intermediate that is a concat output written in place: the [offset, size) byte ranges
   // of the concat inputs placed in it (ConcatInPlace).

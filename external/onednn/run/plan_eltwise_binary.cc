@@ -88,14 +88,18 @@ Status Builder::Binary(const Op& op, bool plain) {
   }
   int src0 = dims_[a] == out ? Current(a, plain) : PlainView(a, out);
   Dims bd = AlignRank(dims_[b], out.size());
-  int src1 = dims_[b] == out ? Current(b, plain) : PlainView(b, bd);
+  std::optional<memory::format_tag> blocked = ChannelBlockedTag(Md(src0));
+  // A broadcast operand already in src0's blocking (the [N, C, 1, 1] scale of a squeeze-excite
+  // block, made by a blocked 1x1 conv) is read as it is: a row-major copy of it would be
+  // reordered straight back below, two primitives (and two fork / joins) per block for nothing.
+  const bool same_blocking = blocked && !plain && dims_[b] != out && dims_[b] == bd &&
+                             Md(slot_of_[b]) == memory::desc(bd, dt::f32, *blocked);
+  int src1 = dims_[b] == out || same_blocking ? Current(b, plain) : PlainView(b, bd);
   dnnl::binary::desc desc(BinaryAlgorithm(op.binary), Md(src0), Md(src1), Md(src0));
   dnnl::binary::primitive_desc pd(desc, Attr(), Engine());
-  // A broadcast operand in row-major layout beside a channel-blocked src0 (the [N, C, 1, 1]
-  // scale of a squeeze-excite block) gets oneDNN 2.6's reference kernel: 1.9-12 ms for one
-  // multiply of a 1x144x16x20 tensor. Reordering the small operand into src0's blocking first
-  // (a few hundred floats) gets its JIT kernel.
-  std::optional<memory::format_tag> blocked = ChannelBlockedTag(Md(src0));
+  // A broadcast operand in row-major layout beside a channel-blocked src0 gets oneDNN 2.6's
+  // reference kernel: 1.9-12 ms for one multiply of a 1x144x16x20 tensor. Reordering the small
+  // operand into src0's blocking first (a few hundred floats) gets its JIT kernel.
   if (blocked && dims_[b] != out && std::string(pd.impl_info_str()).find("ref") == 0) {
     src1 = As(src1, memory::desc(bd, dt::f32, *blocked));
     dnnl::binary::desc fast(BinaryAlgorithm(op.binary), Md(src0), Md(src1), Md(src0));
