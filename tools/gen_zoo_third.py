@@ -20,8 +20,11 @@ the reference output is computed in float64 (so it carries no float32 rounding o
 Uses gen_zoo_more's import of gen_zoo.py (--shared DIR, default ../shared/models) and
 Debian's python3-torch / torchvision / onnx.
 
-What it found (2026-11-26, main 663cb44): all 12 correct on both back ends at the reference
-shape and at a second shape of every dynamic dim, except resnet101 with the default offload:
+What it found (2026-11-26, main 663cb44): tcn_causal 5.8x and fpn_heatmap 1.9x ORT with
+offload, because a residual added after a Relu post-op reached oneDNN's convolution row-major
+and only its gemm convolution accepted it (fixed in plan_conv_pool.cc). All 12 correct on
+both back ends at the reference shape and at a second shape of every dynamic dim, except
+resnet101 with the default offload:
 kiln's F(4x4) Winograd, when the plan builder picks it for early layers, leaves 1.5-2.3x the
 float32 error of PyTorch / ORT / oneDNN's direct convolution (9e-5 .. 1e-4 of the output's
 scale against float64) at the end of 100 layers, beyond the zoo's 1e-4 x scale.
