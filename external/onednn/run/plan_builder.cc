@@ -403,9 +403,11 @@ int Builder::Plain(int32_t t) {
 // Appends the op's post-ops to `attr`; returns the extra arguments (binary operands) and the
 // residual the primitive accumulates into (the first sum, -1 if none; see DefineAccumulator).
 // `collapsed`: the primitive computes `out` as a matrix (see CollapseOperand), so binary
-// operands are viewed as matrices too (the caller checked they collapse).
+// operands are viewed as matrices too (the caller checked they collapse). `full_operand_md`
+// (optional): the layout for binary operands of out's full shape, else they are row-major.
 Status Builder::PostOps(const Op& op, const Dims& out, dnnl::primitive_attr* attr, Args* args,
-                        int32_t* residual, bool collapsed) {
+                        int32_t* residual, bool collapsed,
+                        const dnnl::memory::desc* full_operand_md) {
   *residual = -1;
   dnnl::post_ops po;
   for (size_t i = 0; i < op.post_ops.size(); ++i) {
@@ -417,7 +419,9 @@ Status Builder::PostOps(const Op& op, const Dims& out, dnnl::primitive_attr* att
           return InvalidArgument("post-op operand " + DimsToString(dims_[p.tensor]) +
                                  " does not broadcast into " + DimsToString(out));
       }
-      int slot = PlainView(p.tensor, collapsed ? CollapseOperand(b, out) : b);
+      int slot = full_operand_md != nullptr && !collapsed && b == out
+                     ? As(slot_of_[p.tensor], *full_operand_md)
+                     : PlainView(p.tensor, collapsed ? CollapseOperand(b, out) : b);
       po.append_binary(BinaryAlgorithm(alg), Md(slot));
       args->push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(static_cast<int>(i)) | DNNL_ARG_SRC_1, slot});
       return Status::Ok();

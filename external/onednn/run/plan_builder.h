@@ -125,7 +125,8 @@ class Builder {
 
   // Post-ops, accumulation into residuals, weights (Conv, MatMul).
   Status PostOps(const Op& op, const Dims& out, dnnl::primitive_attr* attr, Args* args,
-                 int32_t* residual, bool collapsed = false);
+                 int32_t* residual, bool collapsed = false,
+                 const dnnl::memory::desc* full_operand_md = nullptr);
   int DefineAccumulator(const Op& op, const dnnl::memory::desc& md, int32_t residual,
                         const Args& args);
   bool CanOverwrite(int32_t t, const dnnl::memory::desc& md, const Args& args) const;

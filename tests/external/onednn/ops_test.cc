@@ -191,6 +191,44 @@ BOOST_AUTO_TEST_CASE(conv_residual_add_relu_fuses_into_one_op) {
   BOOST_TEST(Close(r.Run({{xd, x}}, {yd})[0], conv, DotTolerance(144), 1e-4));
 }
 
+// A TCN block's tail: relu(relu(conv(x)) + r), r a region input. The Add follows an eltwise,
+// so it is a binary post-op (oneDNN's JIT convs take a sum only first); its operand must reach
+// the primitive in dst's layout, else only oneDNN's gemm convolution accepts it and runs its
+// post-ops element by element (tcn_causal of the third zoo: 5x slower with offload).
+BOOST_AUTO_TEST_CASE(conv_relu_add_input_relu_runs_on_a_jit_convolution) {
+  struct Convs : RegionProfiler {
+    std::vector<std::string> impls;
+    void Record(const RegionStepSample& s) override {
+      if (std::string(s.kind) == "conv") impls.emplace_back(s.impl);
+    }
+  };
+  Dims wd = {16, 16, 3, 3};
+  Floats w = Random(Numel(wd), 21), b = Random(16, 22);
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 16, 6, 20] X, float[N, 16, 6, 20] R) => (float Y) {
+      c = Conv <pads = [1, 1, 1, 1]> (X, W, B)
+      a = Relu(c)
+      s = Add(a, R)
+      Y = Relu(s)
+    })",
+                                       {{"W", wd, w}, {"B", {16}, b}}));
+  RegionProgram region = Decoded(r);
+  BOOST_REQUIRE(region.ops.size() == 1u);
+  BOOST_REQUIRE(region.ops[0].post_ops.size() == 3u);
+  BOOST_TEST(static_cast<int>(region.ops[0].post_ops[1].kind) ==
+             static_cast<int>(PostOpKind::kBinary));
+  Dims xd = {1, 16, 6, 20}, yd;
+  Floats x = Random(Numel(xd), 23), res = Random(Numel(xd), 24);
+  Floats want = Relu(RefConv2d(x, xd, w, wd, &b, {1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &yd));
+  for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(want[i] + res[i], 0.0f);
+  std::vector<Floats> got;
+  Convs convs;
+  BOOST_REQUIRE(r.TryRun({{xd, x}, {xd, res}}, {yd}, &got, &convs).ok());
+  BOOST_TEST(Close(got[0], want, DotTolerance(144), 1e-4));
+  BOOST_REQUIRE(convs.impls.size() == 1u);
+  BOOST_TEST(convs.impls[0].find("gemm") == std::string::npos, convs.impls[0]);
+}
+
 // Two branches joined by Add: the second conv takes the first's output as its residual.
 BOOST_AUTO_TEST_CASE(two_branch_add_fuses_into_the_later_conv) {
   Dims wd = {8, 8, 1, 1};
