@@ -6,10 +6,25 @@
 namespace kiln::compiler {
 namespace {
 
+// Whether the node producing `v` (if any) reads only values with data (constants, folded values).
+bool ReadsOnlyConstants(const Graph& g, ValueId v) {
+  NodeId p = g.value(v).producer;
+  if (p == kNoNode) return true;
+  const Node& n = g.node(p);
+  for (const std::vector<ValueId>* in : {&n.inputs, &n.implicit_inputs}) {
+    for (ValueId u : *in) {
+      if (u != kNoValue && g.value(u).data == nullptr) return false;
+    }
+  }
+  return true;
+}
+
 // Per node: whether an output reaches a graph output. Captures count as reads: a node feeding
 // only an If/Loop body through its implicit inputs is live while that If/Loop is. A value shape
-// inference folded is emitted as a constant, so what computed it (ShuffleNet's Shape / Gather
-// chains for Slice bounds) is not read through it.
+// inference folded is emitted as a constant, so a producer that read run-time values to compute
+// it (ShuffleNet's Shape of a conv output, behind folded Slice bounds) is not read through it:
+// left live, it made that conv output a region output. A producer that reads only constants
+// stays (a DequantizeLinear of int8 weights: the int8 rules match it).
 std::vector<bool> LiveNodes(const Graph& g) {
   std::vector<bool> live(g.num_nodes(), false);
   std::vector<ValueId> work(g.outputs().begin(), g.outputs().end());
@@ -22,7 +37,9 @@ std::vector<bool> LiveNodes(const Graph& g) {
     const Node& n = g.node(p);
     for (const std::vector<ValueId>* in : {&n.inputs, &n.implicit_inputs}) {
       for (ValueId u : *in) {
-        if (u == kNoValue || g.value(u).data == nullptr) work.push_back(u);
+        if (u == kNoValue || g.value(u).data == nullptr || ReadsOnlyConstants(g, u)) {
+          work.push_back(u);
+        }
       }
     }
   }
