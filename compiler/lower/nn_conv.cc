@@ -394,7 +394,15 @@ Status LowerConvTranspose(LowerContext& ctx) {
   }
   // Few output channels per group (depthwise) waste most of a GEMM tile: go direct.
   std::optional<int64_t> cout_g = ConstOf(ctx.InputDim(1, 1));
-  if (!cout_g || *cout_g >= 4) return LowerConvTransposeGemm(ctx, win, group);
+  if (!cout_g || *cout_g >= 4) {
+    bool upsample = !explicit_shape && !win.same();
+    for (int d = 0; d < s; ++d) {
+      upsample = upsample && win.kernel[d] == win.strides[d] && win.dilations[d] == 1 &&
+                 conv.output_padding[d] == 0 && ConstOf(win.pad_begin[d]) == 0 &&
+                 ConstOf(win.pad_end[d]) == 0;
+    }
+    return LowerConvTransposeGemm(ctx, win, group, upsample);
+  }
   DirectWindow p;
   p.x = ctx.in(0);
   p.w = ctx.in(1);

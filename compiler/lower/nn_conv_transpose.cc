@@ -43,12 +43,94 @@ Expr FirstTap(const PhaseDim& d, const Expr& p, const Expr& pad) {
   return first;
 }
 
+// kernel = stride, no pads: output position o * stride + t along each dim is input o times tap
+// t, so one GEMM per input row serves every phase. Its rows are (output channel, phase) with the
+// phase fastest, which is the weights' own layout ([Cin, Cout/g, k...] read per input channel:
+// A(i, k) is W[k][i] flattened), and its columns are the input row's positions, packed as a
+// plain copy. Against a GEMM per phase this packs each input row once instead of once per
+// phase, and the tiles are `phases` times taller for the same N. The sums are the per-phase
+// GEMM's (one tap per phase: k runs over the input channels in the same order and chunks).
+Status LowerConvTransposeUpsample(LowerContext& ctx, const WindowAttrs& win, int64_t group) {
+  const int s = ctx.input_rank(0) - 2;
+  Buffer X = ctx.in(0), W = ctx.in(1), Y = ctx.out(0);
+  Buffer bias = ctx.has_input(2) ? ctx.in(2) : Buffer();
+  DType out_type = ctx.output_dtype(0), acc = AccType(out_type);
+  std::vector<Expr> in_dims;
+  int64_t phases = 1;
+  for (int d = 0; d < s; ++d) {
+    in_dims.push_back(ctx.InputDim(0, 2 + d));
+    phases *= win.strides[d];
+  }
+  Expr cin_g = jit::FloorDiv(ctx.InputDim(0, 1), I(group)), cout_g = ctx.InputDim(1, 1);
+  Expr rows = I(1);
+  for (int d = 0; d + 1 < s; ++d) rows = rows * in_dims[d];
+  GemmSpec spec;
+  spec.acc = acc;
+  spec.batch = ctx.OutputDim(0, 0) * I(group) * rows;
+  spec.m = cout_g * I(phases);
+  spec.n = in_dims[s - 1];
+  spec.k = cin_g;
+  // Per task: image, group and the input row (all spatial dims but the last).
+  Var img("img"), grp("grp");
+  std::vector<Var> row;
+  for (int d = 0; d + 1 < s; ++d) row.emplace_back("r" + std::to_string(d));
+  spec.bind_batch = [=](const Expr& b, Stmt body) {
+    std::vector<std::pair<Var, Expr>> lets;
+    Expr rest = b;
+    for (int d = s - 2; d >= 0; --d) {
+      lets.push_back({row[d], jit::FloorMod(rest, in_dims[d])});
+      rest = jit::FloorDiv(rest, in_dims[d]);
+    }
+    lets.push_back({grp, jit::FloorMod(rest, I(group))});
+    lets.push_back({img, jit::FloorDiv(rest, I(group))});
+    for (auto it = lets.rbegin(); it != lets.rend(); ++it)
+      body = jit::Let(it->first, it->second, body);
+    return body;
+  };
+  spec.a = [=](const Expr&, const Expr& i, const Expr& k) {
+    // W[ci] flattened over (output channel, taps): a leading index past its size addresses the
+    // contiguous tensor, as the matrix products' loads do.
+    std::vector<Expr> index(2 + s, I(0));
+    index[0] = grp * cin_g + k;
+    index.back() = i;
+    return jit::Cast(acc, jit::Load(W, index));
+  };
+  spec.pack = PackFrom(
+      [=](const Expr&, const Expr& k, const Expr& j) {
+        std::vector<Expr> index = {img, grp * cin_g + k};
+        for (int d = 0; d + 1 < s; ++d) index.push_back(row[d]);
+        index.push_back(j);
+        return jit::Load(X, index);
+      },
+      spec.n, false, acc);
+  spec.store = [=](const Expr&, const Expr& i, const Expr& j, const Expr& v) {
+    Expr co = grp * cout_g + jit::FloorDiv(i, I(phases));
+    std::vector<Expr> index(2 + s);
+    index[0] = img;
+    index[1] = co;
+    Expr phase = jit::FloorMod(i, I(phases));
+    for (int d = s - 1; d >= 0; --d) {
+      Expr t = jit::FloorMod(phase, I(win.strides[d]));
+      phase = jit::FloorDiv(phase, I(win.strides[d]));
+      Expr at = d + 1 == s ? j : Expr(row[d]);
+      index[2 + d] = at * I(win.strides[d]) + t;
+    }
+    Expr value = bias ? jit::Add(v, jit::Cast(acc, jit::Load(bias, {co}))) : v;
+    return jit::Store(Y, index, jit::Cast(out_type, value));
+  };
+  ChooseTile(spec, ConstOf(spec.m), ConstOf(spec.n));
+  ctx.SetBody(GemmLoops(spec));
+  return Status::Ok();
+}
+
 }  // namespace
 
 // The GEMM's batch runs over (image, group, phase, output rows of the phase's grid but the
 // last dim); per batch C[co, j] = sum_{ci, phase taps} W[ci, co, taps] * X[ci, rows, base + j
 // - u * shift], stored at output position p + stride * j (the last dim), masked past the end.
-Status LowerConvTransposeGemm(LowerContext& ctx, const WindowAttrs& win, int64_t group) {
+Status LowerConvTransposeGemm(LowerContext& ctx, const WindowAttrs& win, int64_t group,
+                              bool upsample) {
+  if (upsample) return LowerConvTransposeUpsample(ctx, win, group);
   const int s = ctx.input_rank(0) - 2;
   Buffer X = ctx.in(0), W = ctx.in(1), Y = ctx.out(0);
   Buffer bias = ctx.has_input(2) ? ctx.in(2) : Buffer();

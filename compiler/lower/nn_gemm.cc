@@ -83,6 +83,7 @@ struct TileContext {
   const GemmSpec& s;
   Expr b, r0, j0, c, k0, klen;
   Buffer pack, part;
+  Expr direct;  // true when the tile stores its outputs itself (last K chunk, full panel)
 };
 
 // One `r` x cols tile whose first row is row `base` of the task's group, over one K chunk:
@@ -114,9 +115,24 @@ Stmt Tile(const TileContext& t, int64_t r, const Expr& base) {
   Stmt save = jit::For(ii4, I(r), row_kind,
                        jit::For(jj4, I(cols), ForKind::kVectorized,
                                 Store(t.part, {base + ii4, jj4}, Load(acc, {ii4, jj4}))));
-  return Let(
-      i0, t.r0 + base,
-      jit::Allocate(acc, jit::Seq({jit::If(jit::Eq(t.c, I(0)), zero, reload), accumulate, save})));
+  // After the last K chunk of a full panel the tile runs the epilogue on its own rows, while
+  // they are in L1, instead of a second pass over the group. It reads them back from the
+  // partial sums rather than from `acc`: the registers then have one consumer, the `save`
+  // above, as when every tile only saved. With `If(direct, epilogue from acc, save)` instead
+  // (eec8f25), the 6 x 16 accumulators (scalars after full unrolling and SROA) fed stores in two
+  // blocks, and LLVM's SLP vectorizer, which rebuilds the 8-lane vectors from those scalars,
+  // grouped them across vector boundaries for some shapes (columns 5..12 of a row; N = 8000 or
+  // 4000, not 8192): the K loop got xmm pieces, blends and stack spills, 2.4x the CPU time.
+  // The read-back costs one L1 load per 8 outputs (the object code keeps it: 12 vector loads a
+  // tile, against ~3,000 FMAs at K = 256).
+  Var ii6("ii"), jj6("jj");
+  Stmt store = jit::For(ii6, I(r), row_kind,
+                        jit::For(jj6, I(cols), ForKind::kVectorized,
+                                 s.store(t.b, i0 + ii6, t.j0 + jj6,
+                                         Load(t.part, {base + ii6, jj6}))));
+  return Let(i0, t.r0 + base,
+             jit::Allocate(acc, jit::Seq({jit::If(jit::Eq(t.c, I(0)), zero, reload), accumulate,
+                                          save, jit::If(t.direct, store)})));
 }
 
 // The group's `rows_g` rows as full tiles, then the rows left over (fewer than a tile) as one
@@ -146,22 +162,22 @@ Stmt GemmLoops(const GemmSpec& s) {
   Expr col_tiles = CeilDivE(s.n, I(cols));
   Expr row_groups = CeilDivE(s.m, I(group));
   Expr per_batch = col_tiles * row_groups;
-  Stmt tiles_loop = TileRows(TileContext{s, b, r0, j0, c, k0, klen, pack, part}, rows_g);
+  Expr chunks = jit::Max(CeilDivE(s.k, I(kc)), I(1));  // K = 0 still zeroes the output
+  Expr full_panel = jit::Eq(ncols, I(cols));
+  Expr direct = jit::And(full_panel, jit::Eq(c, chunks - I(1)));
+  Stmt tiles_loop = TileRows(TileContext{s, b, r0, j0, c, k0, klen, pack, part, direct}, rows_g);
   Stmt chunk =
       Let(k0, c * I(kc),
           Let(klen, Min(I(kc), s.k - k0),
               s.packed_b ? tiles_loop
                          : jit::Seq({s.pack(PackArgs{b, k0, klen, j0, pack, cols}), tiles_loop})));
-  Expr chunks = jit::Max(CeilDivE(s.k, I(kc)), I(1));  // K = 0 still zeroes the output
-  // The epilogue over the group's rows. A full panel gets a constant-extent column loop: with
-  // `ncols` LLVM left a cheap epilogue (bias add) scalar, a quarter of a small-K GEMM's time.
-  auto write_cols = [&](const Expr& extent) {
-    Var ii5("ii"), jj5("jj");
-    return jit::For(ii5, rows_g, ForKind::kSerial,
-                    jit::For(jj5, extent, ForKind::kVectorized,
-                             s.store(b, r0 + ii5, j0 + jj5, Load(part, {ii5, jj5}))));
-  };
-  Stmt write = jit::If(jit::Eq(ncols, I(cols)), write_cols(I(cols)), write_cols(ncols));
+  // A partial panel's epilogue, over the group's rows from the partial sums (the tiles of a
+  // full panel stored theirs).
+  Var ii5("ii"), jj5("jj");
+  Stmt write = jit::If(jit::Ne(ncols, I(cols)),
+                       jit::For(ii5, rows_g, ForKind::kSerial,
+                                jit::For(jj5, ncols, ForKind::kVectorized,
+                                         s.store(b, r0 + ii5, j0 + jj5, Load(part, {ii5, jj5})))));
   Stmt body = jit::Seq({jit::For(c, chunks, ForKind::kSerial, chunk), write});
   Stmt task = jit::Allocate(part, s.packed_b ? body : jit::Allocate(pack, body));
   task = Let(rows_g, Min(I(group), s.m - r0), Let(ncols, Min(I(cols), s.n - j0), task));

@@ -103,8 +103,11 @@ Status LowerEinsum(LowerContext& ctx);
 Status LowerConv(LowerContext& ctx);
 Status LowerConvTranspose(LowerContext& ctx);
 /// ConvTranspose as a GEMM per output phase (nn_conv_transpose.cc), `win` with its pads resolved
-/// (pad_begin) for the node's output size.
-Status LowerConvTransposeGemm(LowerContext& ctx, const WindowAttrs& win, int64_t group);
+/// (pad_begin) for the node's output size. `upsample`: the caller found kernel = stride,
+/// dilation 1 and no pads, output padding or output shape in every dim, so every output is
+/// one input times one tap (output size stride x input size).
+Status LowerConvTransposeGemm(LowerContext& ctx, const WindowAttrs& win, int64_t group,
+                              bool upsample);
 Status LowerMaxPool(LowerContext& ctx);
 Status LowerAveragePool(LowerContext& ctx);
 Status LowerLpPool(LowerContext& ctx);

@@ -682,6 +682,22 @@ BOOST_AUTO_TEST_CASE(ConvTransposeGemmPerPhase) {
   CheckConvTranspose({{1, 19, 6, 40}, {19, 8, 4, 4}, 1, {2, 2}, {}, {1, 1, 1, 1}});  // k4 s2 p1
 }
 
+// Kernel = stride without pads (nn_conv_transpose.cc's one GEMM per input row, its rows the
+// output channels times the phases): 1-, 2- and 3-D, unequal strides, groups, no bias, two
+// images, rows past one row group (30 x 4 = 120 > 96) and columns past one panel (40 > 16);
+// then the cases next to it that must keep the GEMM per phase (output padding, pads, dilation).
+BOOST_AUTO_TEST_CASE(ConvTransposeUpsample) {
+  CheckConvTranspose({{2, 6, 5, 40}, {6, 30, 2, 2}, 1, {2, 2}});
+  CheckConvTranspose({{1, 5, 7}, {5, 4, 3}, 1, {3}, {}, {}, {}, {}, "NOTSET", false});  // 1-D
+  CheckConvTranspose({{1, 3, 3, 4, 5}, {3, 4, 2, 2, 2}, 1, {2, 2, 2}});                  // 3-D
+  CheckConvTranspose({{1, 4, 5, 9}, {4, 6, 3, 2}, 1, {3, 2}});  // unequal strides
+  CheckConvTranspose({{1, 8, 4, 6}, {8, 5, 2, 2}, 2, {2, 2}});  // groups
+  CheckConvTranspose({{1, 4, 5, 6}, {4, 5, 2, 2}, 1, {2, 2}, {}, {}, {1, 1}});  // output_padding
+  CheckConvTranspose({{1, 4, 5, 6}, {4, 5, 2, 2}, 1, {2, 2}, {}, {1, 0, 0, 1}});  // pads
+  CheckConvTranspose({{1, 4, 5, 6}, {4, 5, 2, 2}, 1, {2, 2}, {2, 1}});           // dilated
+  CheckConvTranspose({{1, 4, 5, 6}, {4, 5, 2, 2}, 1, {2, 2}, {}, {}, {}, {10, 13}});  // shape
+}
+
 // ---- Pooling -------------------------------------------------------------------------------
 
 struct PoolCase {
