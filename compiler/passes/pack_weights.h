@@ -34,7 +34,8 @@ struct PackWeightsStats {
 /// packed once at compile time instead of packing B on every iteration (the capture it no
 /// longer reads is dropped from the body's parameters by the emitter). Nodes in `skip` (main
 /// graph ids claimed by an external region) are left alone, their subgraphs too. Adds the
-/// "kiln" opset import to each graph it rewrites anything in. `cols` must be the GEMM's panel width (lower/nn_internal.h GemmPanelCols).
+/// "kiln" opset import to each graph it rewrites anything in. `cols` must be the GEMM's panel width
+/// (lower/nn_internal.h GemmPanelCols).
 Status PackMatMulWeights(Graph& graph, int64_t cols, const std::set<NodeId>& skip,
                          PackWeightsStats* stats = nullptr);
 

@@ -93,12 +93,6 @@ std::vector<float> PairGroups(const float* w, const Dims& wd, int64_t g) {
   return paired;
 }
 
-// oneDNN 2.6 on AVX2 has blocked (8-channel) grouped convolutions only for multiples of 8
-// channels per group; with 4 (resnext50_32x4d's first stage: 128 channels in 32 groups) it runs
-// gemm on plain layouts with reorders around. Pairing groups gives 8: twice the multiply-adds
-// (the zeros), yet 1.4 ms instead of 2.3 ms plus two reorders for resnext's 56x56 ones. A
-// non-finite input then also reaches the paired group's outputs (0 x Inf): those are NaN
-// where they would be finite.
 // Whether a binary post-op of `op` (a kBinary, or a sum after another sum, which PostOps adds
 // as one) has an operand of the output's full shape `out`.
 bool HasFullBinaryOperand(const Op& op, const Dims& out, const std::vector<Dims>& dims) {
@@ -111,6 +105,12 @@ bool HasFullBinaryOperand(const Op& op, const Dims& out, const std::vector<Dims>
   return false;
 }
 
+// oneDNN 2.6 on AVX2 has blocked (8-channel) grouped convolutions only for multiples of 8
+// channels per group; with 4 (resnext50_32x4d's first stage: 128 channels in 32 groups) it runs
+// gemm on plain layouts with reorders around. Pairing groups gives 8: twice the multiply-adds
+// (the zeros), yet 1.4 ms instead of 2.3 ms plus two reorders for resnext's 56x56 ones. A
+// non-finite input then also reaches the paired group's outputs (0 x Inf): those are NaN
+// where they would be finite.
 bool PairingGroupsPays(const Op& op, const Dims& wd, bool plain, bool constant) {
   int64_t g = op.group;
   return !plain && constant && g >= 2 && g % 2 == 0 && wd[1] % 8 != 0 && (2 * wd[1]) % 8 == 0 &&
@@ -231,7 +231,8 @@ Status Builder::Conv(const Op& op, bool plain) {
   // (70 ms instead of 0.4 ms for 48x48x3 over 2000 steps). Such operands are reordered into
   // the layout the convolution picks without post-ops.
   memory::desc full_operand_md;
-  if (!plain && HasFullBinaryOperand(op, out, dims_)) full_operand_md = make(src_md, w_md).dst_desc();
+  if (!plain && HasFullBinaryOperand(op, out, dims_))
+    full_operand_md = make(src_md, w_md).dst_desc();
   RETURN_IF_ERROR(PostOps(op, out, &attr, &args, &residual, /*collapsed=*/false,
                           full_operand_md.is_zero() ? nullptr : &full_operand_md));
   dnnl::convolution_forward::primitive_desc pd;
