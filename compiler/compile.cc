@@ -16,7 +16,9 @@
 #include "compiler/passes/reshape_shapes.h"
 #include "compiler/passes/shape_inference.h"
 #include "compiler/passes/simplify.h"
+#include "compiler/passes/wide_concat.h"
 #include "jit/aot_compile.h"
+#include "jit/dispatch.h"
 
 namespace kiln::compiler {
 namespace {
@@ -161,6 +163,8 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   // could not join that region (the chain closes a cycle), e.g. ShuffleNet's channel shuffle.
   ASSIGN_OR_RETURN(int reshapes, ConstantReshapeShapes(graph));
   st.simplified_nodes += reshapes;
+  // A kernel takes at most kMaxDispatchBuffers buffers, one of them its output.
+  RETURN_IF_ERROR(NarrowWideConcats(graph, jit::kMaxDispatchBuffers - 1).status());
   // What Simplify bypassed, the shape chains behind folded values, and anything else unread go
   // before partitioning, so a dead reader neither makes a value a region output nor stops a
   // vendor fusing it into its producer.
