@@ -16,7 +16,7 @@
 #include "compiler/passes/reshape_shapes.h"
 #include "compiler/passes/shape_inference.h"
 #include "compiler/passes/simplify.h"
-#include "compiler/passes/wide_concat.h"
+#include "compiler/passes/wide_nodes.h"
 #include "jit/aot_compile.h"
 #include "jit/dispatch.h"
 
@@ -164,7 +164,7 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   ASSIGN_OR_RETURN(int reshapes, ConstantReshapeShapes(graph));
   st.simplified_nodes += reshapes;
   // A kernel takes at most kMaxDispatchBuffers buffers, one of them its output.
-  RETURN_IF_ERROR(NarrowWideConcats(graph, jit::kMaxDispatchBuffers - 1).status());
+  RETURN_IF_ERROR(NarrowWideNodes(graph, jit::kMaxDispatchBuffers - 1).status());
   // What Simplify bypassed, the shape chains behind folded values, and anything else unread go
   // before partitioning, so a dead reader neither makes a value a region output nor stops a
   // vendor fusing it into its producer.

@@ -8,6 +8,7 @@
 
 #include "compiler/lower/loops.h"
 #include "jit/compute.h"
+#include "jit/dispatch.h"
 #include "jit/kernel_ir_rewrite.h"
 
 namespace kiln::compiler {
@@ -60,6 +61,16 @@ Expr Evaluate(const Graph& g, const std::vector<ElementwiseMember>& members,
   return last;
 }
 
+// Whether the JIT can load `k`: its kernel provider takes at most kMaxDispatchBuffers buffers,
+// kMaxDispatchDims dims and kMaxShapeKey buffer dims (jit/kernel_provider.h). A wider fused
+// kernel compiled but failed to load (a chain of 40 Adds of constants).
+bool Dispatchable(const jit::Kernel& k) {
+  int key = 0;
+  for (const jit::Buffer& b : k.buffers) key += b->rank;
+  return k.buffers.size() <= static_cast<size_t>(jit::kMaxDispatchBuffers) &&
+         k.dims.size() <= static_cast<size_t>(jit::kMaxDispatchDims) && key <= jit::kMaxShapeKey;
+}
+
 }  // namespace
 
 StatusOr<FusedKernel> FuseElementwise(const Graph& g, const std::vector<ElementwiseMember>& members) {
@@ -104,6 +115,10 @@ StatusOr<FusedKernel> FuseElementwise(const Graph& g, const std::vector<Elementw
   fk.kernel.body = body;
   Status valid = jit::ValidateKernel(fk.kernel);
   if (!valid.ok()) return Internal("fused kernel: " + valid.message());
+  if (!Dispatchable(fk.kernel)) {
+    return Unsupported("fused kernel '" + fk.kernel.name + "': " +
+                       std::to_string(fk.kernel.buffers.size()) + " buffers, over the JIT's limit");
+  }
   return fk;
 }
 
@@ -154,7 +169,7 @@ std::optional<FusedKernel> FuseEpilogue(const Graph& g, const jit::Kernel& ancho
   fk.kernel.buffers.push_back(out);
   fk.kernel.dims = anchor.dims;
   fk.kernel.body = body;
-  if (!jit::ValidateKernel(fk.kernel).ok()) return std::nullopt;
+  if (!jit::ValidateKernel(fk.kernel).ok() || !Dispatchable(fk.kernel)) return std::nullopt;
   return fk;
 }
 

@@ -33,14 +33,15 @@ struct FusedKernel {
 /// every member's output 0 has the last member's output shape; every member output except the
 /// last is read only by later members. Values computed in the group are rounded to their dtype
 /// exactly as the unfused kernels would store them, so results are bit-identical.
+/// Unsupported when the kernel would exceed what the JIT loads (jit/dispatch.h's limits).
 StatusOr<FusedKernel> FuseElementwise(const Graph& graph,
                                       const std::vector<ElementwiseMember>& members);
 
 /// `anchor` (a kernel whose buffers are `anchor_inputs` then ONE output holding `anchor_value`)
 /// with `members` applied where it stores each element: the group reads `anchor_value` (which
 /// must have the group output's shape) from the stored value instead of memory. nullopt when
-/// the anchor kernel reads its own output (a value it stores is not final) or the result does
-/// not validate; the caller then emits the kernels unfused.
+/// the anchor kernel reads its own output (a value it stores is not final), the result does
+/// not validate or exceeds what the JIT loads; the caller then emits the kernels unfused.
 std::optional<FusedKernel> FuseEpilogue(const Graph& graph, const jit::Kernel& anchor,
                                         const std::vector<ValueId>& anchor_inputs,
                                         ValueId anchor_value,

@@ -1,5 +1,5 @@
-// Narrowing of Concats wider than a kernel's buffer limit (see wide_concat.h).
-#include "compiler/passes/wide_concat.h"
+// Narrowing of variadic nodes wider than a kernel's buffer limit (see wide_nodes.h).
+#include "compiler/passes/wide_nodes.h"
 
 #include <algorithm>
 #include <string>
@@ -8,8 +8,19 @@
 namespace kiln::compiler {
 namespace {
 
-bool IsConcat(const Node& node) {
-  return node.op_type == "Concat" && (node.domain.empty() || node.domain == "ai.onnx");
+bool DefaultDomain(const Node& node) { return node.domain.empty() || node.domain == "ai.onnx"; }
+
+// Sum / Max / Min whose inputs all have the output's shape, in a dtype whose intermediate
+// result the kernel keeps unwidened (so splitting the left-to-right chain changes nothing).
+bool NarrowableElementwise(const Graph& g, const Node& node) {
+  if (node.op_type != "Sum" && node.op_type != "Max" && node.op_type != "Min") return false;
+  if (node.outputs.empty() || node.outputs[0] == kNoValue) return false;
+  const Value& out = g.value(node.outputs[0]);
+  if (!out.shape || out.dtype == DType::kF16 || out.dtype == DType::kBF16) return false;
+  for (ValueId v : node.inputs) {
+    if (v != kNoValue && (!g.value(v).shape || *g.value(v).shape != *out.shape)) return false;
+  }
+  return true;
 }
 
 // The normalized axis of Concat `node`, or -1 when its rank or axis is unknown or invalid.
@@ -24,8 +35,8 @@ int ConcatAxis(const Graph& g, const Node& node) {
   return a >= 0 && a < rank ? static_cast<int>(a) : -1;
 }
 
-// Moves the leading `count` present inputs of Concat `n` into a new Concat whose output
-// becomes n's first input; returns the new node.
+// Moves the leading `count` present inputs of `n` into a new node of its op whose output
+// becomes n's first input; returns the new node. `axis`: a Concat's, -1 for Sum / Max / Min.
 StatusOr<NodeId> SplitOffLeading(Graph& g, NodeId n, int axis, int count) {
   std::vector<ValueId> present;
   for (ValueId v : g.node(n).inputs) {
@@ -36,22 +47,25 @@ StatusOr<NodeId> SplitOffLeading(Graph& g, NodeId n, int axis, int count) {
     if (!g.value(v).shape) return InvalidArgument(g.DescribeNode(n) + ": an input has no shape");
   }
   SymbolicShape shape = *g.value(g.node(n).outputs[0]).shape;
-  DimExpr sum = (*g.value(leading[0]).shape)[axis];
-  for (int k = 1; k < count; ++k) sum = sum + (*g.value(leading[k]).shape)[axis];
-  shape[axis] = sum;
+  if (axis >= 0) {
+    DimExpr sum = (*g.value(leading[0]).shape)[axis];
+    for (int k = 1; k < count; ++k) sum = sum + (*g.value(leading[k]).shape)[axis];
+    shape[axis] = sum;
+  }
   std::string name = g.value(g.node(n).outputs[0]).name + "_leading";
   for (int k = 1; g.FindValue(name); ++k)
     name = g.value(g.node(n).outputs[0]).name + "_leading_" + std::to_string(k);
   ASSIGN_OR_RETURN(ValueId part, g.AddValue(name, ValueKind::kNodeOutput));
   g.mutable_value(part).dtype = g.value(g.node(n).outputs[0]).dtype;
   g.mutable_value(part).shape = shape;
-  Node concat;
-  concat.name = g.UniqueNodeName(g.node(n).name + "_leading");
-  concat.op_type = "Concat";
-  concat.inputs = leading;
-  concat.outputs = {part};
-  concat.attributes["axis"] = Attribute::Int(axis);
-  ASSIGN_OR_RETURN(NodeId added, g.AddNode(std::move(concat)));
+  Node node;
+  node.name = g.UniqueNodeName(g.node(n).name + "_leading");
+  node.op_type = g.node(n).op_type;
+  node.domain = g.node(n).domain;
+  node.inputs = leading;
+  node.outputs = {part};
+  if (axis >= 0) node.attributes["axis"] = Attribute::Int(axis);
+  ASSIGN_OR_RETURN(NodeId added, g.AddNode(std::move(node)));
   // n reads part, then the remaining inputs: clear every slot (keeping the use lists right),
   // then drop the emptied ones.
   std::vector<ValueId> rest = {part};
@@ -65,17 +79,22 @@ StatusOr<NodeId> SplitOffLeading(Graph& g, NodeId n, int axis, int count) {
 
 }  // namespace
 
-StatusOr<int> NarrowWideConcats(Graph& g, int max_inputs) {
-  if (max_inputs < 2) return InvalidArgument("NarrowWideConcats: max_inputs must be >= 2");
+StatusOr<int> NarrowWideNodes(Graph& g, int max_inputs) {
+  if (max_inputs < 2) return InvalidArgument("NarrowWideNodes: max_inputs must be >= 2");
   int added = 0;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {  // nodes added here are visited too
     const Node& node = g.node(n);
-    if (!IsConcat(node)) continue;
+    if (!DefaultDomain(node)) continue;
     int present = static_cast<int>(
         std::count_if(node.inputs.begin(), node.inputs.end(), [](ValueId v) { return v != kNoValue; }));
     if (present <= max_inputs) continue;
-    int axis = ConcatAxis(g, node);
-    if (axis < 0) continue;  // shape inference reports such a node
+    int axis = -1;
+    if (node.op_type == "Concat") {
+      axis = ConcatAxis(g, node);
+      if (axis < 0) continue;  // shape inference reports such a node
+    } else if (!NarrowableElementwise(g, node)) {
+      continue;
+    }
     RETURN_IF_ERROR(SplitOffLeading(g, n, axis, present - max_inputs + 1).status());
     ++added;
   }
