@@ -23,6 +23,12 @@ ScatterND, Where, Expand, Tile, slices sized from the shape). Random weights wit
 seed and opset 17; small inputs (each runs in well under a second). Uses gen_zoo_third's
 helpers (and through it gen_zoo.py: --shared DIR, default ../shared/models) and Debian's
 python3-torch / torchvision / onnx.
+
+What it found (2026-11-26, main 61448be): densenet169's last dense block concatenates 33
+tensors, and the 34-buffer Concat kernel compiled but the JIT (at most 32 buffers) refused it
+at load, on both back ends (fixed: compiler/passes/wide_nodes.h, and fusion keeps groups within
+the limit). Every other model was correct on both back ends at its reference shape and at a
+second shape of every dynamic dim against ORT.
 """
 import math
 
