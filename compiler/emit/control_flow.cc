@@ -333,48 +333,55 @@ StatusOr<Emitter::Scan> Emitter::ScanOutput(NodeId n, const Value& sv, bool has_
   return sc;
 }
 
-// The kernels of the loop's control (the VM has no scalar arithmetic): continue = (i < M) &&
-// cond, and next = i + 1.
+// The kernels of the loop's control (the VM has no scalar arithmetic): before the first
+// iteration continue = (i < M) && cond; after each, one kernel computes both next = i + 1 and
+// continue = (next < M) && cond (one call per iteration where there were two).
 std::pair<int, int> Emitter::LoopControlKernels(bool has_m) {
   jit::Buffer ib = jit::Buffer::Param("i", DType::kI64, 0);
   jit::Buffer mb = jit::Buffer::Param("m", DType::kI64, 0);
   jit::Buffer cb = jit::Buffer::Param("cond", DType::kBool, 0);
+  jit::Buffer nb = jit::Buffer::Param("next", DType::kI64, 0);
   jit::Buffer ob = jit::Buffer::Param("continue", DType::kBool, 0);
+  std::vector<jit::Buffer> ins = {ib};
+  std::vector<DType> in_types = {DType::kI64};
+  if (has_m) ins.push_back(mb), in_types.push_back(DType::kI64);
+  ins.push_back(cb), in_types.push_back(DType::kBool);
+  auto go = [&](const jit::Expr& i) {
+    jit::Expr cond = jit::Load(cb, {});
+    return has_m ? jit::And(jit::Lt(i, jit::Load(mb, {})), cond) : cond;
+  };
   jit::Kernel check;
   check.name = "loop_continue";
-  jit::Expr go = jit::Load(cb, {});
-  if (has_m) go = jit::And(jit::Lt(jit::Load(ib, {}), jit::Load(mb, {})), go);
-  check.buffers = has_m ? std::vector<jit::Buffer>{ib, mb, cb, ob}
-                        : std::vector<jit::Buffer>{ib, cb, ob};
-  check.body = jit::Store(ob, {}, go);
-  std::vector<DType> check_in = has_m ? std::vector<DType>{DType::kI64, DType::kI64, DType::kBool}
-                                      : std::vector<DType>{DType::kI64, DType::kBool};
-  int check_k = AddKernel(check, check_in, {DType::kBool});
-  jit::Buffer nb = jit::Buffer::Param("next", DType::kI64, 0);
-  jit::Kernel inc;
-  inc.name = "loop_increment";
-  inc.buffers = {ib, nb};
-  inc.body = jit::Store(nb, {}, jit::Add(jit::Load(ib, {}), jit::IntImm(1)));
-  int inc_k = AddKernel(inc, {DType::kI64}, {DType::kI64});
-  return {check_k, inc_k};
+  check.buffers = ins;
+  check.buffers.push_back(ob);
+  check.body = jit::Store(ob, {}, go(jit::Load(ib, {})));
+  int check_k = AddKernel(check, in_types, {DType::kBool});
+  jit::Kernel step;
+  step.name = "loop_step";
+  step.buffers = ins;
+  step.buffers.push_back(nb);
+  step.buffers.push_back(ob);
+  jit::Expr next = jit::Add(jit::Load(ib, {}), jit::IntImm(1));
+  step.body = jit::Seq({jit::Store(nb, {}, next), jit::Store(ob, {}, go(next))});
+  int step_k = AddKernel(step, in_types, {DType::kI64, DType::kBool});
+  return {check_k, step_k};
 }
 
-// head: go = continue(i, M, cond); if !go exit; call the body (cond, carried values and this
-// iteration's scan values come back); append scans; i = i + 1; goto head.
+// go = continue(i, M, cond); if !go exit; body: call the body (cond, carried values and this
+// iteration's scan values come back); append scans; (i, go) = step(i, M, cond); if go body.
+// The step's outputs get fresh storage each iteration: i, moved from the last one, is its input.
 void Emitter::EmitIterations(const LoopRegs& lr, const std::vector<Scan>& scans) {
-  auto [check_k, inc_k] = LoopControlKernels(lr.has_m);
-  Label head = fb_.NewLabel(), body_l = fb_.NewLabel(), exit_l = fb_.NewLabel();
-  fb_.Bind(head);
-  int storage = ScratchStorage(16);
-  int go_reg = NewReg(), next_reg = NewReg();
-  fb_.AllocTensor(go_reg, storage, 0, DType::kBool, {});
-  fb_.AllocTensor(next_reg, storage, 8, DType::kI64, {});
-  fb_.KillRegister(storage);
-  std::vector<int> check_args = {lr.i};
-  if (lr.has_m) check_args.push_back(lr.m);
-  check_args.push_back(lr.cond);
-  fb_.InvokeKernel(check_k, check_args, {go_reg});
-  fb_.If(go_reg, body_l, exit_l);
+  auto [check_k, step_k] = LoopControlKernels(lr.has_m);
+  Label body_l = fb_.NewLabel(), exit_l = fb_.NewLabel();
+  std::vector<int> control_args = {lr.i};
+  if (lr.has_m) control_args.push_back(lr.m);
+  control_args.push_back(lr.cond);
+  int first = ScratchStorage(8);
+  int first_go = NewReg();
+  fb_.AllocTensor(first_go, first, 0, DType::kBool, {});
+  fb_.KillRegister(first);
+  fb_.InvokeKernel(check_k, control_args, {first_go});
+  fb_.If(first_go, body_l, exit_l);
   fb_.Bind(body_l);
   std::vector<int> args = {lr.i, lr.cond};
   args.insert(args.end(), lr.carried.begin(), lr.carried.end());
@@ -384,9 +391,14 @@ void Emitter::EmitIterations(const LoopRegs& lr, const std::vector<Scan>& scans)
   for (const Scan& sc : scans) dsts.push_back(sc.value);
   fb_.Invoke(lr.function, args, dsts);
   AppendScans(lr, scans);
-  fb_.InvokeKernel(inc_k, {lr.i}, {next_reg});
+  int storage = ScratchStorage(16);
+  int go_reg = NewReg(), next_reg = NewReg();
+  fb_.AllocTensor(next_reg, storage, 0, DType::kI64, {});
+  fb_.AllocTensor(go_reg, storage, 8, DType::kBool, {});
+  fb_.KillRegister(storage);
+  fb_.InvokeKernel(step_k, control_args, {next_reg, go_reg});
   fb_.Move(lr.i, next_reg);
-  fb_.Goto(head);
+  fb_.If(go_reg, body_l, exit_l);
   fb_.Bind(exit_l);
 }
 

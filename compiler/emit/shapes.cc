@@ -2,6 +2,7 @@
 // batched shape functions computing dims and byte sizes of dynamic values, and the
 // preconditions every kernel carries (the shapes it was emitted for).
 #include <algorithm>
+#include <tuple>
 
 #include "compiler/emit/emitter.h"
 #include "vm/providers.h"
@@ -130,7 +131,8 @@ struct Emitter::ShapeBatch {
   std::vector<std::pair<jit::Var, jit::Expr>> lets;
   std::vector<jit::Expr> pre;
   int64_t slots = 0;                                // i64 elements of the output
-  std::vector<std::pair<ValueId, int64_t>> layout;  // value, rank
+  std::vector<std::pair<ValueId, int64_t>> layout;  // distinct shapes: first value, rank
+  std::vector<size_t> entry_of;                     // per value: its entry in `layout`
 };
 
 // Emits one batched shape function computing shape and byte size of every live dynamic value
@@ -218,6 +220,15 @@ StatusOr<int> Emitter::BatchShapeFunction(ShapeBatch& b) {
   std::vector<jit::Stmt> stores;
   for (ValueId v : b.values) {
     const Value& val = g_.value(v);
+    // Values of one shape and element size (a loop step's gates, its new state) share one
+    // computed shape and size: fewer stores here and fewer views per call, which a loop body
+    // pays on every iteration.
+    auto same = std::find_if(b.layout.begin(), b.layout.end(), [&](const auto& entry) {
+      const Value& other = g_.value(entry.first);
+      return *other.shape == *val.shape && DTypeSize(other.dtype) == DTypeSize(val.dtype);
+    });
+    b.entry_of.push_back(static_cast<size_t>(same - b.layout.begin()));
+    if (same != b.layout.end()) continue;
     int rank = static_cast<int>(val.shape->size());
     // bytes = product(dims) * size; -1 when a dim is negative, kShapeTooLarge when too large.
     const int64_t limit = kMaxTensorBytes / static_cast<int64_t>(DTypeSize(val.dtype));
@@ -264,14 +275,18 @@ void Emitter::EmitShapeViews(const ShapeBatch& b, int sf) {
   int all_reg = NewReg();
   fb_.AllocTensor(all_reg, storage, 0, DType::kI64, {std::max<int64_t>(b.slots, 1)});
   int64_t offset = 0;
-  for (const auto& [v, rank] : b.layout) {
-    ValueState& s = vals_[v];
-    s.shape_reg = NewReg();
-    fb_.AllocTensor(s.shape_reg, storage, offset, DType::kI64, {rank});
+  std::vector<std::pair<int, int>> regs;  // per entry: shape, bytes (read only, so shared)
+  for (const auto& entry : b.layout) {
+    const int64_t rank = entry.second;
+    regs.emplace_back(NewReg(), NewReg());
+    fb_.AllocTensor(regs.back().first, storage, offset, DType::kI64, {rank});
     offset += 8 * rank;
-    s.bytes_reg = NewReg();
-    fb_.AllocTensor(s.bytes_reg, storage, offset, DType::kI64, {1});
+    fb_.AllocTensor(regs.back().second, storage, offset, DType::kI64, {1});
     offset += 8;
+  }
+  for (size_t i = 0; i < b.values.size(); ++i) {
+    ValueState& s = vals_[b.values[i]];
+    std::tie(s.shape_reg, s.bytes_reg) = regs[b.entry_of[i]];
   }
   fb_.KillRegister(storage);
   fb_.InvokeShapeFunc(sf, b.in_regs, {all_reg});

@@ -182,11 +182,13 @@ std::string RowBlock(Writer& w, const std::string& v, int count, int64_t rows, i
   return w.Op("Gather", {shaped, w.I64(k)}, {IntAttr("axis", 0)});
 }
 
-// Gate k of `g` [batch, gates * hidden] (`gates` defaults to the op's gate count).
-std::string Gate(Writer& w, const std::string& g, const Recurrent& r, int k, int gates = 0) {
-  std::string shaped =
-      w.Op("Reshape", {g, w.I64({0, gates > 0 ? gates : r.gates, r.hidden}, {3})});
-  return w.Op("Gather", {shaped, w.I64(k)}, {IntAttr("axis", 1)});
+// The `gates` equal blocks of `g` [batch, gates * hidden], each [batch, hidden]: one Split
+// rather than a Reshape and a Gather per gate, so a loop body runs one kernel where it ran one
+// per gate (the body's per-step instructions, not its arithmetic, dominate small hidden sizes).
+std::vector<std::string> Gates(Writer& w, const std::string& g, int gates) {
+  std::vector<AttributeProto> attrs = {IntAttr("axis", -1)};
+  if (w.opset() >= 18) attrs.push_back(IntAttr("num_outputs", gates));  // required from 18
+  return w.OpN("Split", {g}, gates, std::move(attrs));
 }
 
 // The first two of the three equal blocks of `v` along axis 0, reshaped to `shape` (Gather
@@ -233,18 +235,18 @@ std::string Masked(Writer& b, const std::string& mask, const std::string& fresh,
 std::vector<std::string> LstmStep(Writer& b, const Recurrent& r, const DirectionValues& v,
                                   const std::string& xw_t, const std::string& h,
                                   const std::string& c, const std::string& mask) {
-  std::string g = b.Op("Add", {xw_t, b.Op("MatMul", {h, v.rt})});
+  std::vector<std::string> g = Gates(b, b.Op("Add", {xw_t, b.Op("MatMul", {h, v.rt})}), 4);
   auto peep = [&](const std::string& x, const std::string& p, const std::string& state) {
     return p.empty() ? x : b.Op("Add", {x, b.Op("Mul", {p, state})});
   };
   const Activation* f = v.act;
-  std::string i = Apply(b, f[0], Clip(b, r, peep(Gate(b, g, r, 0), v.pi, c)));
+  std::string i = Apply(b, f[0], Clip(b, r, peep(g[0], v.pi, c)));
   std::string forget = r.input_forget
                            ? b.Op("Sub", {b.Scalar(1), i})
-                           : Apply(b, f[0], Clip(b, r, peep(Gate(b, g, r, 2), v.pf, c)));
-  std::string cand = Apply(b, f[1], Clip(b, r, Gate(b, g, r, 3)));
+                           : Apply(b, f[0], Clip(b, r, peep(g[2], v.pf, c)));
+  std::string cand = Apply(b, f[1], Clip(b, r, g[3]));
   std::string c_new = b.Op("Add", {b.Op("Mul", {forget, c}), b.Op("Mul", {i, cand})});
-  std::string o = Apply(b, f[0], Clip(b, r, peep(Gate(b, g, r, 1), v.po, c_new)));
+  std::string o = Apply(b, f[0], Clip(b, r, peep(g[1], v.po, c_new)));
   std::string h_new = b.Op("Mul", {o, Apply(b, f[2], c_new)});
   std::string y = mask.empty() ? h_new : b.Op("Mul", {mask, h_new});
   return {Masked(b, mask, h_new, h), Masked(b, mask, c_new, c), y};
@@ -258,20 +260,19 @@ std::vector<std::string> GruStep(Writer& b, const Recurrent& r, const DirectionV
   // block is recomputed below from r * H).
   std::string hr = b.Op("MatMul", {h, v.rt});
   if (!v.rb.empty()) hr = b.Op("Add", {hr, v.rb});
-  int hr_gates = r.linear_before_reset ? 3 : 2;
+  std::vector<std::string> x = Gates(b, xw_t, 3);
+  std::vector<std::string> hg = Gates(b, hr, r.linear_before_reset ? 3 : 2);
   const Activation* f = v.act;
-  std::string z = Apply(
-      b, f[0], Clip(b, r, b.Op("Add", {Gate(b, xw_t, r, 0), Gate(b, hr, r, 0, hr_gates)})));
-  std::string rg = Apply(
-      b, f[0], Clip(b, r, b.Op("Add", {Gate(b, xw_t, r, 1), Gate(b, hr, r, 1, hr_gates)})));
+  std::string z = Apply(b, f[0], Clip(b, r, b.Op("Add", {x[0], hg[0]})));
+  std::string rg = Apply(b, f[0], Clip(b, r, b.Op("Add", {x[1], hg[1]})));
   std::string recurrent;
   if (r.linear_before_reset) {
-    recurrent = b.Op("Mul", {rg, Gate(b, hr, r, 2)});
+    recurrent = b.Op("Mul", {rg, hg[2]});
   } else {
     recurrent = b.Op("MatMul", {b.Op("Mul", {rg, h}), v.rh_t});
     if (!v.rbh.empty()) recurrent = b.Op("Add", {recurrent, v.rbh});
   }
-  std::string cand = Apply(b, f[1], Clip(b, r, b.Op("Add", {Gate(b, xw_t, r, 2), recurrent})));
+  std::string cand = Apply(b, f[1], Clip(b, r, b.Op("Add", {x[2], recurrent})));
   // (1 - z) * cand + z * h = cand + z * (h - cand)
   std::string h_new = b.Op("Add", {cand, b.Op("Mul", {z, b.Op("Sub", {h, cand})})});
   std::string y = mask.empty() ? h_new : b.Op("Mul", {mask, h_new});

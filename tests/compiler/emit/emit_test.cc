@@ -8,6 +8,7 @@
 
 #include "compiler/emit/emit.h"
 #include "compiler/lower/evaluate.h"
+#include "vm/disassembler.h"
 #include "vm/providers.h"
 #include "jit/compute.h"
 #include "tests/compiler/e2e_util.h"
@@ -133,6 +134,47 @@ BOOST_AUTO_TEST_CASE(symbolic_batch_runs_at_several_sizes_in_one_context) {
     }
     std::string diff = Compare(*(*out)[0], *F32({n, 3}, expect), 0, 0);
     BOOST_TEST(diff.empty(), "N=" << n << ": " << diff);
+  }
+}
+
+// Dynamic values of one shape share the shape and byte size the batched shape function
+// computes: one view pair per distinct shape, not per value (a loop body pays each view on
+// every iteration). Four [N, 3] values and one [N]: the batch's whole output plus two pairs.
+BOOST_AUTO_TEST_CASE(values_of_one_shape_share_their_computed_shape) {
+  const char* text = R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[N, 3] x, float[3] y, float[N] v) => (float[N, 3] z, float[N, 3] w, float[N] u) {
+      s = Add(x, y)  t = Relu(s)  z = Add(t, y)  w = Add(s, t)  u = Relu(v)
+    }
+  )";
+  auto bytes = Emit(text);
+  BOOST_REQUIRE_MESSAGE(bytes.ok(), bytes.status().message());
+  auto exe = testing::LoadWithJit(*bytes);
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().message());
+  const std::string listing = DisassembleFunction(**exe, 0);
+  size_t views = 0;
+  for (size_t at = listing.find("alloc_tensor i64"); at != std::string::npos;
+       at = listing.find("alloc_tensor i64", at + 1)) {
+    ++views;
+  }
+  BOOST_TEST(views == 5u, listing);
+  for (int64_t n : {1, 5, 0}) {
+    auto x = testing::RandomTensor(DType::kF32, {n, 3}, -2, 2, 3 + n);
+    auto v = testing::RandomTensor(DType::kF32, {n}, -2, 2, 9 + n);
+    auto y = F32({3}, {0.5, -1, 2});
+    auto out = testing::RunExecutable(*exe, {x, y, v});
+    BOOST_REQUIRE_MESSAGE(out.ok(), out.status().message());
+    std::vector<double> xv = Values(*x), vv = Values(*v), yv = Values(*y), z, w, u;
+    for (int64_t i = 0; i < n * 3; ++i) {
+      float s = static_cast<float>(xv[i]) + static_cast<float>(yv[i % 3]);
+      float t = std::max(s, 0.0f);
+      z.push_back(t + static_cast<float>(yv[i % 3]));
+      w.push_back(s + t);
+    }
+    for (int64_t i = 0; i < n; ++i) u.push_back(std::max(static_cast<float>(vv[i]), 0.0f));
+    BOOST_TEST(Compare(*(*out)[0], *F32({n, 3}, z), 0, 0).empty(), "N=" << n);
+    BOOST_TEST(Compare(*(*out)[1], *F32({n, 3}, w), 0, 0).empty(), "N=" << n);
+    BOOST_TEST(Compare(*(*out)[2], *F32({n}, u), 0, 0).empty(), "N=" << n);
   }
 }
 

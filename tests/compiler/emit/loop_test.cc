@@ -1,6 +1,7 @@
 // Loops through the whole compiler (compiler/emit/control_flow.cc, compiler/passes/pack_weights):
 // a body's product with a captured constant matrix reads weights packed once at compile time,
-// and scan outputs over many iterations grow geometrically, with every row right.
+// scan outputs over many iterations grow geometrically, with every row right, and the loop's
+// control is one kernel call per iteration.
 #define BOOST_TEST_MODULE loop_test
 #include <boost/test/unit_test.hpp>
 
@@ -254,6 +255,10 @@ BOOST_AUTO_TEST_CASE(scan_outputs_over_many_iterations_grow_geometrically) {
     for (int64_t cap = 8, rows = 0; rows < cs.trips; cap *= 2, ++buffers) rows = cap;
     BOOST_TEST(KernelCalls(profile, *c.exe, "scan_store") == 2 * cs.trips, "m=" << cs.m);
     BOOST_TEST(KernelCalls(profile, *c.exe, "scan_copy") == 2 * buffers, "m=" << cs.m);
+    // The control costs one kernel call per iteration: the first test before the loop, then
+    // one step (next i and whether to go on) after each iteration.
+    BOOST_TEST(KernelCalls(profile, *c.exe, "loop_continue") == 1, "m=" << cs.m);
+    BOOST_TEST(KernelCalls(profile, *c.exe, "loop_step") == cs.trips, "m=" << cs.m);
   }
 }
 

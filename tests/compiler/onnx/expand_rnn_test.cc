@@ -215,6 +215,111 @@ BOOST_AUTO_TEST_CASE(bidirectional_rnn_with_activation_parameters) {
   Check(got[1], want.y_h, "Y_h");
 }
 
+// Weights given as initializers, as exported models have them: values with six decimals, so
+// the text the model is written in holds them exactly (up to f32 rounding).
+std::vector<double> Weights(int64_t count, int seed) {
+  std::vector<double> v(count);
+  for (int64_t i = 0; i < count; ++i) v[i] = 0.001 * ((i * 37 + seed * 11) % 601 - 300);
+  return v;
+}
+
+// The loop bodies of `listing` (kiln inspect's text), one string each.
+std::vector<std::string> Bodies(const std::string& listing) {
+  std::vector<std::string> bodies;
+  for (size_t at = listing.find("\nfunc @"); at != std::string::npos;) {
+    size_t end = listing.find("\nfunc @", at + 1);
+    std::string f = listing.substr(at, end == std::string::npos ? end : end - at);
+    if (f.substr(0, f.find('(')).find("/body") != std::string::npos) bodies.push_back(f);
+    at = end;
+  }
+  return bodies;
+}
+
+size_t Occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// A step of the loop an LSTM / GRU becomes: the recurrent product reads R packed at compile
+// time (a constant of the file; no unpacked MatMul and no packing at run time), and the gates
+// come out of one Split per gate vector instead of a Reshape and a Gather kernel per gate.
+// Opset 18, where Split needs num_outputs; values against the unrolled float64 recurrence.
+BOOST_AUTO_TEST_CASE(a_step_reads_packed_weights_and_splits_its_gates_once) {
+  Dims n{4, 2, 3, 8, 1};
+  const int64_t H = n.hidden;
+  auto X = RandomTensor(DType::kF32, {n.seq, n.batch, n.input}, -1, 1, 31);
+  Nd x = ToNd(X);
+  for (bool lstm : {true, false}) {
+    BOOST_TEST_CONTEXT((lstm ? "LSTM" : "GRU")) {
+      const int gates = lstm ? 4 : 3;
+      Nd w{{1, gates * H, n.input}, Weights(gates * H * n.input, 1)};
+      Nd r{{1, gates * H, H}, Weights(gates * H * H, 2)};
+      Nd b{{1, 2 * gates * H}, Weights(2 * gates * H, 3)};
+      std::string op = lstm ? "Y, Yh, Yc = LSTM <hidden_size = 8> (X, W, R, B)"
+                            : "Y, Yh = GRU <hidden_size = 8> (X, W, R, B)";
+      std::string inits = "float" + Shape(w.dims) + " W = {" + Floats(w.v) + "}, float" +
+                          Shape(r.dims) + " R = {" + Floats(r.v) + "}, float" + Shape(b.dims) +
+                          " B = {" + Floats(b.v) + "}";
+      std::string outs = "float[4,1,2,8] Y, float[1,2,8] Yh";
+      if (lstm) outs += ", float[1,2,8] Yc";
+      std::string listing;
+      std::vector<TensorDataRef> got =
+          CompileAndRunText(Model(18, "float[4,2,3] X", outs, op, inits), {X}, &listing);
+
+      std::vector<std::string> bodies = Bodies(listing);
+      BOOST_TEST_REQUIRE(bodies.size() == 1u, listing);
+      const std::string& body = bodies[0];
+      // LSTM: h R^T; GRU (linear_before_reset = 0): h R_zr^T and (r * h) R_h^T.
+      BOOST_TEST(Occurrences(body, "'PackedMatMul") == (lstm ? 1u : 2u), body);
+      BOOST_TEST(Occurrences(listing, "'MatMul") == 0u, listing);
+      BOOST_TEST(Occurrences(body, "'Split") == (lstm ? 1u : 2u), body);
+      BOOST_TEST(Occurrences(body, "reshape_tensor") == 0u, body);
+
+      Nd zeros = Generate({1, n.batch, H}, [](auto&) { return 0.0; });
+      std::vector<double> no_c(H, 0.0);
+      Reference want = Recur(n, {n.seq, n.seq}, {false}, zeros, zeros,
+                             [&](int64_t, int64_t t, int64_t bi, std::vector<double>& h,
+                                 std::vector<double>& c) {
+        // x W_k^T + Wb_k (+ h R_k^T + Rb_k) for row j of gate k; `hv` replaces h.
+        auto xw = [&](int k, int64_t j) {
+          double s = b.at({0, k * H + j});
+          for (int64_t i = 0; i < n.input; ++i) s += x.at({t, bi, i}) * w.at({0, k * H + j, i});
+          return s;
+        };
+        auto hr = [&](int k, int64_t j, const std::vector<double>& hv) {
+          double s = b.at({0, (gates + k) * H + j});
+          for (int64_t i = 0; i < H; ++i) s += hv[i] * r.at({0, k * H + j, i});
+          return s;
+        };
+        std::vector<double> h2(H), c2(H);
+        if (lstm) {
+          for (int64_t j = 0; j < H; ++j) {
+            auto g = [&](int k) { return xw(k, j) + hr(k, j, h); };
+            c2[j] = Sigmoid(g(2)) * c[j] + Sigmoid(g(0)) * std::tanh(g(3));
+            h2[j] = Sigmoid(g(1)) * std::tanh(c2[j]);
+          }
+          c = c2;
+        } else {
+          std::vector<double> z(H), rh(H);
+          for (int64_t j = 0; j < H; ++j) {
+            z[j] = Sigmoid(xw(0, j) + hr(0, j, h));
+            rh[j] = Sigmoid(xw(1, j) + hr(1, j, h)) * h[j];
+          }
+          for (int64_t j = 0; j < H; ++j) {
+            double cand = std::tanh(xw(2, j) + hr(2, j, rh));
+            h2[j] = (1 - z[j]) * cand + z[j] * h[j];
+          }
+        }
+        h = h2;
+      });
+      Check(got[0], want.y, "Y");
+      Check(got[1], want.y_h, "Y_h");
+      if (lstm) Check(got[2], want.y_c, "Y_c");
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(bad_recurrent_nodes_are_errors_naming_the_node) {
   auto error = [](const std::string& attrs) {
     std::string text = Model(14, "(float[2,1,2] X, float[1,3,2] W, float[1,3,3] R) => (float[2,1,1,3] Y)",

@@ -6,11 +6,13 @@
 #include "compiler/compile.h"
 #include "tests/compiler/e2e_util.h"
 #include "tests/compiler/test_util.h"
+#include "vm/disassembler.h"
 
 namespace kiln::compiler::testing {
 
 std::vector<TensorDataRef> CompileAndRunText(const std::string& text,
-                                             const std::vector<TensorDataRef>& inputs) {
+                                             const std::vector<TensorDataRef>& inputs,
+                                             std::string* listing) {
   CompileOptions options;
   options.external = "none";
   std::string bytes = ModelBytes(text);
@@ -18,6 +20,7 @@ std::vector<TensorDataRef> CompileAndRunText(const std::string& text,
   BOOST_TEST_REQUIRE(exe_bytes.ok(), exe_bytes.status().ToString());
   auto exe = LoadWithJit(*exe_bytes);
   BOOST_TEST_REQUIRE(exe.ok(), exe.status().ToString());
+  if (listing) *listing = InspectExecutable(**exe);
   auto outs = RunExecutable(*exe, inputs);
   BOOST_TEST_REQUIRE(outs.ok(), outs.status().ToString());
   return *outs;

@@ -10,8 +10,12 @@
 
 namespace kiln::compiler::testing {
 
+/// Compiles `text` with the JIT only, runs it once on `inputs` and returns its outputs; with
+/// `listing`, also stores there the executable as `kiln inspect` prints it (every function's
+/// disassembly), for assertions on the compiled program.
 std::vector<TensorDataRef> CompileAndRunText(const std::string& text,
-                                             const std::vector<TensorDataRef>& inputs);
+                                             const std::vector<TensorDataRef>& inputs,
+                                             std::string* listing = nullptr);
 
 }  // namespace kiln::compiler::testing
 
