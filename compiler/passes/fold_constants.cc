@@ -31,22 +31,30 @@ TensorDataRef KnownValue(const Graph& g, const Node& node) {
   return TensorData::FromInt64s(dims, values);
 }
 
-// Ops whose kernels only copy or select elements, whatever the dtype.
-bool MovesDataOnly(const std::string& op) {
+// Whether the node's kernel only copies, selects or compares elements, whatever the dtype:
+// no floating-point arithmetic (ScatterND / ScatterElements only without a reduction).
+bool MovesDataOnly(const Node& node) {
   static const std::set<std::string, std::less<>> kOps = {
-      "Concat",    "ConstantOfShape", "Expand",  "Flatten", "Gather", "Identity",
-      "Reshape",   "Shape",           "Size",    "Slice",   "Split",  "Squeeze",
-      "Tile",      "Transpose",       "Unsqueeze"};
-  return kOps.count(op) > 0;
+      "And",       "Concat",         "ConstantOfShape", "Equal",     "Expand",
+      "Flatten",   "Gather",         "GatherElements",  "GatherND",  "Greater",
+      "GreaterOrEqual", "Identity",  "Less",            "LessOrEqual", "Not",
+      "Or",        "Pad",            "Reshape",         "Shape",     "Size",
+      "Slice",     "Split",          "Squeeze",         "Tile",      "Transpose",
+      "Unsqueeze", "Where",          "Xor"};
+  if (kOps.count(node.op_type) > 0) return true;
+  if (node.op_type != "ScatterND" && node.op_type != "ScatterElements") return false;
+  const Attribute* reduction = node.FindAttribute("reduction");
+  return reduction == nullptr ||
+         (reduction->type() == Attribute::Type::kString && reduction->s() == "none");
 }
 
 // The JIT tier a fold compiles its kernel at. A folded kernel runs once, so its compile is
 // most of its cost, and the optimized tier's is several times the first tier's (silero VAD's
-// 40 folds of LSTM weights in If branches: most of `kiln compile`'s LLVM time). The two tiers
-// differ only in floating-point arithmetic (reassociated sums, vector math calls): a kernel
+// 40 folds of LSTM weights in If branches; swin_t's 2,562 folds of its attention masks). The
+// tiers differ only in floating-point arithmetic (reassociated sums, vector math calls): a kernel
 // without any gives the same bits at either, so it takes the cheap one.
 jit::Tier FoldTier(const Graph& g, const Node& node) {
-  if (MovesDataOnly(node.op_type)) return jit::Tier::kFast;
+  if (MovesDataOnly(node)) return jit::Tier::kFast;
   for (const std::vector<ValueId>* vs : {&node.inputs, &node.outputs}) {
     for (ValueId v : *vs) {
       if (v != kNoValue && IsFloat(g.value(v).dtype)) return jit::Tier::kOptimized;
