@@ -466,6 +466,20 @@ std::string Node::Describe() const {
 
 std::string Graph::DescribeNode(NodeId id) const { return nodes_[id].Describe(); }
 
+bool Graph::ReadsOnlyConstants(NodeId id, ConstantReads rule) const {
+  const Node& n = nodes_[id];
+  bool foldable = rule == ConstantReads::kFoldable;
+  if (foldable && (n.inputs.empty() || !n.implicit_inputs.empty())) return false;
+  for (const std::vector<ValueId>* in : {&n.inputs, &n.implicit_inputs}) {
+    for (ValueId v : *in) {
+      if (v == kNoValue) continue;
+      const Value& val = values_[v];
+      if (!val.data || (foldable && val.kind == ValueKind::kGraphInput)) return false;
+    }
+  }
+  return true;
+}
+
 int64_t Graph::OpsetFor(std::string_view domain) const {
   std::string d(domain == "ai.onnx" ? "" : domain);
   auto it = opset_imports_.find(d);

@@ -189,6 +189,18 @@ struct Node {
   std::string Describe() const;
 };
 
+/// What Graph::ReadsOnlyConstants counts as a constant read. Passes differ in which way a
+/// wrong guess is safe, so the caller says which answer it can afford to get wrong.
+enum class ConstantReads : uint8_t {
+  /// Every present input and capture has Value::data, a graph input's default included; a node
+  /// without inputs qualifies. For passes where "constant" only keeps a node (dead-node walk).
+  kHasData,
+  /// The outputs are fixed whatever the caller passes, so they may be computed at compile time:
+  /// at least one input, no captures (a subgraph may read run-time values), and no graph input
+  /// (its default is overridable). For folding.
+  kFoldable,
+};
+
 /// A graph: values, nodes, inputs and outputs. Owns its values, nodes and (through graph
 /// attributes) its subgraphs. Move-only; Clone() deep-copies. Not thread-safe to mutate.
 class Graph {
@@ -229,6 +241,9 @@ class Graph {
   const std::vector<NodeId>& Users(ValueId id) const { return users_[id]; }
   /// "node 'Add_3' (Add)": how errors name a node.
   std::string DescribeNode(NodeId id) const;
+  /// Whether node `id` reads only compile-time constants under `rule` (see ConstantReads).
+  /// Omitted optional inputs (kNoValue) are ignored.
+  bool ReadsOnlyConstants(NodeId id, ConstantReads rule) const;
 
   /// Every node, producers before users (ties keep insertion order). InvalidFormat naming the
   /// nodes on a cycle ("cycle: node 'a' (Add) -> node 'b' (Mul) -> node 'a' (Add)").

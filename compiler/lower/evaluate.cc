@@ -29,19 +29,6 @@ std::string DimsToString(const std::vector<int64_t>& d) {
   return s + "]";
 }
 
-Status Call(jit::Engine& engine, const jit::Kernel& k, const std::vector<const TensorData*>& args) {
-  ASSIGN_OR_RETURN(jit::KernelFn fn, engine.GetOrCompile(k));
-  std::vector<void*> buffers;
-  std::vector<const int64_t*> shapes;
-  for (const TensorData* t : args) {
-    buffers.push_back(const_cast<void*>(t->data()));
-    shapes.push_back(t->dims().data());
-  }
-  jit::KernelErrorScope errors;
-  fn(buffers.data(), shapes.data(), nullptr, nullptr);
-  return errors.ToStatus(jit::IndexCheckSites(k));
-}
-
 // What the node's shape rule assumed about its dims (DimFact) must hold for these inputs, as
 // the kernels' preconditions make sure in the VM: a kernel run against a broken fact would read
 // past a buffer or (ReverseSequence) silently compute something else.
@@ -61,6 +48,27 @@ Status CheckDimFacts(const std::string& where, const Node& node,
 
 }  // namespace
 
+Status Evaluator::Call(const jit::Kernel& k, const std::vector<const TensorData*>& args,
+                       jit::Tier tier) {
+  jit::KernelFn fn = nullptr;
+  if (tier == jit::Tier::kFast) {
+    ASSIGN_OR_RETURN(jit::KernelRef ref, engine_->Acquire(k, tier));
+    fn = ref.fn();
+    fast_kernels_.push_back(std::move(ref));
+  } else {
+    ASSIGN_OR_RETURN(fn, engine_->GetOrCompile(k));
+  }
+  std::vector<void*> buffers;
+  std::vector<const int64_t*> shapes;
+  for (const TensorData* t : args) {
+    buffers.push_back(const_cast<void*>(t->data()));
+    shapes.push_back(t->dims().data());
+  }
+  jit::KernelErrorScope errors;
+  fn(buffers.data(), shapes.data(), nullptr, nullptr);
+  return errors.ToStatus(jit::IndexCheckSites(k));
+}
+
 Evaluator::Evaluator(std::shared_ptr<jit::Engine> engine, const LoweringTable* table)
     : engine_(std::move(engine)), table_(table) {}
 
@@ -70,7 +78,8 @@ StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const LoweringTable* tabl
 }
 
 StatusOr<std::vector<TensorDataRef>> Evaluator::RunNode(const Graph& graph, NodeId id,
-                                                        const std::vector<TensorDataRef>& inputs) {
+                                                        const std::vector<TensorDataRef>& inputs,
+                                                        jit::Tier tier) {
   const Node& node = graph.node(id);
   if (inputs.size() != node.inputs.size()) {
     return InvalidArgument(graph.DescribeNode(id) + ": " + std::to_string(inputs.size()) +
@@ -140,7 +149,7 @@ StatusOr<std::vector<TensorDataRef>> Evaluator::RunNode(const Graph& graph, Node
       shapes.push_back(s);
       sargs.push_back(s.get());
     }
-    RETURN_IF_ERROR(Call(*engine_, *lowered.shape_function, sargs));
+    RETURN_IF_ERROR(Call(*lowered.shape_function, sargs, tier));
     size_t k = 0;
     for (size_t o = 0; o < node.outputs.size(); ++o) {
       if (node.outputs[o] == kNoValue) continue;
@@ -162,7 +171,7 @@ StatusOr<std::vector<TensorDataRef>> Evaluator::RunNode(const Graph& graph, Node
     ASSIGN_OR_RETURN(outputs[o], NewTensor(graph.value(node.outputs[o]).dtype, out_dims[o]));
     args.push_back(outputs[o].get());
   }
-  RETURN_IF_ERROR(Call(*engine_, *lowered.kernel, args));
+  RETURN_IF_ERROR(Call(*lowered.kernel, args, tier));
   return outputs;
 }
 

@@ -30,8 +30,12 @@ class Evaluator {
   /// otherwise) and that the facts its shape rule assumed (Node::dim_facts) hold for them
   /// (InvalidArgument naming the node and both dims' values otherwise); output shapes come from the symbolic shapes, or from the node's shape function
   /// when they are data-dependent. Returns one tensor per output slot (nullptr where omitted).
+  /// `tier` is the JIT tier of the node's kernel (jit/engine.h): kFast compiles several times
+  /// cheaper, and gives the same bits as kOptimized only for a kernel without floating-point
+  /// arithmetic (the caller's judgement). The node's shape function, if run, takes it too.
   StatusOr<std::vector<TensorDataRef>> RunNode(const Graph& graph, NodeId node,
-                                               const std::vector<TensorDataRef>& inputs);
+                                               const std::vector<TensorDataRef>& inputs,
+                                               jit::Tier tier = jit::Tier::kOptimized);
 
   /// Runs a whole graph (no If/Loop): `inputs` for graph inputs in order (nullptr uses an
   /// input's default); constants from the graph. Returns the graph outputs in order.
@@ -41,8 +45,15 @@ class Evaluator {
   jit::Engine& engine() { return *engine_; }
 
  private:
+  // Runs `kernel` on `args`, compiled at `tier`.
+  Status Call(const jit::Kernel& kernel, const std::vector<const TensorData*>& args,
+              jit::Tier tier);
+
   std::shared_ptr<jit::Engine> engine_;
   const LoweringTable* table_;
+  // First-tier kernels stay compiled while the evaluator lives (a fold of the same kernel in
+  // another branch reuses them); optimized ones are pinned by the engine.
+  std::vector<jit::KernelRef> fast_kernels_;
 };
 
 }  // namespace kiln::compiler

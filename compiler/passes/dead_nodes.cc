@@ -6,17 +6,11 @@
 namespace kiln::compiler {
 namespace {
 
-// Whether the node producing `v` (if any) reads only values with data (constants, folded values).
-bool ReadsOnlyConstants(const Graph& g, ValueId v) {
+// Whether the node producing `v` (if any) reads only values with data (constants, folded
+// values, graph-input defaults). Counting a default as constant keeps its reader: the safe way.
+bool ReadsOnlyConstantData(const Graph& g, ValueId v) {
   NodeId p = g.value(v).producer;
-  if (p == kNoNode) return true;
-  const Node& n = g.node(p);
-  for (const std::vector<ValueId>* in : {&n.inputs, &n.implicit_inputs}) {
-    for (ValueId u : *in) {
-      if (u != kNoValue && g.value(u).data == nullptr) return false;
-    }
-  }
-  return true;
+  return p == kNoNode || g.ReadsOnlyConstants(p, ConstantReads::kHasData);
 }
 
 // Per node: whether an output reaches a graph output. Captures count as reads: a node feeding
@@ -37,7 +31,7 @@ std::vector<bool> LiveNodes(const Graph& g) {
     const Node& n = g.node(p);
     for (const std::vector<ValueId>* in : {&n.inputs, &n.implicit_inputs}) {
       for (ValueId u : *in) {
-        if (u == kNoValue || g.value(u).data == nullptr || ReadsOnlyConstants(g, u)) {
+        if (u == kNoValue || g.value(u).data == nullptr || ReadsOnlyConstantData(g, u)) {
           work.push_back(u);
         }
       }

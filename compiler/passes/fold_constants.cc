@@ -1,4 +1,8 @@
+// Constant folding: the fold hook shape inference calls after each node (fold_constants.h).
 #include "compiler/passes/fold_constants.h"
+
+#include <set>
+#include <string>
 
 namespace kiln::compiler {
 namespace {
@@ -25,6 +29,38 @@ TensorDataRef KnownValue(const Graph& g, const Node& node) {
   int64_t n = dims.empty() ? 1 : dims[0];
   if (static_cast<int64_t>(values.size()) != n) return nullptr;
   return TensorData::FromInt64s(dims, values);
+}
+
+// Whether the node's kernel only copies, selects or compares elements, whatever the dtype:
+// no floating-point arithmetic (ScatterND / ScatterElements only without a reduction).
+bool MovesDataOnly(const Node& node) {
+  static const std::set<std::string, std::less<>> kOps = {
+      "And",       "Concat",         "ConstantOfShape", "Equal",     "Expand",
+      "Flatten",   "Gather",         "GatherElements",  "GatherND",  "Greater",
+      "GreaterOrEqual", "Identity",  "Less",            "LessOrEqual", "Not",
+      "Or",        "Pad",            "Reshape",         "Shape",     "Size",
+      "Slice",     "Split",          "Squeeze",         "Tile",      "Transpose",
+      "Unsqueeze", "Where",          "Xor"};
+  if (kOps.count(node.op_type) > 0) return true;
+  if (node.op_type != "ScatterND" && node.op_type != "ScatterElements") return false;
+  const Attribute* reduction = node.FindAttribute("reduction");
+  return reduction == nullptr ||
+         (reduction->type() == Attribute::Type::kString && reduction->s() == "none");
+}
+
+// The JIT tier a fold compiles its kernel at. A folded kernel runs once, so its compile is
+// most of its cost, and the optimized tier's is several times the first tier's (silero VAD's
+// 40 folds of LSTM weights in If branches; swin_t's 2,562 folds of its attention masks). The
+// tiers differ only in floating-point arithmetic (reassociated sums, vector math calls): a kernel
+// without any gives the same bits at either, so it takes the cheap one.
+jit::Tier FoldTier(const Graph& g, const Node& node) {
+  if (MovesDataOnly(node)) return jit::Tier::kFast;
+  for (const std::vector<ValueId>* vs : {&node.inputs, &node.outputs}) {
+    for (ValueId v : *vs) {
+      if (v != kNoValue && IsFloat(g.value(v).dtype)) return jit::Tier::kOptimized;
+    }
+  }
+  return jit::Tier::kFast;
 }
 
 }  // namespace
@@ -91,7 +127,7 @@ ShapeInferenceOptions::FoldHook MakeFoldHook(Evaluator* evaluator, const FoldOpt
     }
     if (node.inputs.empty() && node.op_type != "Constant") return Status::Ok();  // e.g. random ops
     RETURN_IF_ERROR(CheckIntegerDivisor(g, node, inputs));
-    StatusOr<std::vector<TensorDataRef>> outs = evaluator->RunNode(g, n, inputs);
+    StatusOr<std::vector<TensorDataRef>> outs = evaluator->RunNode(g, n, inputs, FoldTier(g, node));
     if (!outs.ok()) {
       if (outs.status().code() == StatusCode::kUnsupported) return Status::Ok();
       return outs.status().WithContext("constant folding");

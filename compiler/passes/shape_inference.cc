@@ -24,27 +24,17 @@ class Inferrer {
     ASSIGN_OR_RETURN(std::vector<NodeId> order, g.TopologicalOrder());
     for (NodeId n : order) {
       RETURN_IF_ERROR(InferNode(g, n, scope));
-      if (fold_ && (scope.empty() || ReadsOnlyConstants(g, n))) RETURN_IF_ERROR(fold_(g, n));
+      // In a subgraph only a node computed from constants alone is folded (a Loop body's
+      // transpose of captured weights, done once at compile time instead of on every
+      // iteration): what shape inference knows of the other values may still change when a
+      // body is inferred again with more general input shapes.
+      if (fold_ && (scope.empty() || g.ReadsOnlyConstants(n, ConstantReads::kFoldable)))
+        RETURN_IF_ERROR(fold_(g, n));
     }
     return CheckOutputs(g);
   }
 
  private:
-  // In a subgraph only a node computed from constants alone is folded (a Loop body's
-  // transpose of captured weights, done once at compile time instead of on every iteration):
-  // what shape inference knows of the other values may still change when a body is inferred
-  // again with more general input shapes.
-  static bool ReadsOnlyConstants(const Graph& g, NodeId n) {
-    const Node& node = g.node(n);
-    if (node.inputs.empty() || !node.implicit_inputs.empty()) return false;
-    for (ValueId in : node.inputs) {
-      if (in == kNoValue) continue;
-      const Value& v = g.value(in);
-      if (!v.data || v.kind == ValueKind::kGraphInput) return false;
-    }
-    return true;
-  }
-
   // Graph inputs and constants must already be typed; captures take their outer value's type.
   Status PrepareLeaves(Graph& g, const std::vector<Graph*>& scope) {
     for (ValueId v = 0; v < g.num_values(); ++v) {

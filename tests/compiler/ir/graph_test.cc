@@ -1,5 +1,6 @@
 // Graph IR (compiler/ir/graph.cc): building, use-def lists, topological order, cycle and
-// verifier errors, cloning, node removal, tensor data checks and conversions, ONNX dtype codes.
+// verifier errors, cloning, node removal, constant reads, tensor data checks and conversions,
+// ONNX dtype codes.
 #define BOOST_TEST_MODULE graph_test
 #include "compiler/ir/graph.h"
 
@@ -253,6 +254,42 @@ BOOST_AUTO_TEST_CASE(remove_nodes_refuses_dangling_reads) {
   BOOST_TEST(c.g.num_nodes() == 2);
   BOOST_TEST(c.g.num_values() == 3);
   BOOST_TEST(c.g.Verify().ok());
+}
+
+// The two rules agree on plain constants and differ exactly where the dead-node walk and the
+// fold hook need opposite safe answers: no inputs, captures, and a graph input's default.
+BOOST_AUTO_TEST_CASE(reads_only_constants_under_each_rule) {
+  Graph g;
+  ValueId w = MustValue(g, "w", ValueKind::kConstant);
+  g.mutable_value(w).data = TensorData::FromInt64s({1}, {3});
+  ValueId x = MustValue(g, "x", ValueKind::kGraphInput);
+  g.mutable_value(x).data = TensorData::FromInt64s({1}, {4});  // an overridable default
+  ValueId y = MustValue(g, "y", ValueKind::kGraphInput);          // no default
+  std::vector<ValueId> outs;
+  for (const char* name : {"o0", "o1", "o2", "o3", "o4", "o5"})
+    outs.push_back(MustValue(g, name, ValueKind::kNodeOutput));
+  NodeId on_const = MustNode(g, MakeNode("neg", "Neg", {w, kNoValue}, {outs[0]}));
+  NodeId on_default = MustNode(g, MakeNode("add", "Add", {w, x}, {outs[1]}));
+  NodeId on_input = MustNode(g, MakeNode("mul", "Mul", {w, y}, {outs[2]}));
+  NodeId no_inputs = MustNode(g, MakeNode("rand", "RandomNormal", {}, {outs[3]}));
+  Node capture = MakeNode("if", "If", {w}, {outs[4]});
+  capture.implicit_inputs = {w};
+  NodeId captures_const = MustNode(g, std::move(capture));
+  Node capture_input = MakeNode("if2", "If", {w}, {outs[5]});
+  capture_input.implicit_inputs = {y};
+  NodeId captures_input = MustNode(g, std::move(capture_input));
+  struct Case {
+    NodeId node;
+    bool has_data, foldable;
+  };
+  for (const Case& c : {Case{on_const, true, true}, Case{on_default, true, false},
+                        Case{on_input, false, false}, Case{no_inputs, true, false},
+                        Case{captures_const, true, false}, Case{captures_input, false, false}}) {
+    BOOST_TEST(g.ReadsOnlyConstants(c.node, ConstantReads::kHasData) == c.has_data,
+               g.DescribeNode(c.node));
+    BOOST_TEST(g.ReadsOnlyConstants(c.node, ConstantReads::kFoldable) == c.foldable,
+               g.DescribeNode(c.node));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(opset_lookup_and_attributes) {

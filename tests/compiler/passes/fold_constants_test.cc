@@ -100,6 +100,32 @@ BOOST_AUTO_TEST_CASE(constant_subgraphs_fold_and_feed_downstream_rules) {
   BOOST_TEST(!z.data);  // depends on the input
 }
 
+// A folded kernel runs once, so its compile is its cost: one without floating-point arithmetic
+// (the int64 Add; rank 2, so shape inference does not know its value already) compiles at the
+// cheap first tier, which gives the same bits; the float Add, whose bits a tier could change,
+// at the optimized tier the executable's kernels end on.
+BOOST_AUTO_TEST_CASE(only_folds_without_float_arithmetic_take_the_first_tier) {
+  Folding f;
+  auto g = testing::ImportText(R"(
+    <ir_version: 8, opset_import: ["" : 13]>
+    g (float[2] x) => (float[2] y, int64[2, 1] s, float[6] d) {
+      c = Constant <value = float[6] {1, 2, 3, 4, 5, 6}> ()
+      d = Add(c, c)
+      s0 = Constant <value = int64[2, 1] {1, 3}> ()
+      s = Add(s0, s0)
+      y = Add(x, x)
+    }
+  )");
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().message());
+  Status st = InferShapes(*g, f.shape_options);
+  BOOST_REQUIRE_MESSAGE(st.ok(), st.message());
+  BOOST_TEST(f.folded == 2);
+  BOOST_TEST(g->value(*g->FindValue("s")).data->ToDoubles() == std::vector<double>({2, 6}));
+  jit::EngineStats stats = (*f.evaluator)->engine().stats();
+  BOOST_TEST(stats.compilations == 2);
+  BOOST_TEST(stats.fast_compilations == 1);
+}
+
 // An integer division by a constant zero has no value: folding it is an error naming the node
 // and the element, not a silent 0. A float division by zero folds (IEEE: inf) as before; the
 // check runs before the kernel, so the table here need not lower Div.
