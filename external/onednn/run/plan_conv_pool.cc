@@ -257,16 +257,25 @@ Status Builder::Conv(const Op& op, bool plain) {
     src = PadExplicitly(x, xd, make_unpadded, &win, &pd);
   const bool padded = src >= 0;
   if (!padded) src = As(Current(x, plain), pd.src_desc());
-  if (wts < 0 && pruned) {
-    const float* full = static_cast<const float*>(d_.constant_data[w]);
-    wts = OwnedWeights(w_plain, SliceTaps(full, dims_[w], *pruned), pd.weights_desc());
-  }
-  if (wts < 0) wts = Weights(w, w_plain, pd.weights_desc());
+  // Constant weights are no workspace buffer (DefineAccumulator need not see them): they are
+  // placed once dst is, and a convolution split over output channels slices its own.
+  const bool constant_w = d_.constant_data[w] != nullptr;
+  if (!constant_w) wts = Weights(w, w_plain, pd.weights_desc());
   if (op.inputs.size() == 3) args.push_back({DNNL_ARG_BIAS, Plain(op.inputs[2])});
   args.push_back({DNNL_ARG_SRC, src});
-  args.push_back({DNNL_ARG_WEIGHTS, wts});
+  if (!constant_w) args.push_back({DNNL_ARG_WEIGHTS, wts});
   int dst = DefineAccumulator(op, pd.dst_desc(), residual, args);
   args.push_back({DNNL_ARG_DST, dst});
+  if (constant_w) {
+    if (wts < 0 && !pruned && !padded && !plain && SplitOverChannels(op, pd, attr, args))
+      return Status::Ok();
+    if (wts < 0 && pruned) {
+      const float* full = static_cast<const float*>(d_.constant_data[w]);
+      wts = OwnedWeights(w_plain, SliceTaps(full, dims_[w], *pruned), pd.weights_desc());
+    }
+    if (wts < 0) wts = Weights(w, w_plain, pd.weights_desc());
+    args.push_back({DNNL_ARG_WEIGHTS, wts});
+  }
   AddPrimitive(dnnl::convolution_forward(pd), pd.scratchpad_desc().get_size(), args);
   if (!pruned && !padded && !plain && op.group == 1 && d_.constant_data[w] != nullptr)
     Winograd(op, pd, win);
