@@ -81,35 +81,45 @@ bool Builder::SplitOverChannels(const Op& op, const dnnl::convolution_forward::p
     else if (arg != DNNL_ARG_WEIGHTS) return false;  // a binary post-op's operand
   }
   if (pd.dst_desc() != memory::desc(out, dt::f32, memory::format_tag::aBcd8b)) return false;
+  // dst and bias are sliced by offset: an intermediate or a constant, not a caller's tensor.
+  auto sliceable = [&](int slot) {
+    const Slot& s = plan_->slots[slot];
+    return s.kind == Kind::kConst || (s.kind == Kind::kWork && s.buffer >= 0);
+  };
+  if (src < 0 || dst < 0 || !sliceable(dst) || (bias >= 0 && !sliceable(bias))) return false;
   const std::vector<int64_t> bounds = ChannelSplit(wd[0], threads);
-  const int64_t plane = out[2] * out[3];
-  const float* w = static_cast<const float*>(d_.constant_data[op.inputs[1]]);
-  std::vector<Step> parts;
+  auto dst_md = [&](int p) {
+    return memory::desc({1, bounds[p + 1] - bounds[p], out[2], out[3]}, dt::f32,
+                        memory::format_tag::aBcd8b);
+  };
+  auto bias_md = [&](int p) {
+    return bias >= 0 ? PlainMd({bounds[p + 1] - bounds[p]}) : memory::desc();
+  };
+  std::vector<dnnl::convolution_forward::primitive_desc> parts;
   for (int p = 0; p < threads; ++p) {
-    const int64_t o0 = bounds[p], n = bounds[p + 1] - bounds[p];
-    memory::desc dst_md({1, n, out[2], out[3]}, dt::f32, memory::format_tag::aBcd8b);
-    memory::desc bias_md = bias >= 0 ? PlainMd({n}) : memory::desc();
     dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, pd.src_desc(),
-        memory::desc({n, wd[1], 1, 1}, dt::f32, memory::format_tag::any), bias_md, dst_md,
-        {1, 1}, {0, 0}, {0, 0});
-    dnnl::convolution_forward::primitive_desc part(desc, attr, Engine());
+        memory::desc({bounds[p + 1] - bounds[p], wd[1], 1, 1}, dt::f32, memory::format_tag::any),
+        bias_md(p), dst_md(p), {1, 1}, {0, 0}, {0, 0});
+    parts.emplace_back(desc, attr, Engine());
     // Parts run at once: they must not share the scratchpad, so none may need one.
-    if (std::string(part.impl_info_str()).rfind("jit_1x1", 0) != 0 ||
-        part.scratchpad_desc().get_size() != 0)
+    if (std::string(parts.back().impl_info_str()).rfind("jit_1x1", 0) != 0 ||
+        parts.back().scratchpad_desc().get_size() != 0)
       return false;
-    Args part_args = {{DNNL_ARG_SRC, src}};
-    part_args.push_back({DNNL_ARG_DST, SliceOf(dst, dst_md, o0 * plane * sizeof(float))});
-    if (bias >= 0) part_args.push_back({DNNL_ARG_BIAS, SliceOf(bias, bias_md, o0 * sizeof(float))});
-    if (part_args.back().second < 0 || part_args[1].second < 0) return false;
+  }
+  const int64_t plane = out[2] * out[3];
+  const float* w = static_cast<const float*>(d_.constant_data[op.inputs[1]]);
+  for (int p = 0; p < threads; ++p) {
+    const int64_t o0 = bounds[p], n = bounds[p + 1] - bounds[p];
+    Args part_args = {{DNNL_ARG_SRC, src},
+                      {DNNL_ARG_DST, SliceOf(dst, dst_md(p), o0 * plane * sizeof(float))}};
+    if (bias >= 0)
+      part_args.push_back({DNNL_ARG_BIAS, SliceOf(bias, bias_md(p), o0 * sizeof(float))});
     std::vector<float> rows(w + o0 * wd[1], w + (o0 + n) * wd[1]);
     part_args.push_back(
         {DNNL_ARG_WEIGHTS,
-         OwnedWeights(PlainMd({n, wd[1], 1, 1}), std::move(rows), part.weights_desc())});
-    parts.push_back({dnnl::convolution_forward(part), std::move(part_args), op_index_});
-  }
-  for (Step& s : parts) {
-    AddPrimitive(std::move(s.prim), 0, std::move(s.args));
+         OwnedWeights(PlainMd({n, wd[1], 1, 1}), std::move(rows), parts[p].weights_desc())});
+    AddPrimitive(dnnl::convolution_forward(parts[p]), 0, std::move(part_args));
     plan_->steps.back().team = threads;
   }
   return true;
