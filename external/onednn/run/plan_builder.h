@@ -161,6 +161,13 @@ class Builder {
   /// May throw dnnl::error (the reorder).
   int PadExplicitly(int32_t x, const Dims& xd, const MakeConvWindow& make, Window* win,
                     dnnl::convolution_forward::primitive_desc* pd);
+  /// The layout a Conv's full-shape binary post-op operand is reordered into: dst's without
+  /// post-ops (make(src_md, w_md)), or, when that is gemm's and PadExplicitly would run the
+  /// conv as a direct JIT one on a padded copy (a causal TCN's residual), that one's dst layout.
+  dnnl::memory::desc FullOperandLayout(const Op& op, const MakeConv& make,
+                                       const MakeConvWindow& make_unpadded,
+                                       const dnnl::memory::desc& src_md,
+                                       const dnnl::memory::desc& w_md, const Window& win);
   /// Replaces the Conv step just added (`pd`, window `win`) with kiln's Winograd
   /// convolution when it applies and measures faster (plan_winograd.cc).
   void Winograd(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
