@@ -1,10 +1,11 @@
 // Layout choices of the oneDNN plan builder that save work rather than change results:
-// a wide padded convolution run as a direct JIT convolution on an explicitly padded copy of
-// its input (plan_conv_pool.cc, PadExplicitly) instead of gemm, and a squeeze-excite scale read
-// in its producer's channel blocking (plan_eltwise_binary.cc) instead of reordered to row-major
-// and back; a causal Conv1d's left-only pads likewise. Each is asserted on the steps a profiled run reports, and checked against a float64
-// reference at one and two threads and across repeated calls (the padded copy's border must
-// stay zero while the workspace is reused).
+// a wide padded convolution (and a causal Conv1d's left-only pads) run as a direct JIT
+// convolution on an explicitly padded copy of its input (plan_conv_pool.cc, PadExplicitly)
+// instead of gemm, and a squeeze-excite scale read in its producer's channel blocking
+// (plan_eltwise_binary.cc) instead of reordered to row-major and back. Each is asserted on the
+// steps a profiled run reports, and checked against a float64 reference at one and two
+// threads and across repeated calls (the padded copy's border must stay zero while the
+// workspace is reused).
 #define BOOST_TEST_MODULE onednn_plan_layout_test
 #include <omp.h>
 
