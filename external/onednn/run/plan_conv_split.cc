@@ -16,11 +16,12 @@ using Kind = Slot::Kind;
 
 // Below this many output positions (N * H * W) and above this many weights, oneDNN 2.6's AVX2
 // 1x1 convolution splits the positions over the team, so every thread streams all the weights
-// (more than the 512 KiB L2 of this class of core holds half of); a thread per channel range
-// streams only its share. Thread CPU time per run, 2 threads (OMP_WAIT_POLICY=passive, so
-// load from other processes does not count), slowest thread: regnet_x_400mf's 400 -> 400 at
-// 7x7 103 -> 92 us, efficientnet_v2_s's 1536 -> 256 at 6x6 174 -> 157 us, 1280 -> 320 at
-// 7x7 270 -> 231 us; 224 -> 224 at 7x7 (50 K weights) and 960 -> 160 at 12x12 gained nothing.
+// (400 KB and more: most of a 512 KiB L2 on this class of core); a thread per channel range
+// streams only its share. Thread CPU time per run at 2 threads (OMP_WAIT_POLICY=passive, so a
+// host at load 8-14 from other processes counts little), slowest thread: regnet_x_400mf's
+// 400 -> 400 at 7x7 103 -> 92 us, efficientnet_v2_s's 1536 -> 256 at 6x6 174 -> 157 us,
+// 1280 -> 320 at 7x7 270 -> 231 us; 224 -> 224 at 7x7 (50 K weights) and 960 -> 160 at 12x12
+// gained nothing.
 constexpr int64_t kMaxPositions = 64;
 constexpr int64_t kMinWeights = 100 * 1024;
 
