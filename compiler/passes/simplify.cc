@@ -170,7 +170,6 @@ bool FoldPadIntoWindow(Graph& g, const Node& n) {
   std::optional<PoolAttributes> w = WindowOf(g, g.node(u), spatial);
   if (!w) return false;
   bool average = g.node(u).op_type == "AveragePool";
-  bool conv = g.node(u).op_type == "Conv";
   bool padded = std::any_of(w->pads.begin(), w->pads.end(), [](int64_t p) { return p != 0; });
   if (average && padded && !w->count_include_pad) return false;
   std::vector<int64_t> pads = w->pads;
@@ -179,9 +178,6 @@ bool FoldPadIntoWindow(Graph& g, const Node& n) {
     pads[spatial + i] += a->pads[rank + 2 + i];
     // A window wholly in the padding is legal ONNX, but oneDNN rejects such pads.
     if (pads[i] >= w->extent(i) || pads[spatial + i] >= w->extent(i)) return false;
-    // oneDNN 2.6's AVX2 convolutions took a causal TCN's left-only pads (dilated Conv1d)
-    // only as gemm on plain layouts: 7x ORT against 0.9x with the Pad left as a JIT copy.
-    if (conv && pads[i] != pads[spatial + i]) return false;
   }
   Node& r = g.mutable_node(u);
   r.attributes.erase("auto_pad");

@@ -2,11 +2,14 @@
 // cache shared by a region's plans, and running a plan. Building one is plan_builder.h's job.
 #include "external/onednn/run/plan.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 #include <unordered_map>
 
 #include "base/deadline.h"
@@ -152,6 +155,19 @@ KilnStepArgs ResolveKilnArgs(const Step& step, const std::unordered_map<int, mem
   return kiln;
 }
 
+// The team of steps starting at `first` (Step::team), one per thread: each computes its own
+// part of the op's output on its own stream.
+void RunTeam(const Plan& plan, Workspace& ws, size_t first) {
+  const int team = plan.steps[first].team;
+  const int threads = std::max(1, std::min(team, omp_get_max_threads()));
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int p = 0; p < team; ++p) {
+    const size_t i = first + p;
+    RunStep(plan.steps[i], ws.team_streams[p], ws.step_args[i], ws.kiln_args[i]);
+    ws.team_streams[p].wait();
+  }
+}
+
 // Runs the steps in order, each waited for (oneDNN's CPU stream runs a primitive to its end
 // before execute returns), checking the run's deadline before each: a deadline fires within
 // one primitive of its time. With a `profiler`, each step is timed and reported.
@@ -161,18 +177,28 @@ Status RunSteps(Plan& plan, Workspace& ws, const RegionData& data, RegionProfile
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     if (DeadlinePassed()) return StoppedBefore(plan, i, data);
     int64_t start = info != nullptr ? NowNs() : 0;
-    RunStep(plan.steps[i], ws.stream, ws.step_args[i], ws.kiln_args[i]);
-    if (primitives_run != nullptr) primitives_run->fetch_add(1, std::memory_order_relaxed);
-    if (info == nullptr) continue;
-    ws.stream.wait();
-    RegionStepSample sample;
-    sample.step = static_cast<int32_t>(i);
-    sample.kind = (*info)[i].kind;
-    sample.impl = (*info)[i].impl;
-    sample.shapes = (*info)[i].shapes;
-    sample.reference = (*info)[i].reference;
-    sample.dur_ns = NowNs() - start;
-    profiler->Record(sample);
+    const size_t steps = static_cast<size_t>(std::max(plan.steps[i].team, 1));
+    if (steps > 1) {
+      RunTeam(plan, ws, i);
+    } else {
+      RunStep(plan.steps[i], ws.stream, ws.step_args[i], ws.kiln_args[i]);
+    }
+    if (primitives_run != nullptr) primitives_run->fetch_add(steps, std::memory_order_relaxed);
+    if (info != nullptr) {
+      ws.stream.wait();
+      // A team's time is its first step's (its steps overlap; Describe names the team).
+      for (size_t k = 0; k < steps; ++k) {
+        RegionStepSample sample;
+        sample.step = static_cast<int32_t>(i + k);
+        sample.kind = (*info)[i + k].kind;
+        sample.impl = (*info)[i + k].impl;
+        sample.shapes = (*info)[i + k].shapes;
+        sample.reference = (*info)[i + k].reference;
+        sample.dur_ns = k == 0 ? NowNs() - start : 0;
+        profiler->Record(sample);
+      }
+    }
+    i += steps - 1;
   }
   return Status::Ok();
 }
@@ -215,6 +241,9 @@ std::unique_ptr<Workspace> Plan::Acquire() {
     ws->kiln_args.push_back(ResolveKilnArgs(step, args));
   }
   ws->stream = dnnl::stream(Engine());
+  int team = 1;
+  for (const Step& step : steps) team = std::max(team, step.team);
+  for (int p = 0; p < team && team > 1; ++p) ws->team_streams.emplace_back(Engine());
   return ws;
 }
 
@@ -303,6 +332,7 @@ const std::vector<StepInfo>& Plan::Describe() {
       info_.push_back(DescribeStep(step.prim));
       if (step.max_pool != nullptr) info_.back().impl = BlockedMaxPool::ImplName();
       if (step.winograd != nullptr) info_.back().impl = step.winograd->ImplName();
+      if (step.team > 1) info_.back().impl += " team of " + std::to_string(step.team);
       if (step.channels != nullptr) {
         StepInfo& info = info_.back();
         info.kind = "channels";

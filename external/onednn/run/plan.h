@@ -57,6 +57,10 @@ struct Step {
   /// When set, runs instead of `prim` (a copy of dst into itself, never run: it only stands
   /// for the step) on the MULTIPLE_SRC and DST arguments: a channel copy (kChannels).
   std::shared_ptr<const ChannelGather> channels;
+  /// When > 1, this step is one of `team` consecutive steps that compute disjoint parts of one
+  /// op's output (a convolution split over output channels) and run at once, one per thread
+  /// of OpenMP's team (in turn on a smaller team). The first of them starts the group.
+  int team = 1;
 };
 
 /// The memory objects a step kiln runs itself (max pool, Winograd) reads and writes, found in
@@ -76,6 +80,7 @@ struct Workspace {
   std::vector<std::unordered_map<int, dnnl::memory>> step_args;
   std::vector<KilnStepArgs> kiln_args;  // by step, sharing step_args' objects
   dnnl::stream stream;
+  std::vector<dnnl::stream> team_streams;  // one per step of the largest team (Step::team)
 };
 
 /// What a step runs, for profiles (RegionStepSample): the primitive's kind ("conv"), oneDNN's

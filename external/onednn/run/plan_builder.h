@@ -72,6 +72,13 @@ struct PrunedTaps {
 /// input or dropping would need a negative pad. Each output sums the same products minus
 /// zeros (0 * w: a non-finite weight of a dropped tap no longer turns outputs into NaN).
 std::optional<PrunedTaps> PadOnlyTaps(const Dims& xd, const Dims& wd, Window* win);
+/// Whether a Conv of X dims `xd` and W dims `wd` runs faster on `threads` threads as one 1x1
+/// convolution per thread over a range of output channels (plan_conv_split.cc): one image
+/// of few positions, many weights, at least one 8-channel block per thread.
+bool SplitOverChannelsPays(const Op& op, const Dims& xd, const Dims& wd, int threads);
+/// The first output channel of each of `parts` ranges of `channels` (a multiple of 8), in
+/// whole 8-channel blocks as evenly as they go, then `channels`: parts + 1 values.
+std::vector<int64_t> ChannelSplit(int64_t channels, int parts);
 /// Row-major weights `w` of dims `wd` restricted to `p`'s taps (dims p.wd).
 std::vector<float> SliceTaps(const float* w, const Dims& wd, const PrunedTaps& p);
 /// ONNX weights [O, I / group, k...] as oneDNN's grouped [group, O / group, I / group, k...]
@@ -154,6 +161,13 @@ class Builder {
   /// May throw dnnl::error (the reorder).
   int PadExplicitly(int32_t x, const Dims& xd, const MakeConvWindow& make, Window* win,
                     dnnl::convolution_forward::primitive_desc* pd);
+  /// The layout a Conv's full-shape binary post-op operand is reordered into: dst's without
+  /// post-ops (make(src_md, w_md)), or, when that is gemm's and PadExplicitly would run the
+  /// conv as a direct JIT one on a padded copy (a causal TCN's residual), that one's dst layout.
+  dnnl::memory::desc FullOperandLayout(const Op& op, const MakeConv& make,
+                                       const MakeConvWindow& make_unpadded,
+                                       const dnnl::memory::desc& src_md,
+                                       const dnnl::memory::desc& w_md, const Window& win);
   /// Replaces the Conv step just added (`pd`, window `win`) with kiln's Winograd
   /// convolution when it applies and measures faster (plan_winograd.cc).
   void Winograd(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
@@ -161,6 +175,16 @@ class Builder {
   size_t FasterConv(const dnnl::convolution_forward::primitive_desc& pd,
                     const std::vector<std::shared_ptr<const WinogradConv>>& candidates);
   void DropOneDnnWeights();
+  /// Adds the Conv `op` (primitive `pd`, attributes `attr`, arguments `args` with its dst
+  /// defined) as one step per thread, each over its own range of output channels (a team,
+  /// Step::team), when SplitOverChannelsPays and oneDNN runs every part as a JIT 1x1
+  /// convolution without scratchpad; false (no step added) otherwise (plan_conv_split.cc).
+  /// May throw dnnl::error.
+  bool SplitOverChannels(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
+                         const dnnl::primitive_attr& attr, const Args& args);
+  /// A slot viewing `slot`'s storage from `bytes` on with layout `md` (a constant or an
+  /// intermediate), or -1 for a caller's tensor.
+  int SliceOf(int slot, const dnnl::memory::desc& md, size_t bytes);
   Status Pool(const Op& op, bool plain);
   Status MatMul(const Op& op);  // plan_matmul.cc
   StatusOr<MatMulShapes> MatMulShapesOf(const Op& op);

@@ -124,21 +124,36 @@ bool DirectJit(const dnnl::convolution_forward::primitive_desc& pd) {
 }
 
 // Whether a convolution with src dims `xd` and window `win` may run on a copy of its input
-// padded beforehand: it is 2-D, has some padding, and the copy is at most twice the input.
+// padded beforehand: it is 1-D or 2-D, has some padding, and the copy is at most twice the
+// input. (A causal TCN's dilated Conv1d pads only on the left: gemm on plain layouts too.)
 // oneDNN 2.6's AVX2 direct convolution takes kernels wider than 7 only without padding (or at
 // stride 1); otherwise it runs gemm on plain layouts. AlexNet's first layer (11x11, stride 4,
 // pads 2, 3 -> 64 channels at 224x224) as gemm: 2.6 ms at one thread, 11 ms at two (loaded
 // host, fastest of 30); on a padded copy as jit:avx2: 1.5 / 2.0 ms, and its output is
 // channel-blocked, so the max pool after it runs blocked too (was oneDNN's simple_nchw).
 bool ExplicitPaddingPays(const Dims& xd, const Window& win) {
-  if (xd.size() != 4) return false;
+  if (xd.size() != 3 && xd.size() != 4) return false;
   int64_t padded = xd[0] * xd[1], plain = Product(xd);
   bool any = false;
-  for (size_t i = 0; i < 2; ++i) {
+  for (size_t i = 0; i + 2 < xd.size(); ++i) {
     any = any || win.pad_l[i] != 0 || win.pad_r[i] != 0;
     padded *= xd[i + 2] + win.pad_l[i] + win.pad_r[i];
   }
   return any && padded <= 2 * plain;
+}
+
+// The window of a convolution run on a copy of its input (dims `xd`, window `win`) padded
+// beforehand: no padding; `*padded` receives the copy's dims, `*offsets` the input's place.
+Window Unpadded(const Dims& xd, const Window& win, Dims* padded, Dims* offsets) {
+  Window unpadded = win;
+  *padded = xd;
+  offsets->assign(xd.size(), 0);
+  for (size_t i = 0; i + 2 < xd.size(); ++i) {
+    (*padded)[i + 2] += win.pad_l[i] + win.pad_r[i];
+    (*offsets)[i + 2] = win.pad_l[i];
+    unpadded.pad_l[i] = unpadded.pad_r[i] = 0;
+  }
+  return unpadded;
 }
 
 }  // namespace
@@ -146,13 +161,8 @@ bool ExplicitPaddingPays(const Dims& xd, const Window& win) {
 int Builder::PadExplicitly(int32_t x, const Dims& xd, const MakeConvWindow& make, Window* win,
                            dnnl::convolution_forward::primitive_desc* pd) {
   if (r_.tensors[x].dtype != DType::kF32 || !ExplicitPaddingPays(xd, *win)) return -1;
-  Window unpadded = *win;
-  Dims padded = xd, offsets(xd.size(), 0);
-  for (size_t i = 0; i < 2; ++i) {
-    padded[i + 2] += win->pad_l[i] + win->pad_r[i];
-    offsets[i + 2] = win->pad_l[i];
-    unpadded.pad_l[i] = unpadded.pad_r[i] = 0;
-  }
+  Dims padded, offsets;
+  Window unpadded = Unpadded(xd, *win, &padded, &offsets);
   dnnl::convolution_forward::primitive_desc ppd;
   try {
     ppd = make(memory::desc(padded, dt::f32, memory::format_tag::any), unpadded);
@@ -189,6 +199,25 @@ int Builder::PairedGroups(const Op& op, const MakeConv& make, const memory::desc
   s.ptr = weights_.Get(op_index_, PlainMd(gw), data.data(), ppd.weights_desc(), primitives_);
   *pd = ppd;
   return AddSlot(s);
+}
+
+memory::desc Builder::FullOperandLayout(const Op& op, const MakeConv& make,
+                                        const MakeConvWindow& make_unpadded,
+                                        const memory::desc& src_md, const memory::desc& w_md,
+                                        const Window& win) {
+  dnnl::convolution_forward::primitive_desc pd = make(src_md, w_md);
+  const Dims& xd = dims_[op.inputs[0]];
+  if (DirectJit(pd) || r_.tensors[op.inputs[0]].dtype != DType::kF32 ||
+      !ExplicitPaddingPays(xd, win))
+    return pd.dst_desc();
+  Dims padded, offsets;
+  Window unpadded = Unpadded(xd, win, &padded, &offsets);
+  try {
+    auto ppd = make_unpadded(memory::desc(padded, dt::f32, memory::format_tag::any), unpadded);
+    if (DirectJit(ppd)) return ppd.dst_desc();
+  } catch (const dnnl::error&) {
+  }
+  return pd.dst_desc();
 }
 
 Status Builder::Conv(const Op& op, bool plain) {
@@ -232,7 +261,7 @@ Status Builder::Conv(const Op& op, bool plain) {
   // the layout the convolution picks without post-ops.
   memory::desc full_operand_md;
   if (!plain && HasFullBinaryOperand(op, out, dims_))
-    full_operand_md = make(src_md, w_md).dst_desc();
+    full_operand_md = FullOperandLayout(op, make, make_unpadded, src_md, w_md, win);
   RETURN_IF_ERROR(PostOps(op, out, &attr, &args, &residual, /*collapsed=*/false,
                           full_operand_md.is_zero() ? nullptr : &full_operand_md));
   dnnl::convolution_forward::primitive_desc pd;
@@ -257,16 +286,25 @@ Status Builder::Conv(const Op& op, bool plain) {
     src = PadExplicitly(x, xd, make_unpadded, &win, &pd);
   const bool padded = src >= 0;
   if (!padded) src = As(Current(x, plain), pd.src_desc());
-  if (wts < 0 && pruned) {
-    const float* full = static_cast<const float*>(d_.constant_data[w]);
-    wts = OwnedWeights(w_plain, SliceTaps(full, dims_[w], *pruned), pd.weights_desc());
-  }
-  if (wts < 0) wts = Weights(w, w_plain, pd.weights_desc());
+  // Constant weights are no workspace buffer (DefineAccumulator need not see them): they are
+  // placed once dst is, and a convolution split over output channels slices its own.
+  const bool constant_w = d_.constant_data[w] != nullptr;
+  if (!constant_w) wts = Weights(w, w_plain, pd.weights_desc());
   if (op.inputs.size() == 3) args.push_back({DNNL_ARG_BIAS, Plain(op.inputs[2])});
   args.push_back({DNNL_ARG_SRC, src});
-  args.push_back({DNNL_ARG_WEIGHTS, wts});
+  if (!constant_w) args.push_back({DNNL_ARG_WEIGHTS, wts});
   int dst = DefineAccumulator(op, pd.dst_desc(), residual, args);
   args.push_back({DNNL_ARG_DST, dst});
+  if (constant_w) {
+    if (wts < 0 && !pruned && !padded && !plain && SplitOverChannels(op, pd, attr, args))
+      return Status::Ok();
+    if (wts < 0 && pruned) {
+      const float* full = static_cast<const float*>(d_.constant_data[w]);
+      wts = OwnedWeights(w_plain, SliceTaps(full, dims_[w], *pruned), pd.weights_desc());
+    }
+    if (wts < 0) wts = Weights(w, w_plain, pd.weights_desc());
+    args.push_back({DNNL_ARG_WEIGHTS, wts});
+  }
   AddPrimitive(dnnl::convolution_forward(pd), pd.scratchpad_desc().get_size(), args);
   if (!pruned && !padded && !plain && op.group == 1 && d_.constant_data[w] != nullptr)
     Winograd(op, pd, win);

@@ -95,6 +95,9 @@ std::vector<Case> Folded() {
                    0, {1, 1, 1, 1});
   conv.kernel = {2, 3}, conv.own_pads = {0, 1, 0, 1};
   v.push_back(conv);
+  // A causal (left-only) pad: the oneDNN run side pads the copy itself when the asymmetric
+  // pads leave oneDNN only gemm (plan_conv_pool.cc, ExplicitPaddingPays).
+  v.push_back(Make("conv_left_only", "Conv", "", {0, 0, 0, 2, 0, 0, 0, 0}, 0, {0, 2, 0, 0}));
   Case attr = Make("opset10_pad_attributes", "AveragePool", "kernel_shape = [3, 3]",
                    {0, 0, 1, 1, 0, 0, 1, 1}, 0, {1, 1, 1, 1});
   attr.opset = 10;

@@ -1,10 +1,11 @@
 // Layout choices of the oneDNN plan builder that save work rather than change results:
-// a wide padded convolution run as a direct JIT convolution on an explicitly padded copy of
-// its input (plan_conv_pool.cc, PadExplicitly) instead of gemm, and a squeeze-excite scale read
-// in its producer's channel blocking (plan_eltwise_binary.cc) instead of reordered to row-major
-// and back. Each is asserted on the steps a profiled run reports, and checked against a float64
-// reference at one and two threads and across repeated calls (the padded copy's border must
-// stay zero while the workspace is reused).
+// a wide padded convolution (and a causal Conv1d's left-only pads) run as a direct JIT
+// convolution on an explicitly padded copy of its input (plan_conv_pool.cc, PadExplicitly)
+// instead of gemm, and a squeeze-excite scale read in its producer's channel blocking
+// (plan_eltwise_binary.cc) instead of reordered to row-major and back. Each is asserted on the
+// steps a profiled run reports, and checked against a float64 reference at one and two
+// threads and across repeated calls (the padded copy's border must stay zero while the
+// workspace is reused).
 #define BOOST_TEST_MODULE onednn_plan_layout_test
 #include <omp.h>
 
@@ -125,6 +126,43 @@ BOOST_DATA_TEST_CASE(wide_padded_conv_runs_direct_on_a_padded_copy, data::make(k
     BOOST_TEST((wide->impl.rfind("jit", 0) == 0) == c.padded);
     BOOST_TEST((wide->shapes.rfind(Shape(padded) + ":", 0) == 0) == c.padded);
   }
+}
+
+// A causal TCN block: dilated Conv1d with left-only pads (folded from its Pad by Simplify)
+// -> Relu -> the same again -> + the block's input (a binary post-op after the Relu) -> Relu.
+// oneDNN 2.6 runs such pads only as gemm on plain layouts; both convs must run as direct JIT
+// ones on padded copies, the residual in the second's layout.
+BOOST_AUTO_TEST_CASE(causal_conv1d_runs_direct_on_a_padded_copy) {
+  const int64_t c = 16, t = 50, dil = 4;
+  Dims xd = {1, c, t}, wd = {c, c, 3};
+  Floats w1 = Random(Numel(wd), 94), w2 = Random(Numel(wd), 95), b = Random(c, 96);
+  Floats x = Random(Numel(xd), 97);
+  std::string conv = "Conv <dilations = [4], pads = [8, 0]>";
+  CompiledRegion r = Compile(MakeGraph(
+      "<ir_version: 8, opset_import: [\"\" : 17]>\n g (float" + List(xd) +
+          " X) => (float Y) {\n  a = " + conv + " (X, W1, B)\n  ra = Relu(a)\n  d = " + conv +
+          " (ra, W2, B)\n  rd = Relu(d)\n  s = Add(rd, X)\n  Y = Relu(s)\n}",
+      {{"W1", wd, w1}, {"W2", wd, w2}, {"B", {c}, b}}));
+  // The reference as 2-D convolutions over [1, C, 1, T].
+  ConvParams cp{1, {1, 1}, {1, dil}, {0, 2 * dil, 0, 0}};
+  Dims x2 = {1, c, 1, t}, w2d = {c, c, 1, 3}, yd;
+  Floats ra = RefConv2d(x, x2, w1, w2d, &b, cp, &yd);
+  for (float& v : ra) v = std::max(v, 0.0f);
+  Floats want = RefConv2d(ra, x2, w2, w2d, &b, cp, &yd);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = std::max(std::max(want[i], 0.0f) + x[i], 0.0f);
+  Steps steps;
+  // f32 sums of c * 3 products of values in [-1, 1], twice.
+  RunAndCheck(r, {{xd, x}}, xd, want, 1e-5 * std::sqrt(3.0 * c) * 8, &steps);
+  int convs = 0;
+  for (const Steps::Step& s : steps.steps) {
+    if (s.kind != "conv") continue;
+    ++convs;
+    BOOST_TEST_CONTEXT(s.impl << " " << s.shapes) {
+      BOOST_TEST(s.impl.rfind("jit", 0) == 0);
+      BOOST_TEST(s.shapes.rfind(Shape({1, c, t + 2 * dil}) + ":", 0) == 0);
+    }
+  }
+  BOOST_TEST(convs == 2);
 }
 
 // ---- Squeeze-excite scale ----------------------------------------------------------------------
