@@ -125,7 +125,9 @@ bool DirectJit(const dnnl::convolution_forward::primitive_desc& pd) {
 
 // Whether a convolution with src dims `xd` and window `win` may run on a copy of its input
 // padded beforehand: it is 1-D or 2-D, has some padding, and the copy is at most twice the
-// input. (A causal TCN's dilated Conv1d pads only on the left: gemm on plain layouts too.)
+// input or the pads are asymmetric. (A causal TCN's dilated Conv1d pads only on the left:
+// gemm on plain layouts too. Simplify folds such a Pad into the Conv, which would otherwise
+// have been that same copy, so it is made whatever its size.)
 // oneDNN 2.6's AVX2 direct convolution takes kernels wider than 7 only without padding (or at
 // stride 1); otherwise it runs gemm on plain layouts. AlexNet's first layer (11x11, stride 4,
 // pads 2, 3 -> 64 channels at 224x224) as gemm: 2.6 ms at one thread, 11 ms at two (loaded
@@ -134,12 +136,13 @@ bool DirectJit(const dnnl::convolution_forward::primitive_desc& pd) {
 bool ExplicitPaddingPays(const Dims& xd, const Window& win) {
   if (xd.size() != 3 && xd.size() != 4) return false;
   int64_t padded = xd[0] * xd[1], plain = Product(xd);
-  bool any = false;
+  bool any = false, asymmetric = false;
   for (size_t i = 0; i + 2 < xd.size(); ++i) {
     any = any || win.pad_l[i] != 0 || win.pad_r[i] != 0;
+    asymmetric = asymmetric || win.pad_l[i] != win.pad_r[i];
     padded *= xd[i + 2] + win.pad_l[i] + win.pad_r[i];
   }
-  return any && padded <= 2 * plain;
+  return any && (padded <= 2 * plain || asymmetric);
 }
 
 // The window of a convolution run on a copy of its input (dims `xd`, window `win`) padded

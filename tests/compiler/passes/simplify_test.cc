@@ -105,13 +105,6 @@ std::vector<Case> Folded() {
   return v;
 }
 
-// Folding these would give the same answer, but the Conv's pads would become asymmetric, which
-// oneDNN 2.6 runs as gemm on plain layouts (a causal, left-only pad: 7x ORT against 0.9x with
-// the Pad left as a JIT copy).
-std::vector<Case> KeptForSpeed() {
-  return {Make("conv_left_only", "Conv", "", {0, 0, 0, 2, 0, 0, 0, 0}, 0, {})};
-}
-
 std::vector<Case> Kept() {
   const Ints p1 = {0, 0, 1, 1, 0, 0, 1, 1};
   const char* avg = "kernel_shape = [3, 3]";
@@ -294,10 +287,6 @@ BOOST_DATA_TEST_CASE(the_pad_stays_where_folding_would_change_the_answer, data::
   ExpectThePadStays(c);
 }
 
-BOOST_DATA_TEST_CASE(the_pad_stays_where_the_folded_conv_would_run_slower,
-                     data::make(KeptForSpeed()), c) {
-  ExpectThePadStays(c);
-}
 
 // ---- End to end against float64 ----
 
