@@ -161,6 +161,8 @@ class Builder {
   size_t FasterConv(const dnnl::convolution_forward::primitive_desc& pd,
                     const std::vector<std::shared_ptr<const WinogradConv>>& candidates);
   void DropOneDnnWeights();
+  /// Per op, whether the region's Winograd error budget allows it F(4x4) (plan_winograd.cc).
+  std::vector<bool> F4Allowed() const;
   Status Pool(const Op& op, bool plain);
   Status MatMul(const Op& op);  // plan_matmul.cc
   StatusOr<MatMulShapes> MatMulShapesOf(const Op& op);
@@ -212,6 +214,8 @@ class Builder {
   std::vector<int> readers_;
   // Set by an op that also computed the next op (BatchNorm with its Relu): Build skips it.
   bool skip_next_ = false;
+  // F4Allowed(), computed at the first Winograd candidate (constants' dims known by then).
+  std::vector<bool> f4_allowed_;
 };
 
 }  // namespace kiln::onednn::internal

@@ -16,8 +16,10 @@
 // the tile (F(2x2): B^T and A^T entries 0 / +-1, G's 1/2; F(4x4): B^T's up to 5, A^T's up to
 // 8), and so does the error. F(2x2)'s largest error against float64 is 1.3e-7 .. 8.7e-7 of the
 // output's scale, no larger than oneDNN's direct convolution (whose is 1e-6 .. 2e-6); F(4x4)'s
-// is 7e-6 .. 1.6e-5 (rising with C), ~7x oneDNN's: still 6x inside the zoo's 1e-4 x scale,
-// which is why the plan builder takes F(4x4) only when it is clearly faster than F(2x2).
+// is 7e-6 .. 1.6e-5 (rising with C), ~7x oneDNN's: 6x inside the zoo's 1e-4 x scale for one
+// layer, but summed over a deep network's layers no longer (resnet101: 2.3e-4 of the scale
+// with F(4x4) on six layers), which is why the plan builder gives F(4x4) only to the layers
+// a region's error budget allows (plan_winograd.cc) and then only when clearly faster.
 #include "external/onednn/run/winograd_conv.h"
 
 #include <immintrin.h>
