@@ -127,18 +127,19 @@ std::string ShapeKey(const dnnl::convolution_forward::primitive_desc& pd, const 
 // The accuracy policy. Each convolution or matmul of a region adds a rounding error to what
 // follows it, relative to its output's scale; carried through the layers after it (a residual
 // path passes it on unchanged), the region's output error is at worst their sum. Per layer,
-// against float64 (winograd_conv_test, C = 16..512): oneDNN's direct convolution up to 2e-6
+// against float64 (winograd_conv_test, C = 3..512): oneDNN's direct convolution up to 2e-6
 // (kDirectError), F(2x2) up to 9e-7 (never more than direct: always allowed), F(4x4) up to
-// 1.6e-5 (kF4Error). The budget is the zoo's tolerance, 1e-4 of the output's scale (the
-// largest error float32 frameworks keep on these models: PyTorch 9.6e-5, ONNX Runtime 7.5e-5
-// on resnet101). The direct error of every accumulating op is spent first; what is left pays
-// for F(4x4) at kF4Error - kDirectError a convolution, given in op order (early layers: large
-// maps where F(4x4) pays most, few channels where its error is smallest) until spent. So
-// resnet18 (21 such ops) allows 4, vgg11_bn (11) 5, resnet50 (54) and resnet101 (105) none:
-// resnet101 measured 2.2e-4 with F(4x4) on six early layers against 1.0e-4 without. Fixed by
-// the region's ops, so every plan and every run takes the same worst case whatever the
+// 4.2e-6 (kF4Error rounds it up; 1.25e-5 with Lavin's points). The budget is the zoo's
+// tolerance, 1e-4 of the output's scale (float32 frameworks keep within it: PyTorch 9.6e-5,
+// ONNX Runtime 7.5e-5 on resnet101). The direct error of every accumulating op is spent
+// first; what is left pays for F(4x4) at kF4Error - kDirectError a convolution, given in op
+// order (early layers: large maps where F(4x4) pays most) until spent. So resnet18 (20
+// convs) and vgg11_bn (8) allow every 3x3 conv F(4x4), resnet34 (36) 9, resnet50 (53),
+// resnet101 (104) and densenet121 (120) none, their direct convolutions alone taking the
+// budget: resnet101 measured 2.3e-4 with F(4x4) on six early layers, 9.2e-5 without. Fixed
+// by the region's ops, so every plan and every run has the same worst case whatever the
 // timing picks.
-constexpr double kDirectError = 2e-6, kF4Error = 1.6e-5, kErrorBudget = 1e-4;
+constexpr double kDirectError = 2e-6, kF4Error = 5e-6, kErrorBudget = 1e-4;
 
 // Whether `op` may run as Winograd at all: a dense 3x3 stride-1 Conv with constant weights.
 bool WinogradShaped(const Op& op, const Dims& wd, const void* weights) {

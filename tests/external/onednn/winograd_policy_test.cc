@@ -16,7 +16,7 @@ namespace {
 
 // The policy's figures (plan_winograd.cc): per-layer worst errors relative to the output's
 // scale, direct convolution and F(4x4), and the region's budget.
-constexpr double kDirectError = 2e-6, kF4Error = 1.6e-5, kErrorBudget = 1e-4;
+constexpr double kDirectError = 2e-6, kF4Error = 5e-6, kErrorBudget = 1e-4;
 
 // How many F(4x4) convolutions the budget allows a chain of `convs` 3x3 convolutions.
 int F4Allowance(int convs) {
@@ -115,8 +115,8 @@ Floats RunChain(const Chain& chain, const char* mode, Impls* impls) {
 // first convolutions of the chain, F(2x2) on the rest.
 BOOST_AUTO_TEST_CASE(a_deep_chain_gets_no_f4_beyond_the_budget) {
   const int depth = 30;
-  const int allowed = F4Allowance(depth);  // (1e-4 - 30 x 2e-6) / 1.4e-5: 2
-  BOOST_TEST(allowed == 2);
+  const int allowed = F4Allowance(depth);  // (1e-4 - 30 x 2e-6) / 3e-6: 13
+  BOOST_TEST(allowed == 13);
   Impls impls;
   RunChain(Chain(depth), "force4", &impls);
   if (!HasWinograd()) {
@@ -135,7 +135,7 @@ BOOST_AUTO_TEST_CASE(a_deep_chain_gets_no_f4_beyond_the_budget) {
 
 BOOST_AUTO_TEST_CASE(a_shallow_chain_may_take_f4_everywhere) {
   const int depth = 3;
-  BOOST_TEST(F4Allowance(depth) >= depth);  // 3 x 1.6e-5 fits in 1e-4
+  BOOST_TEST(F4Allowance(depth) >= depth);  // 3 x 5e-6 fits in 1e-4
   Impls impls;
   RunChain(Chain(depth), "force4", &impls);
   BOOST_TEST(impls.Count("kiln:winograd_f4") == (HasWinograd() ? depth : 0));
