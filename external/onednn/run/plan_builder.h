@@ -185,6 +185,8 @@ class Builder {
   /// A slot viewing `slot`'s storage from `bytes` on with layout `md` (a constant or an
   /// intermediate), or -1 for a caller's tensor.
   int SliceOf(int slot, const dnnl::memory::desc& md, size_t bytes);
+  /// Per op, whether the region's Winograd error budget allows it F(4x4) (plan_winograd.cc).
+  std::vector<bool> F4Allowed() const;
   Status Pool(const Op& op, bool plain);
   Status MatMul(const Op& op);  // plan_matmul.cc
   StatusOr<MatMulShapes> MatMulShapesOf(const Op& op);
@@ -236,6 +238,8 @@ class Builder {
   std::vector<int> readers_;
   // Set by an op that also computed the next op (BatchNorm with its Relu): Build skips it.
   bool skip_next_ = false;
+  // F4Allowed(), computed at the first Winograd candidate (constants' dims known by then).
+  std::vector<bool> f4_allowed_;
 };
 
 }  // namespace kiln::onednn::internal

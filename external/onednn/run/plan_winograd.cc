@@ -1,5 +1,6 @@
 // The plan builder's choice between oneDNN's direct 3x3 convolution and kiln's Winograd one
-// (winograd_conv.h): by a timed trial of each on the real shape at plan build.
+// (winograd_conv.h): which tiles a region's error budget allows each convolution (fixed by the
+// region's ops, not by timing), then a timed trial among those on the real shape.
 #include <omp.h>
 
 #include <algorithm>
@@ -21,7 +22,9 @@ using dnnl::memory;
 
 // The tiles KILN_ONEDNN_WINOGRAD allows: unset, "" or "auto": both (the measured fastest of
 // them and oneDNN runs); "0": none (oneDNN always); "2" / "4": only F(2x2) / F(4x4), still
-// measured; "force2" / "force4": that one without measuring (A/B runs and tests).
+// measured; "force2" / "force4": that one without measuring (A/B runs and tests). Every mode
+// is subject to the error budget (F4Allowed): where it refuses F(4x4), "4" measures F(2x2)
+// instead and "force4" takes F(2x2).
 struct WinogradChoice {
   std::vector<int> tiles;
   bool measure = true;
@@ -111,15 +114,62 @@ ChoiceMemo& Memo() {
   return *memo;
 }
 
-// src and dst dims, top-left paddings and the team size: what the speed depends on.
-std::string ShapeKey(const dnnl::convolution_forward::primitive_desc& pd, const Window& win) {
+// src and dst dims, top-left paddings and the team size: what the speed depends on; and the
+// tiles allowed (a conv the budget denies F(4x4) must not reuse the answer of one allowed it).
+std::string ShapeKey(const dnnl::convolution_forward::primitive_desc& pd, const Window& win,
+                     const std::vector<int>& tiles) {
   Dims pads = win.pad_l;
   pads.push_back(omp_get_max_threads());
   return DimsToString(pd.src_desc().dims()) + DimsToString(pd.dst_desc().dims()) +
-         DimsToString(pads);
+         DimsToString(pads) + DimsToString(Dims(tiles.begin(), tiles.end()));
+}
+
+// The accuracy policy. Each convolution or matmul of a region adds a rounding error to what
+// follows it, relative to its output's scale; carried through the layers after it (a residual
+// path passes it on unchanged), the region's output error is at worst their sum. Per layer,
+// against float64 (winograd_conv_test, C = 3..512): oneDNN's direct convolution up to 2e-6
+// (kDirectError), F(2x2) up to 9e-7 (never more than direct: always allowed), F(4x4) up to
+// 4.2e-6 (kF4Error rounds it up; 1.25e-5 with Lavin's points). The budget is the zoo's
+// tolerance, 1e-4 of the output's scale (float32 frameworks keep within it: PyTorch 9.6e-5,
+// ONNX Runtime 7.5e-5 on resnet101). The direct error of every accumulating op is spent
+// first; what is left pays for F(4x4) at kF4Error - kDirectError a convolution, given in op
+// order (early layers: large maps where F(4x4) pays most) until spent. So resnet18 (20
+// convs) and vgg11_bn (8) allow every 3x3 conv F(4x4), resnet34 (36) 9, resnet50 (53),
+// resnet101 (104) and densenet121 (120) none, their direct convolutions alone taking the
+// budget: resnet101 measured 2.3e-4 with F(4x4) on six early layers, 9.2e-5 without. Fixed
+// by the region's ops, so every plan and every run has the same worst case whatever the
+// timing picks.
+constexpr double kDirectError = 2e-6, kF4Error = 5e-6, kErrorBudget = 1e-4;
+
+// Whether `op` may run as Winograd at all: a dense 3x3 stride-1 Conv with constant weights.
+bool WinogradShaped(const Op& op, const Dims& wd, const void* weights) {
+  auto ones = [](const Dims& d) {
+    return std::all_of(d.begin(), d.end(), [](int64_t v) { return v == 1; });
+  };
+  return op.kind == OpKind::kConv && op.group == 1 && weights != nullptr && wd.size() == 4 &&
+         wd[2] == 3 && wd[3] == 3 && ones(op.strides) && ones(op.dilations);
 }
 
 }  // namespace
+
+// Per op of the region, whether the error budget (above) allows it F(4x4).
+std::vector<bool> Builder::F4Allowed() const {
+  int accumulating = 0;
+  for (const Op& op : r_.ops)
+    accumulating += op.kind == OpKind::kConv || op.kind == OpKind::kMatMul;
+  double left = kErrorBudget - accumulating * kDirectError;
+  std::vector<bool> allowed(r_.ops.size(), false);
+  for (size_t i = 0; i < r_.ops.size(); ++i) {
+    const Op& op = r_.ops[i];
+    if (op.kind != OpKind::kConv || op.inputs.size() < 2) continue;
+    const int32_t w = op.inputs[1];
+    if (!WinogradShaped(op, dims_[w], d_.constant_data[w])) continue;
+    if (left < kF4Error - kDirectError) break;
+    allowed[i] = true;
+    left -= kF4Error - kDirectError;
+  }
+  return allowed;
+}
 
 // Which of `candidates` (in order of growing error) beats oneDNN's primitive, the last step
 // of the plan: each runs on scratch buffers of the real shape (one warm-up, three timed runs,
@@ -159,13 +209,19 @@ size_t Builder::FasterConv(const dnnl::convolution_forward::primitive_desc& pd,
 void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
                        const Window& win) {
   WinogradChoice choice = ChoiceFromEnv();
+  if (f4_allowed_.empty()) f4_allowed_ = F4Allowed();
+  if (!f4_allowed_[op_index_]) {
+    for (int& m : choice.tiles) m = 2;  // "4" and "force4" fall back to F(2x2)
+    choice.tiles.erase(std::unique(choice.tiles.begin(), choice.tiles.end()),
+                       choice.tiles.end());
+  }
   std::vector<WinogradPostOp> post;
   if (choice.tiles.empty() || !WinogradPostOps(op, &post)) return;
   const int32_t w = op.inputs[1];
   const Dims& wd = dims_[w];
   const float* weights = static_cast<const float*>(d_.constant_data[w]);
   if (r_.tensors[w].dtype != DType::kF32 || weights == nullptr) return;
-  const std::string key = choice.measure ? ShapeKey(pd, win) : "";
+  const std::string key = choice.measure ? ShapeKey(pd, win, choice.tiles) : "";
   int known = -1;
   if (choice.measure && Memo().Find(key, &known)) {
     if (known == 0) return;
@@ -204,7 +260,8 @@ void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_
 // oneDNN's reordered weights of the step just given to Winograd are never read again (its
 // own are transformed): the cache forgets them and this plan lets go of its share, so they
 // are freed unless another plan of the op (another shape) runs oneDNN's convolution. The
-// slot keeps its descriptor, with no data.
+// slot keeps its descriptor, with no data. The search runs from the back: Weights() pushed
+// this step's weights last, so it ends at the first comparison (O(1) per conv, not O(n)).
 void Builder::DropOneDnnWeights() {
   for (const auto& [arg, slot] : plan_->steps.back().args) {
     Slot& s = plan_->slots[slot];

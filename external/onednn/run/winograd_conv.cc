@@ -12,12 +12,15 @@
 // output is one thread's sum in one order: results do not depend on the team size.
 //
 // Numerics (winograd_conv_test prints them; inputs in [-1, 1), weights in [-0.3, 0.3), the
-// zoo's channel counts 16..512, outputs up to ~27): the transforms' coefficients grow with
-// the tile (F(2x2): B^T and A^T entries 0 / +-1, G's 1/2; F(4x4): B^T's up to 5, A^T's up to
-// 8), and so does the error. F(2x2)'s largest error against float64 is 1.3e-7 .. 8.7e-7 of the
+// zoo's channel counts 3..512, outputs up to ~27): the transforms' coefficients grow with the
+// tile (F(2x2): B^T and A^T entries 0 / +-1, G's 1/2; F(4x4): B^T's up to 5/2, A^T's up to 8),
+// and so does the error. F(2x2)'s largest error against float64 is 1.3e-7 .. 8.7e-7 of the
 // output's scale, no larger than oneDNN's direct convolution (whose is 1e-6 .. 2e-6); F(4x4)'s
-// is 7e-6 .. 1.6e-5 (rising with C), ~7x oneDNN's: still 6x inside the zoo's 1e-4 x scale,
-// which is why the plan builder takes F(4x4) only when it is clearly faster than F(2x2).
+// is 4e-7 .. 4.2e-6 (1.25e-5 with Lavin's points), ~2x oneDNN's: 20x inside the zoo's
+// 1e-4 x scale for one layer, but summed over a deep network's layers no longer (resnet101:
+// 2.3e-4 of the scale with Lavin's F(4x4) on six layers), which is why the plan builder gives
+// F(4x4) only to the layers a region's error budget allows (plan_winograd.cc) and then only
+// when clearly faster.
 #include "external/onednn/run/winograd_conv.h"
 
 #include <immintrin.h>
@@ -45,23 +48,30 @@ struct Tr<2> {
   static constexpr float kBT[4][4] = {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}};
   static constexpr float kAT[2][4] = {{1, 1, 1, 0}, {0, 1, -1, -1}};
 };
+// F(4x4) interpolates at 0, 1, -1, 2, -1/2 and infinity rather than Lavin's 0, +-1, +-2
+// (Barabasz et al., "Error analysis and improving the accuracy of Winograd convolution for
+// deep neural networks", 2020): -1/2 in place of -2 keeps A^T's and B^T's entries small
+// (up to 8 and 5/2 against 8 and 5), which cuts the largest error against float64 2-3x
+// (winograd_conv_test prints it) for three more adds per row pass of the input transform.
 template <>
 struct Tr<4> {
   static constexpr int kA = 6;
-  static constexpr float kBT[6][6] = {{4, 0, -5, 0, 1, 0},  {0, -4, -4, 1, 1, 0},
-                                      {0, 4, -4, -1, 1, 0}, {0, -2, -1, 2, 1, 0},
-                                      {0, 2, -1, -2, 1, 0}, {0, 4, 0, -5, 0, 1}};
-  static constexpr float kAT[4][6] = {
-      {1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}};
+  static constexpr float kBT[6][6] = {
+      {1, 1.5f, -2, -1.5f, 1, 0},   {0, -1, -2.5f, -0.5f, 1, 0}, {0, 1, 0.5f, -2.5f, 1, 0},
+      {0, -0.5f, -1, 0.5f, 1, 0},   {0, 2, -1, -2, 1, 0},        {0, 1, 1.5f, -2, -1.5f, 1}};
+  static constexpr float kAT[4][6] = {{1, 1, 1, 1, 1, 0},
+                                      {0, 1, -1, 2, -0.5f, 0},
+                                      {0, 1, 1, 4, 0.25f, 0},
+                                      {0, 1, -1, 8, -0.125f, 1}};
 };
 
 // G for the weight transform, in double (done once).
 const double kG2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-const double kG4[6][3] = {{1.0 / 4, 0, 0},
-                          {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                          {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                          {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                          {1.0 / 24, -1.0 / 12, 1.0 / 6},
+const double kG4[6][3] = {{1, 0, 0},
+                          {-1.0 / 3, -1.0 / 3, -1.0 / 3},
+                          {1.0 / 3, -1.0 / 3, 1.0 / 3},
+                          {1.0 / 15, 2.0 / 15, 4.0 / 15},
+                          {-16.0 / 15, 8.0 / 15, -4.0 / 15},
                           {0, 0, 1}};
 
 // Row I of B^T (kInput) or A^T of F(M x M, 3x3), known at compile time.

@@ -13,7 +13,7 @@
 //   |winograd - exact| <= gamma_n * (|A^T| (sum_c (|G||g||G^T|) .* (|B^T||d||B|)) |A|),
 //   n = 4 alpha + Cp + 3,
 // the same Winograd product taken with every matrix and operand in absolute value (computed
-// here in float64). That bound grows with the transforms' coefficients (F(4x4)'s B^T has 5s,
+// here in float64). That bound grows with the transforms' coefficients (F(4x4)'s B^T has 5/2s,
 // A^T 8s), which is exactly Winograd's error growth. oneDNN's direct convolution sums 9 C
 // products: |onednn - exact| <= gamma_{9 Cp + 3} * sum |w||x|. The comparison with oneDNN
 // allows the sum of both bounds. Relu, clip and max are 1-Lipschitz, so the bounds carry
@@ -130,20 +130,23 @@ Transforms Of(int m) {
             {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}},
             {{1, 0, 0}, {.5, .5, .5}, {.5, -.5, .5}, {0, 0, 1}},
             {{1, 1, 1, 0}, {0, 1, -1, -1}}};
-  return {6,
-          {{4, 0, -5, 0, 1, 0},
-           {0, -4, -4, 1, 1, 0},
-           {0, 4, -4, -1, 1, 0},
-           {0, -2, -1, 2, 1, 0},
+  return {6,  // points 0, 1, -1, 2, -1/2, infinity
+          {{1, 1.5, -2, -1.5, 1, 0},
+           {0, -1, -2.5, -0.5, 1, 0},
+           {0, 1, 0.5, -2.5, 1, 0},
+           {0, -0.5, -1, 0.5, 1, 0},
            {0, 2, -1, -2, 1, 0},
-           {0, 4, 0, -5, 0, 1}},
-          {{1. / 4, 0, 0},
-           {-1. / 6, -1. / 6, -1. / 6},
-           {-1. / 6, 1. / 6, -1. / 6},
-           {1. / 24, 1. / 12, 1. / 6},
-           {1. / 24, -1. / 12, 1. / 6},
+           {0, 1, 1.5, -2, -1.5, 1}},
+          {{1, 0, 0},
+           {-1. / 3, -1. / 3, -1. / 3},
+           {1. / 3, -1. / 3, 1. / 3},
+           {1. / 15, 2. / 15, 4. / 15},
+           {-16. / 15, 8. / 15, -4. / 15},
            {0, 0, 1}},
-          {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}}};
+          {{1, 1, 1, 1, 1, 0},
+           {0, 1, -1, 2, -0.5, 0},
+           {0, 1, 1, 4, 0.25, 0},
+           {0, 1, -1, 8, -0.125, 1}}};
 }
 
 // L (r x s) * X (s x t) * R^T (t x u given as u x t), all |.| when `abs`.
