@@ -58,8 +58,9 @@ class CodeGenerator {
   llvm::AllocaInst* EntryAlloca(llvm::Type* type, uint64_t count, const std::string& name);
 
   // codegen_vector.cc: a kVectorized loop of constant extent as explicit vector operations.
-  // Emits it and returns true when its body is one Store whose accesses are contiguous along the
-  // loop variable and whose arithmetic is lane-wise; returns false, emitting nothing, otherwise.
+  // Emits it and returns true when its body is one Store to local scratch whose accesses are
+  // contiguous along the loop variable and whose arithmetic is lane-wise; returns false,
+  // emitting nothing, otherwise.
   StatusOr<bool> EmitVectorLoop(const StmtNode& s, llvm::Value* min, llvm::Value* extent);
   bool ContiguousAccess(const BufferNode* buffer, const std::vector<Expr>& indices,
                         const ExprNode* var);

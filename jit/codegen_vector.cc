@@ -7,9 +7,10 @@
 // and the GEMM's K loop became xmm pieces, blends and spills, 2.3x slower, with no test to see it.
 // Emitted here as whole vectors, the loop leaves nothing for SLP to regroup: each row is
 // extent / lanes vector loads, FMAs and stores on lane-aligned column groups, which SROA promotes
-// to vector registers. Only loops whose every access is contiguous along the loop variable and
-// whose arithmetic is lane-wise are taken; the rest go to EmitLoop as before. Lane-wise means the
-// same operations per element, so results are bit-identical to the scalar loop's.
+// to vector registers. Only loops that store to local scratch, whose every access is contiguous
+// along the loop variable and whose arithmetic is lane-wise are taken; the rest go to EmitLoop.
+// Lane-wise means the same operations per element, so results are bit-identical to the scalar
+// loop's.
 #include <llvm/IR/Intrinsics.h>
 
 #include "jit/codegen_internal.h"
@@ -112,7 +113,12 @@ StatusOr<bool> CodeGenerator::EmitVectorLoop(const StmtNode& s, llvm::Value* min
                                              llvm::Value* extent) {
   auto* count = llvm::dyn_cast<llvm::ConstantInt>(extent);
   const StmtNode& store = *s.body[0];
+  // Only loops that write local scratch (a GEMM tile's accumulators and partial sums): loops
+  // writing a kernel's outputs (epilogues, elementwise ops) keep LLVM's loop vectorizer, which
+  // served them well (gemm_bench's 64x8000x256 + bias was 3-5% slower with its epilogue here).
   if (!count || store.op != StmtOp::kStore) return false;
+  auto bound = env_.buffers.find(store.buffer.get());
+  if (bound == env_.buffers.end() || bound->second.param >= 0) return false;
   const DType t = store.buffer->dtype;
   const int64_t lanes = (target_.has_avx512f ? 64 : target_.has_avx2 ? 32 : 16) / DTypeSize(t);
   const int64_t n = count->getSExtValue();
