@@ -149,6 +149,10 @@ Status CodeGenerator::EmitFor(const StmtNode& s) {
   ASSIGN_OR_RETURN(llvm::Value * extent, EmitExpr(s.exprs[1]));
   llvm::Value* end = b_.CreateAdd(min, extent, s.var.name() + ".end", false, true);
   if (s.for_kind == ForKind::kParallel) return EmitParallelFor(s, min, end);
+  if (s.for_kind == ForKind::kVectorized) {
+    ASSIGN_OR_RETURN(bool emitted, EmitVectorLoop(s, min, extent));
+    if (emitted) return Status::Ok();
+  }
   bool constant = llvm::isa<llvm::ConstantInt>(extent);
   return EmitLoop(min, end, s.for_kind, constant, s.var.name(), [&](llvm::Value* index) {
     env_.vars[s.var.get()] = index;

@@ -57,6 +57,16 @@ class CodeGenerator {
   llvm::MDNode* LoopMetadata(ForKind kind, bool constant_extent, llvm::MDNode* access_group);
   llvm::AllocaInst* EntryAlloca(llvm::Type* type, uint64_t count, const std::string& name);
 
+  // codegen_vector.cc: a kVectorized loop of constant extent as explicit vector operations.
+  // Emits it and returns true when its body is one Store to local scratch whose accesses are
+  // contiguous along the loop variable and whose arithmetic is lane-wise; returns false,
+  // emitting nothing, otherwise.
+  StatusOr<bool> EmitVectorLoop(const StmtNode& s, llvm::Value* min, llvm::Value* extent);
+  bool ContiguousAccess(const BufferNode* buffer, const std::vector<Expr>& indices,
+                        const ExprNode* var);
+  bool LaneWise(const Expr& e, DType t, const ExprNode* var);
+  StatusOr<llvm::Value*> EmitLanes(const Expr& e, const ExprNode* var, int64_t lanes);
+
   // codegen_parallel.cc: parallel loops.
   Status EmitParallelFor(const StmtNode& s, llvm::Value* begin, llvm::Value* end);
   StatusOr<llvm::Function*> EmitOutlinedBody(const StmtNode& s,

@@ -124,7 +124,9 @@ Stmt Tile(const TileContext& t, int64_t r, const Expr& base) {
   // grouped them across vector boundaries for some shapes (columns 5..12 of a row; N = 8000 or
   // 4000, not 8192): the K loop got xmm pieces, blends and stack spills, 2.4x the CPU time.
   // The read-back costs one L1 load per 8 outputs (the object code keeps it: 12 vector loads a
-  // tile, against ~3,000 FMAs at K = 256).
+  // tile, against ~3,000 FMAs at K = 256). The tile's constant-width loops are now emitted as
+  // vector operations (jit/codegen_vector.cc), so SLP no longer decides their lanes, and
+  // tests/compiler/lower/gemm_codegen_test fails if any FMA of the kernel is not full width.
   Var ii6("ii"), jj6("jj");
   Stmt store = jit::For(ii6, I(r), row_kind,
                         jit::For(jj6, I(cols), ForKind::kVectorized,

@@ -1,0 +1,151 @@
+// Code generation for short vectorized loops as explicit LLVM vector operations.
+//
+// A kVectorized loop of constant extent (a GEMM tile's row of accumulators, 2 x 8 f32 with AVX2)
+// used to be left to LLVM: O3 fully unrolls it, SROA turns the accumulators into scalars and the
+// SLP vectorizer rebuilds vectors from them. SLP's grouping depends on the code around the loop:
+// one extra store block made it group lanes across vector boundaries (columns 5..12 of a row),
+// and the GEMM's K loop became xmm pieces, blends and spills, 2.3x slower, with no test to see it.
+// Emitted here as whole vectors, the loop leaves nothing for SLP to regroup: each row is
+// extent / lanes vector loads, FMAs and stores on lane-aligned column groups, which SROA promotes
+// to vector registers. Only loops that store to local scratch, whose every access is contiguous
+// along the loop variable and whose arithmetic is lane-wise are taken; the rest go to EmitLoop.
+// Lane-wise means the same operations per element, so results are bit-identical to the scalar
+// loop's.
+#include <llvm/IR/Intrinsics.h>
+
+#include "jit/codegen_internal.h"
+
+namespace kiln::jit {
+namespace {
+
+// Vectors per loop at most: beyond that the loop vectorizer handles the loop better than
+// straight-line code would (code size), and no tile needs more.
+constexpr int64_t kMaxVectors = 8;
+
+bool IsVectorFloat(DType t) { return t == DType::kF32 || t == DType::kF64; }
+
+// True when `e` reads the variable `var`.
+bool Uses(const Expr& e, const ExprNode* var) {
+  if (e.get() == var) return true;
+  for (const Expr& arg : e->args)
+    if (Uses(arg, var)) return true;
+  return false;
+}
+
+// True when nothing in `e` is a reduction (whose axes would need their own loops per lane).
+bool NoReduce(const Expr& e) {
+  if (e->op == ExprOp::kReduce) return false;
+  for (const Expr& arg : e->args)
+    if (!NoReduce(arg)) return false;
+  return true;
+}
+
+// `index` is var, var + x or x + var with x not reading var.
+bool LaneIndex(const Expr& index, const ExprNode* var) {
+  if (index.get() == var) return true;
+  if (index->op != ExprOp::kAdd) return false;
+  const Expr &a = index->args[0], &b = index->args[1];
+  return (a.get() == var && !Uses(b, var)) || (b.get() == var && !Uses(a, var));
+}
+
+}  // namespace
+
+bool CodeGenerator::ContiguousAccess(const BufferNode* buffer, const std::vector<Expr>& indices,
+                                     const ExprNode* var) {
+  if (indices.empty() || !IsVectorFloat(buffer->dtype) || !LaneIndex(indices.back(), var))
+    return false;
+  for (size_t d = 0; d + 1 < indices.size(); ++d)
+    if (Uses(indices[d], var) || !NoReduce(indices[d])) return false;
+  auto it = env_.buffers.find(buffer);
+  if (it == env_.buffers.end()) return false;
+  auto* stride = llvm::dyn_cast<llvm::ConstantInt>(it->second.strides.back());
+  return stride && stride->isOne();
+}
+
+bool CodeGenerator::LaneWise(const Expr& e, DType t, const ExprNode* var) {
+  if (e.dtype() != t || !NoReduce(e)) return false;
+  if (!Uses(e, var)) return true;  // one scalar, splat
+  switch (e->op) {
+    case ExprOp::kLoad:
+      return ContiguousAccess(e->buffer.get(), e->args, var);
+    case ExprOp::kAdd:
+    case ExprOp::kSub:
+    case ExprOp::kMul:
+    case ExprOp::kDiv:
+    case ExprOp::kMin:
+    case ExprOp::kMax:
+    case ExprOp::kMulAdd:
+      for (const Expr& arg : e->args)
+        if (!LaneWise(arg, t, var)) return false;
+      return true;
+    default:
+      return false;  // the loop variable itself, casts, comparisons, selects, math calls
+  }
+}
+
+StatusOr<llvm::Value*> CodeGenerator::EmitLanes(const Expr& e, const ExprNode* var, int64_t lanes) {
+  const DType t = e.dtype();
+  llvm::Type* vector = llvm::FixedVectorType::get(ValueType(t), static_cast<unsigned>(lanes));
+  if (!Uses(e, var)) {
+    ASSIGN_OR_RETURN(llvm::Value * scalar, EmitExpr(e));
+    return b_.CreateVectorSplat(static_cast<unsigned>(lanes), scalar);
+  }
+  std::vector<llvm::Value*> args;
+  if (e->op == ExprOp::kLoad) {
+    for (const Expr& arg : e->args) {
+      ASSIGN_OR_RETURN(llvm::Value * v, EmitExpr(arg));
+      args.push_back(v);
+    }
+    llvm::LoadInst* load =
+        b_.CreateAlignedLoad(vector, ElementPtr(e->buffer.get(), args), llvm::Align(DTypeSize(t)));
+    TagAccess(load, env_.buffers.at(e->buffer.get()));
+    return load;
+  }
+  for (const Expr& arg : e->args) {
+    ASSIGN_OR_RETURN(llvm::Value * v, EmitLanes(arg, var, lanes));
+    args.push_back(v);
+  }
+  if (e->op == ExprOp::kMulAdd) return b_.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vector}, args);
+  return EmitBinary(e->op, t, args[0], args[1]);  // IRBuilder's float ops take vectors as well
+}
+
+StatusOr<bool> CodeGenerator::EmitVectorLoop(const StmtNode& s, llvm::Value* min,
+                                             llvm::Value* extent) {
+  auto* count = llvm::dyn_cast<llvm::ConstantInt>(extent);
+  const StmtNode& store = *s.body[0];
+  // Only loops that write local scratch (a GEMM tile's accumulators and partial sums): loops
+  // writing a kernel's outputs (epilogues, elementwise ops) keep LLVM's loop vectorizer, which
+  // served them well (gemm_bench's 64x8000x256 + bias was 3-5% slower with its epilogue here).
+  if (!count || store.op != StmtOp::kStore) return false;
+  auto bound = env_.buffers.find(store.buffer.get());
+  if (bound == env_.buffers.end() || bound->second.param >= 0) return false;
+  const DType t = store.buffer->dtype;
+  const int64_t lanes = (target_.has_avx512f ? 64 : target_.has_avx2 ? 32 : 16) / DTypeSize(t);
+  const int64_t n = count->getSExtValue();
+  if (n <= 0 || n % lanes != 0 || n / lanes > kMaxVectors) return false;
+  const ExprNode* var = s.var.get();
+  std::vector<Expr> indices(store.exprs.begin(), store.exprs.end() - 1);
+  if (!ContiguousAccess(store.buffer.get(), indices, var) || !LaneWise(store.exprs.back(), t, var))
+    return false;
+  // Each group of `lanes` iterations at once, in order, as straight-line code.
+  auto group = [&](int64_t first) -> Status {
+    env_.vars[var] = b_.CreateAdd(min, b_.getInt64(first), s.var.name(), false, true);
+    ASSIGN_OR_RETURN(llvm::Value * value, EmitLanes(store.exprs.back(), var, lanes));
+    std::vector<llvm::Value*> at;
+    for (const Expr& index : indices) {
+      ASSIGN_OR_RETURN(llvm::Value * v, EmitExpr(index));
+      at.push_back(v);
+    }
+    llvm::StoreInst* out =
+        b_.CreateAlignedStore(value, ElementPtr(store.buffer.get(), at), llvm::Align(DTypeSize(t)));
+    TagAccess(out, env_.buffers.at(store.buffer.get()));
+    return Status::Ok();
+  };
+  Status status = Status::Ok();
+  for (int64_t first = 0; first < n && status.ok(); first += lanes) status = group(first);
+  env_.vars.erase(var);
+  RETURN_IF_ERROR(status);
+  return true;
+}
+
+}  // namespace kiln::jit
