@@ -125,8 +125,10 @@ std::string ShapeKey(const dnnl::convolution_forward::primitive_desc& pd, const 
 }
 
 // The accuracy policy. Each convolution or matmul of a region adds a rounding error to what
-// follows it, relative to its output's scale; carried through the layers after it (a residual
-// path passes it on unchanged), the region's output error is at worst their sum. Per layer,
+// follows it, relative to its output's scale; the budget below charges each layer its worst
+// per-layer error and sums them. That sum is a depth rule, not a bound: later layers can
+// amplify an early error (resnet101: six early F(4x4) layers added ~1.3e-4 of scale where
+// the sum predicts 1.8e-5), so the rule is calibrated on the measured models. Per layer,
 // against float64 (winograd_conv_test, C = 3..512): oneDNN's direct convolution up to 2e-6
 // (kDirectError), F(2x2) up to 9e-7 (never more than direct: always allowed), F(4x4) up to
 // 4.2e-6 (kF4Error rounds it up; 1.25e-5 with Lavin's points). The budget is the zoo's
