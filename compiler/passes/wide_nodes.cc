@@ -85,8 +85,8 @@ StatusOr<int> NarrowWideNodes(Graph& g, int max_inputs) {
   for (NodeId n = 0; n < g.num_nodes(); ++n) {  // nodes added here are visited too
     const Node& node = g.node(n);
     if (!DefaultDomain(node)) continue;
-    int present = static_cast<int>(
-        std::count_if(node.inputs.begin(), node.inputs.end(), [](ValueId v) { return v != kNoValue; }));
+    int present = static_cast<int>(std::count_if(node.inputs.begin(), node.inputs.end(),
+                                                 [](ValueId v) { return v != kNoValue; }));
     if (present <= max_inputs) continue;
     int axis = -1;
     if (node.op_type == "Concat") {
