@@ -86,31 +86,73 @@ struct TileContext {
   Expr direct;  // true when the tile stores its outputs itself (last K chunk, full panel)
 };
 
+// Independent FMA chains a tile needs to keep both FMA pipes busy: an FMA's result is an input
+// of the next one of its chain 4 cycles later (Zen 3, Skylake-X), and 2 issue per cycle.
+constexpr int64_t kMinChains = 8;
+
+// Accumulator sets a tile of `r` rows splits K over (k mod sets): a full 6 x 2-vector tile has
+// 12 chains, but a 1-row tile (M = 1: a recurrent step, a decoder's token) has 2, one FMA per
+// 2 cycles per chain pair, a quarter of the pipes; the 2-row tail of M = 50 has 4. Splitting K
+// gives them 8 chains, and with 3 rows 12 accumulators (+ 2 B vectors + the broadcast, within
+// AVX2's 16 registers).
+int64_t KSets(const GemmSpec& s, int64_t r) {
+  int64_t lanes = HostF32Lanes() / (DTypeSize(s.acc) >= 8 ? 2 : 1);
+  int64_t chains = r * std::max<int64_t>(1, s.cols / lanes);
+  return std::min<int64_t>(4, std::max<int64_t>(1, (kMinChains + chains - 1) / chains));
+}
+
 // One `r` x cols tile whose first row is row `base` of the task's group, over one K chunk:
 // acc from the partial sums (or 0), FMAs, back. Each call makes its own variables and scratch.
+// With KSets > 1 the accumulator holds `sets` stacked r x cols sets: step k adds into set
+// k mod sets, and the sets are summed into the first before the save.
 Stmt Tile(const TileContext& t, int64_t r, const Expr& base) {
   const GemmSpec& s = t.s;
-  const int64_t cols = s.cols;
-  Buffer acc = Buffer::Local("acc", s.acc, {r, cols});
-  Var i0("i0"), ii("ii"), jj("jj"), kk("kk"), a_ik("a_ik", s.acc);
+  const int64_t cols = s.cols, sets = KSets(s, r);
+  Buffer acc = Buffer::Local("acc", s.acc, {sets * r, cols});
+  Var i0("i0"), ii("ii"), jz("jj");
   ForKind row_kind = ForKind::kUnrolled;
   Stmt zero = jit::For(
-      ii, I(r), row_kind,
-      jit::For(jj, I(cols), ForKind::kVectorized, Store(acc, {ii, jj}, jit::Const(s.acc, 0))));
+      ii, I(sets * r), row_kind,
+      jit::For(jz, I(cols), ForKind::kVectorized, Store(acc, {ii, jz}, jit::Const(s.acc, 0))));
   Var ii2("ii"), jj2("jj");
   Stmt reload = jit::For(ii2, I(r), row_kind,
                          jit::For(jj2, I(cols), ForKind::kVectorized,
                                   Store(acc, {ii2, jj2}, Load(t.part, {base + ii2, jj2}))));
-  Var ii3("ii"), jj3("jj");
-  Expr a_value = Cast(s.acc, s.a(t.b, Min(i0 + ii3, s.m - I(1)), t.k0 + kk));
-  Expr b_kj =
-      s.packed_b ? s.packed_b(FloorDiv(t.j0, I(cols)), t.k0 + kk, jj3) : Load(t.pack, {kk, jj3});
-  Expr fma = jit::MulAdd(a_ik, b_kj, Load(acc, {ii3, jj3}));
-  Stmt accumulate = jit::For(
-      kk, t.klen, ForKind::kSerial,
-      jit::For(ii3, I(r), row_kind,
-               Let(a_ik, a_value,
-                   jit::For(jj3, I(cols), ForKind::kVectorized, Store(acc, {ii3, jj3}, fma)))));
+  if (sets > 1) {
+    Var ii7("ii"), jj7("jj");
+    reload = jit::Seq({reload, jit::For(ii7, I((sets - 1) * r), row_kind,
+                                        jit::For(jj7, I(cols), ForKind::kVectorized,
+                                                 Store(acc, {I(r) + ii7, jj7},
+                                                       jit::Const(s.acc, 0))))});
+  }
+  // Step k (of the chunk) into set `set`: r rows of a broadcast A element times B's row k.
+  auto step = [&](const Expr& k, const Expr& set) {
+    Var ii3("ii"), jj3("jj"), a_ik("a_ik", s.acc);
+    Expr a_value = Cast(s.acc, s.a(t.b, Min(i0 + ii3, s.m - I(1)), t.k0 + k));
+    Expr b_kj =
+        s.packed_b ? s.packed_b(FloorDiv(t.j0, I(cols)), t.k0 + k, jj3) : Load(t.pack, {k, jj3});
+    Expr row = set * I(r) + ii3;
+    Expr fma = jit::MulAdd(a_ik, b_kj, Load(acc, {row, jj3}));
+    return jit::For(ii3, I(r), row_kind,
+                    Let(a_ik, a_value,
+                        jit::For(jj3, I(cols), ForKind::kVectorized, Store(acc, {row, jj3}, fma))));
+  };
+  Var kk("kk");
+  Stmt accumulate = jit::For(kk, t.klen, ForKind::kSerial, step(kk, I(0)));
+  if (sets > 1) {
+    // `sets` steps per iteration (one per set), then the chunk's last klen mod sets steps into
+    // set 0, then the sets' sum into set 0.
+    Var kq("kq"), u("u"), kr("kr"), whole("whole");
+    Stmt main = jit::For(kq, FloorDiv(t.klen, I(sets)), ForKind::kSerial,
+                         jit::For(u, I(sets), ForKind::kUnrolled, step(kq * I(sets) + u, u)));
+    Stmt rest = jit::For(kr, t.klen - whole, ForKind::kSerial, step(whole + kr, I(0)));
+    Var ii8("ii"), jj8("jj");
+    Expr sum = Load(acc, {ii8, jj8});
+    for (int64_t set = 1; set < sets; ++set) sum = jit::Add(sum, Load(acc, {I(set * r) + ii8, jj8}));
+    Stmt combine = jit::For(ii8, I(r), row_kind,
+                            jit::For(jj8, I(cols), ForKind::kVectorized, Store(acc, {ii8, jj8}, sum)));
+    accumulate = Let(whole, FloorDiv(t.klen, I(sets)) * I(sets), jit::Seq({main, rest, combine}));
+  }
   Var ii4("ii"), jj4("jj");
   Stmt save = jit::For(ii4, I(r), row_kind,
                        jit::For(jj4, I(cols), ForKind::kVectorized,
@@ -139,7 +181,8 @@ Stmt Tile(const TileContext& t, int64_t r, const Expr& base) {
 
 // The group's `rows_g` rows as full tiles, then the rows left over (fewer than a tile) as one
 // tile of exactly that many rows: a 6-row tile over the 1 row left of M = 49 did 6x the FMAs
-// of that row, where a 1-row tile's two FMA chains take 4 cycles a step instead of 6.
+// of that row. A tile of few rows splits K over sets of accumulators (KSets) so that its FMA
+// chains still fill the pipes.
 Stmt TileRows(const TileContext& t, const Expr& rows_g) {
   const int64_t rows = t.s.rows;
   Var tt("tt"), full("full"), tail("tail");

@@ -12,6 +12,7 @@
 
 #include <boost/test/unit_test.hpp>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -177,6 +178,41 @@ BOOST_AUTO_TEST_CASE(gemm_trans_b_and_batched_matmul) {
       y = MatMul(q, k)
     })",
                 false, TileVectors(false));
+}
+
+// The distinct registers the FMAs of the model's one GEMM kernel accumulate into (the last
+// operand of an AT&T vfmadd): the independent FMA chains its tiles keep in flight.
+size_t FmaAccumulators(const std::string& model_text) {
+  const jit::TargetInfo target = Host();
+  std::set<std::string> regs;
+  const std::regex fma(R"(\tvfmadd\d+p[sd]\t[^\n]*(%[xyz]mm\d+)\n)");
+  for (const jit::Kernel& kernel : Kernels(model_text)) {
+    Code code = Compile(kernel, target);
+    for (auto it = std::sregex_iterator(code.asm_.begin(), code.asm_.end(), fma);
+         it != std::sregex_iterator(); ++it) {
+      regs.insert((*it)[1]);
+    }
+  }
+  return regs.size();
+}
+
+// M = 1 (a recurrent step, a decoder's token) and M = 2 (the rows M = 50 leaves after 6-row
+// tiles): a 1-row tile of two vectors has two FMA chains, each waiting 4 cycles for its last
+// result, a quarter of what the FMA pipes take. The tile splits K over independent sets of
+// accumulators to keep 8 chains in flight (on every x86 vector width: 2 x 4 sets with AVX2,
+// 4 x 2 with AVX-512).
+BOOST_AUTO_TEST_CASE(small_m_keeps_eight_fma_chains) {
+  BOOST_REQUIRE_MESSAGE(Host().triple.rfind("x86_64", 0) == 0, "reads x86 assembly");
+  for (int m : {1, 2}) {
+    std::string ms = std::to_string(m);
+    size_t chains = FmaAccumulators(R"(
+      <ir_version: 8, opset_import: ["" : 17]>
+      g (float[)" + ms + R"(, 64] x, float[64, 48] w) => (float[)" + ms + R"(, 48] y) {
+        y = MatMul(x, w)
+      })");
+    BOOST_TEST_MESSAGE("M " << m << ": FMAs accumulate into " << chains << " registers");
+    BOOST_TEST(chains >= 8u, "M " << m << ": " << chains << " FMA accumulators");
+  }
 }
 
 // f64 accumulates in f64: half the lanes per vector, the same number of vectors per tile.
