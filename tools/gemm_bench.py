@@ -2,7 +2,7 @@
 """Old kiln against new on one-node GEMM and ConvTranspose models: CPU time per call.
 
     /usr/bin/python3 tools/gemm_bench.py --kiln old=/work/kiln-main --kiln new=bazel-bin/tools/kiln
-        [--threads 1,2] [--rounds 3] [--only 64x8000x256,ct64x32x32] [--out DIR]
+        [--threads 1,2] [--rounds 3] [--iters 50] [--only 64x8000x256,ct64x32x32] [--out DIR]
 
 Each case is a model of one MatMul with constant weights (packed at compile time, as a
 transformer's projections and LM heads are), written MxNxK, with `b` for a bias Add fused into
@@ -10,7 +10,8 @@ its epilogue and `r3` for a rank-3 A ([1, M, K], as the zoo's transformers have)
 ConvTranspose with kernel 2 and stride 2 (ctCINxCOUTxHW: U-Net's upsampling). Every binary
 compiles its own copy (the kernels are lowered at compile time, so old and new differ there).
 
-Figure: (task-clock of `kiln bench --iters 55` - that of `--iters 5`) / 50, the JIT cache warm
+Figure: (task-clock of `kiln bench --iters 5+N` - that of `--iters 5`) / N (N = --iters; the
+M = 1 cases of a few microseconds need thousands to rise above the process's noise), the JIT cache warm
 and tiering off, so compiles and loading cancel out. CPU time, unlike wall time, stays
 meaningful on a loaded machine (2 cores shared with builds); with 2 threads it adds up both
 threads' time (idle waits included). Binaries alternate within a round; the median over rounds
@@ -75,13 +76,13 @@ def task_clock_ms(cmd):
     return float(line.split(",")[0])
 
 
-def per_call_ms(kiln, kfile, threads, cache):
+def per_call_ms(kiln, kfile, threads, cache, iters):
     def bench(iters):
         return task_clock_ms([kiln, "bench", kfile, "--threads", str(threads), "--iters",
                               str(iters), "--warmup", "1", "--jit-cache", cache,
                               "--jit-tiering", "off"])
     bench(1)  # fills the JIT cache: both measured runs then load the same objects
-    return (bench(55) - bench(5)) / 50
+    return (bench(5 + iters) - bench(5)) / iters
 
 
 def main():
@@ -89,6 +90,7 @@ def main():
     ap.add_argument("--kiln", action="append", required=True, help="NAME=PATH (repeatable)")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--iters", type=int, default=50, help="timed calls per measurement")
     ap.add_argument("--only", default="")
     ap.add_argument("--out", default="/tmp/gemm_bench")
     args = ap.parse_args()
@@ -108,7 +110,8 @@ def main():
             for _ in range(args.rounds):
                 for name, kiln in kilns:
                     cache = os.path.join(args.out, "jit-cache-" + name)
-                    times[name].append(per_call_ms(kiln, files[name], threads, cache))
+                    times[name].append(per_call_ms(kiln, files[name], threads, cache,
+                                                          args.iters))
             med = {name: statistics.median(t) for name, t in times.items()}
             first = kilns[0][0]
             cols = "  ".join(f"{name} {med[name]:7.3f} ms" + (
