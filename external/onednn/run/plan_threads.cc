@@ -13,8 +13,6 @@
 // and kws_dscnn's plan of such steps 12-14 ms per run, against 0.13 ms all on one thread.
 // Below 2^21 a step therefore runs on one thread: nothing is lost on a quiet host, and a
 // loaded one waits only for the steps that have real work to share.
-#include <omp.h>
-
 #include <algorithm>
 
 #include "external/onednn/run/plan_builder.h"
