@@ -181,6 +181,7 @@ Status RunSteps(Plan& plan, Workspace& ws, const RegionData& data, RegionProfile
     if (steps > 1) {
       RunTeam(plan, ws, i);
     } else {
+      TeamSize team(plan.steps[i].threads);  // a step too small to fork: no team
       RunStep(plan.steps[i], ws.stream, ws.step_args[i], ws.kiln_args[i]);
     }
     if (primitives_run != nullptr) primitives_run->fetch_add(steps, std::memory_order_relaxed);
@@ -204,6 +205,15 @@ Status RunSteps(Plan& plan, Workspace& ws, const RegionData& data, RegionProfile
 }
 
 }  // namespace
+
+TeamSize::TeamSize(int threads) : previous_(omp_get_max_threads()) {
+  set_ = threads > 0 && threads != previous_;
+  if (set_) omp_set_num_threads(threads);
+}
+
+TeamSize::~TeamSize() {
+  if (set_) omp_set_num_threads(previous_);
+}
 
 const dnnl::engine& Engine() {
   static const dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);

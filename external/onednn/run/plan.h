@@ -30,6 +30,21 @@ using Dims = std::vector<int64_t>;
 /// The process's CPU engine (created on first use; thread-safe).
 const dnnl::engine& Engine();
 
+/// Sets OpenMP's team size on the calling thread to `threads` while alive (0: leaves it), then
+/// restores it. oneDNN splits a primitive's work for the team size at its creation (JIT
+/// convolutions, GEMMs) or its run (eltwise, binary, reorders): both are made under one.
+class TeamSize {
+ public:
+  explicit TeamSize(int threads);
+  ~TeamSize();
+  TeamSize(const TeamSize&) = delete;
+  TeamSize& operator=(const TeamSize&) = delete;
+
+ private:
+  int previous_;
+  bool set_;
+};
+
 /// A memory the plan refers to: a region input or output (bound per call), a constant (fixed),
 /// or a range of the per-call workspace. Several slots may view the same storage with
 /// different descriptors (a 2-D view for layer norm, rank-aligned views for broadcasting).
@@ -61,6 +76,10 @@ struct Step {
   /// op's output (a convolution split over output channels) and run at once, one per thread
   /// of OpenMP's team (in turn on a smaller team). The first of them starts the group.
   int team = 1;
+  /// 1: the step's work is too small to pay for a fork (plan_threads.cc); its primitive was
+  /// created for one thread and runs with OpenMP's team size at 1, on the calling thread.
+  /// 0: it runs on the caller's team.
+  int threads = 0;
 };
 
 /// The memory objects a step kiln runs itself (max pool, Winograd) reads and writes, found in

@@ -3,6 +3,8 @@
 // placement of intermediates in the workspace. The ops themselves live in plan_<family>.cc.
 #include "external/onednn/run/plan_builder.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <new>
@@ -14,6 +16,12 @@ namespace {
 using dnnl::memory;
 using dt = memory::data_type;
 using Kind = Slot::Kind;
+
+// Step::threads for steps of `work`: 1 when it would not pay for the caller's team, else 0.
+int SerialIfSmall(int64_t work) {
+  const int team = omp_get_max_threads();
+  return StepThreads(work, team) < team ? 1 : 0;
+}
 
 }  // namespace
 
@@ -193,6 +201,9 @@ StatusOr<std::shared_ptr<Plan>> Builder::Build(const std::vector<Dims>& inputs) 
     const Op& op = r_.ops[i];
     std::string where = "ops[" + std::to_string(i) + "] (" + OpKindName(op.kind) + ")";
     skip_next_ = false;
+    // An op too small to pay for a fork gets primitives made for, and run on, one thread.
+    step_threads_ = SerialIfSmall(OpWork(op, dims_));
+    TeamSize team(step_threads_);
     Status s = BuildOpWithFallback(op);
     if (!s.ok()) return s.WithContext(where);
     if (skip_next_) ++i;
@@ -203,8 +214,14 @@ StatusOr<std::shared_ptr<Plan>> Builder::Build(const std::vector<Dims>& inputs) 
     plan_->output_dims.push_back(dims_[t]);
     int out = OutputSlot(t);
     const Slot& cur = plan_->slots[slot_of_[t]];
+    // A copy reads and writes each element once: work of two elements per element.
+    Op copy;
+    copy.inputs = {t};
+    step_threads_ = SerialIfSmall(OpWork(copy, dims_));
+    TeamSize team(step_threads_);
     if (cur.kind != Kind::kOutput) AddReorder(slot_of_[t], out);
   }
+  step_threads_ = 0;
   AssignOffsets();
   plan_->slots[0].md = memory::desc({static_cast<int64_t>(std::max<size_t>(scratch_, 1))}, dt::u8,
                                     memory::format_tag::x);
@@ -375,6 +392,7 @@ void Builder::AddPrimitive(dnnl::primitive p, size_t scratch, Args args) {
   scratch_ = std::max(scratch_, scratch);
   args.push_back({DNNL_ARG_SCRATCHPAD, 0});
   plan_->steps.push_back({std::move(p), std::move(args), op_index_});
+  plan_->steps.back().threads = step_threads_;
   primitives_->fetch_add(1, std::memory_order_relaxed);
 }
 

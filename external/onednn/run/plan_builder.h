@@ -84,6 +84,15 @@ std::vector<float> SliceTaps(const float* w, const Dims& wd, const PrunedTaps& p
 /// ONNX weights [O, I / group, k...] as oneDNN's grouped [group, O / group, I / group, k...]
 /// (unchanged for group 1).
 Dims GroupedWeightDims(const Dims& wd, int64_t group);
+/// The work of region op `op` with tensor dims `dims` (its inputs' must be set), in
+/// multiply-adds, an element read or written counting as several (plan_threads.cc).
+int64_t OpWork(const Op& op, const std::vector<Dims>& dims);
+/// Work below which a step runs on one thread: a second thread saves nothing there on a quiet
+/// host, and a fork costs up to milliseconds on a loaded one (plan_threads.cc: the figures).
+inline constexpr int64_t kSerialWork = int64_t{1} << 21;
+/// The threads an op of `work` uses when the caller's team has `threads`: 1 below
+/// kSerialWork, else `threads`.
+int StepThreads(int64_t work, int threads);
 dnnl::algorithm EltwiseAlgorithm(EltwiseAlg a);
 dnnl::algorithm BinaryAlgorithm(BinaryAlg a);
 
@@ -238,6 +247,8 @@ class Builder {
   std::vector<int> readers_;
   // Set by an op that also computed the next op (BatchNorm with its Relu): Build skips it.
   bool skip_next_ = false;
+  // Step::threads of the steps being added: 1 while building an op too small for a team.
+  int step_threads_ = 0;
   // F4Allowed(), computed at the first Winograd candidate (constants' dims known by then).
   std::vector<bool> f4_allowed_;
 };

@@ -79,6 +79,8 @@ class RegionImpl : public OneDnnRegion {
       s.max_workspace_bytes = std::max<int64_t>(s.max_workspace_bytes, plan->work_bytes);
       s.residual_copies += plan->residual_copies;
       s.concats_in_place += plan->concats_in_place;
+      s.plan_steps += static_cast<int64_t>(plan->steps.size());
+      for (const internal::Step& step : plan->steps) s.serial_steps += step.threads == 1 ? 1 : 0;
     }
     return s;
   }

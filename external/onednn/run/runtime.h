@@ -57,6 +57,10 @@ struct RegionStats {
   // Concats over the cached plans whose inputs were written at their place in the output by
   // their producers, leaving no copy step (see Builder::ConcatInPlace).
   int64_t concats_in_place = 0;
+  // Steps of the cached plans, and those of them that run on the calling thread alone because
+  // their work would not pay for starting OpenMP's team (Step::threads, plan_threads.cc).
+  int64_t plan_steps = 0;
+  int64_t serial_steps = 0;
 };
 
 /// The TensorFunction CreateRegion returns; dynamic_cast to read its counters.
