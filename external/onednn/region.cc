@@ -419,6 +419,17 @@ class Validator {
             op.pads[0] > (int64_t{1} << 40) || op.pads[1] > (int64_t{1} << 40))
           return InvalidFormat(where + ": pads must be {start >= 0, count >= 1}");
         break;
+      case OpKind::kResize:
+        RETURN_IF_ERROR(count(1, 1));
+        RETURN_IF_ERROR(rank_is(op.inputs[0], 3, 5, "X"));
+        if (op.strides.size() != static_cast<size_t>(x_rank - 2))
+          return InvalidFormat(where + ": " + std::to_string(op.strides.size()) +
+                               " factors for " + std::to_string(x_rank - 2) + " spatial dims");
+        for (int64_t f : op.strides) {
+          if (f < 1 || f > kMaxUpsampleFactor)
+            return InvalidFormat(where + ": factor " + std::to_string(f) + " is out of range");
+        }
+        break;
     }
     if (out_rank != x_rank)
       return InvalidFormat(where + ": output rank " + std::to_string(out_rank) + ", expected " +
@@ -468,7 +479,7 @@ class Validator {
 const char* OpKindName(OpKind k) {
   static const char* const kNames[] = {"Conv",      "MatMul", "Pool",   "Eltwise",   "Softmax",
                                        "LayerNorm", "Binary", "Concat", "BatchNorm", "Flatten",
-                                       "QConv",     "QMatMul", "Channels"};
+                                       "QConv",     "QMatMul", "Channels", "Resize"};
   int i = static_cast<int>(k);
   return i < kNumOpKinds ? kNames[i] : "?";
 }
@@ -648,6 +659,9 @@ StatusOr<std::string> DescribeRegion(const uint8_t* data, size_t size) {
         if (op.pads.size() == 2)
           attrs.push_back("channels [" + std::to_string(op.pads[0]) + ", " +
                           std::to_string(op.pads[0] + op.pads[1]) + ")");
+        break;
+      case OpKind::kResize:
+        attrs.push_back("nearest factors=" + Ints(op.strides));
         break;
     }
     std::string posts;

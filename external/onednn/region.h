@@ -29,8 +29,8 @@ inline constexpr const char* kVendorName = "onednn";
 
 inline constexpr uint32_t kRegionMagic = 0x524E444B;  // "KDNR" read as little-endian u32
 inline constexpr uint16_t kRegionMajor = 1;
-// 1.1: kFlatten; 1.2: kQConv, kQMatMul, int8 tensors; 1.3: kChannels.
-inline constexpr uint16_t kRegionMinor = 3;
+// 1.1: kFlatten; 1.2: kQConv, kQMatMul, int8 tensors; 1.3: kChannels; 1.4: kResize.
+inline constexpr uint16_t kRegionMinor = 4;
 
 enum class OpKind : uint8_t {
   kConv = 0,       // [x, w, (bias)] ONNX Conv: w is [O, I/group, k...]
@@ -57,8 +57,14 @@ enum class OpKind : uint8_t {
   // group 1 is the identity, so a channel Slice. pads = {start, count}; C % group == 0 and
   // start + count <= C are checked when shapes are known.
   kChannels = 12,
+  // [x] rank 3-5, nearest-neighbour upsampling by whole factors, `strides` (one per spatial
+  // dim, >= 1): y[n, c, o...] = x[n, c, o / s...] (each pixel repeated s times per dim), the
+  // ONNX Resize / Upsample modes that equal it exactly (compile/support.h, UpsampleFactors).
+  kResize = 13,
 };
-inline constexpr int kNumOpKinds = 13;
+inline constexpr int kNumOpKinds = 14;
+/// The largest factor of a kResize op (ValidateRegion's bound; the codegen claims no larger).
+inline constexpr int64_t kMaxUpsampleFactor = 1024;
 /// The most inputs a kChannels op takes (the run side keeps their pointers on the stack).
 inline constexpr int kMaxChannelInputs = 16;
 const char* OpKindName(OpKind k);

@@ -235,6 +235,12 @@ class Generator {
       }
       return Status::Ok();
     }
+    if (t == "Resize" || t == "Upsample") {  // nearest by whole factors; reads x only
+      op.kind = OpKind::kResize;
+      op.strides = *UpsampleFactors(g_, n);
+      RETURN_IF_ERROR(Inputs(&op, n, 1));
+      return Emit(std::move(op), n.outputs[0]);
+    }
     std::optional<EltwiseSpec> e = EltwiseOf(g_, n);
     if (!e) {
       op.kind = OpKind::kBinary;

@@ -25,7 +25,9 @@ namespace kiln::onednn {
 /// channels (dim 1 of a rank 3-5 tensor, constant bounds / sizes, step 1: channel copies),
 /// BatchNormalization
 /// (inference: one output, training_mode 0), Flatten (a row-major view, so a Gemm after
-/// GlobalAveragePool stays in the pooling's region). Erf-based Gelu subgraphs are recognised by
+/// GlobalAveragePool stays in the pooling's region), Resize / Upsample in nearest mode by whole
+/// factors where ONNX's coordinate and rounding modes repeat each pixel (support.h,
+/// UpsampleFactors; linear and the other modes stay on the JIT). Erf-based Gelu subgraphs are recognised by
 /// Codegen when all their nodes are in the region (Erf alone is not supported), and so is
 /// x * sigmoid(x) (SiLU: Sigmoid and Mul, the sigmoid read only by the product) as one swish.
 bool IsSupported(const compiler::Graph& graph, compiler::NodeId node);

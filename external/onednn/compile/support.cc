@@ -37,6 +37,11 @@ std::optional<float> Scalar(const Graph& g, ValueId v) {
   return static_cast<float>(d->ToDoubles()[0]);
 }
 
+std::string GetString(const Node& n, const char* name, const std::string& def) {
+  const Attribute* a = n.FindAttribute(name);
+  return a && a->type() == Attribute::Type::kString ? a->s() : def;
+}
+
 bool StaticDims(const SymbolicShape& s, size_t from) {
   for (size_t i = from; i < s.size(); ++i) {
     if (!s[i].is_const()) return false;
@@ -326,6 +331,8 @@ bool SupportedImpl(const Graph& g, const Node& n) {
   // ShuffleNet's channel split: a copy of some channels (kChannels) on the region's layout.
   if (op == "Slice") return ChannelSlice(g, n).has_value();
   if (op == "Split") return ChannelSplit(g, n).has_value();
+  // YOLO's top-down neck: nearest Upsample x2 between convs (region op kResize).
+  if (op == "Resize" || op == "Upsample") return UpsampleFactors(g, n).has_value();
   return EltwiseOf(g, n).has_value();
 }
 
@@ -566,6 +573,93 @@ std::optional<std::vector<std::pair<int64_t, int64_t>>> ChannelSplit(const Graph
   }
   if (at != c) return std::nullopt;
   return ranges;
+}
+
+namespace {
+
+// Whether Resize-11+'s (coordinate_transformation_mode, nearest_mode) maps output index o to
+// input index o / s for every whole scale s >= 1 (o = k s + r, 0 <= r < s):
+//   asymmetric, floor:            floor(o / s) = k
+//   tf_half_pixel_for_nn, floor:  (o + 0.5) / s lies in (k, k + 1)
+//   half_pixel (also pytorch_half_pixel and half_pixel_symmetric, equal to it when the output
+//   length is s times the input's), either round_prefer: (o + 0.5) / s - 0.5 lies in
+//   (k - 0.5, k + 0.5), so rounds to k whichever way ties go (no tie occurs).
+// Every other pair (half_pixel with floor or ceil, asymmetric rounding, align_corners,
+// tf_crop_and_resize) picks other pixels for some s.
+bool RepeatsPixels(const std::string& coord, const std::string& nearest) {
+  if (nearest == "floor") return coord == "asymmetric" || coord == "tf_half_pixel_for_nn";
+  if (nearest != "round_prefer_floor" && nearest != "round_prefer_ceil") return false;
+  return coord == "half_pixel" || coord == "pytorch_half_pixel" || coord == "half_pixel_symmetric";
+}
+
+// The constant values of input i as doubles; nullopt when absent or not known.
+std::optional<std::vector<double>> ConstDoubles(const Graph& g, const Node& n, size_t i) {
+  const TensorData* d = Data(g, In(n, i));
+  if (!d) return std::nullopt;
+  return d->ToDoubles();
+}
+
+}  // namespace
+
+std::optional<std::vector<int64_t>> UpsampleFactors(const Graph& g, const Node& n) {
+  const bool upsample = n.op_type == "Upsample";
+  if ((!upsample && n.op_type != "Resize") || n.outputs.empty()) return std::nullopt;
+  ValueId x = In(n, 0);
+  if (!IsF32(g, x) || !IsF32(g, n.outputs[0])) return std::nullopt;
+  const int rank = RankOf(g, x);
+  if (rank < 3 || rank > 5 || GetString(n, "mode", "nearest") != "nearest") return std::nullopt;
+  // Every operand but x (roi, scales, sizes) is absent or a constant: the region reads x only.
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    if (n.inputs[i] != kNoValue && !Data(g, n.inputs[i])) return std::nullopt;
+  }
+  const int opset = g.OpsetFor("");
+  // Upsample and Resize-10 floor the asymmetric coordinate when scaling up.
+  if (!upsample && opset >= 11 &&
+      !RepeatsPixels(GetString(n, "coordinate_transformation_mode", "half_pixel"),
+                     GetString(n, "nearest_mode", "round_prefer_floor")))
+    return std::nullopt;
+  compiler::ResizeAttributes attrs;
+  for (int d = 0; d < rank; ++d) attrs.axes.push_back(d);
+  if (!upsample) {
+    StatusOr<compiler::ResizeAttributes> parsed = compiler::ParseResizeAttributes(n, rank);
+    if (!parsed.ok()) return std::nullopt;
+    attrs = *parsed;
+  }
+  std::optional<std::vector<double>> scales;
+  if (upsample) {
+    const Attribute* a = n.FindAttribute("scales");
+    if (a && a->type() == Attribute::Type::kFloats) {
+      scales.emplace(a->floats().begin(), a->floats().end());
+    } else {
+      scales = ConstDoubles(g, n, 1);
+    }
+  } else {
+    scales = ConstDoubles(g, n, opset < 11 ? 1 : 2);
+    if (!scales || scales->empty()) {  // sizes instead: whole multiples of constant dims
+      std::optional<std::vector<double>> sizes = ConstDoubles(g, n, 3);
+      if (opset < 11 || !sizes || sizes->size() != attrs.axes.size() ||
+          attrs.policy != compiler::AspectPolicy::kStretch)
+        return std::nullopt;
+      scales.emplace();
+      for (size_t i = 0; i < sizes->size(); ++i) {
+        const DimExpr& in = (*ShapeOf(g, x))[attrs.axes[i]];
+        if (!in.is_const() || in.const_value() < 1) return std::nullopt;
+        const double len = static_cast<double>(in.const_value());
+        if (std::fmod((*sizes)[i], len) != 0) return std::nullopt;
+        scales->push_back((*sizes)[i] / len);
+      }
+    }
+  }
+  if (!scales || scales->size() != attrs.axes.size()) return std::nullopt;
+  std::vector<int64_t> factors(rank, 1);
+  for (size_t i = 0; i < scales->size(); ++i) {
+    const double s = (*scales)[i];
+    if (!(s >= 1 && s <= static_cast<double>(kMaxUpsampleFactor) && s == std::floor(s)))
+      return std::nullopt;
+    factors[attrs.axes[i]] = static_cast<int64_t>(s);
+  }
+  if (factors[0] != 1 || factors[1] != 1) return std::nullopt;
+  return std::vector<int64_t>(factors.begin() + 2, factors.end());
 }
 
 std::optional<ShuffleMatch> MatchShuffle(const Graph& g, NodeId root,

@@ -135,6 +135,17 @@ std::optional<std::pair<int64_t, int64_t>> ChannelSlice(const Graph& g, const No
 std::optional<std::vector<std::pair<int64_t, int64_t>>> ChannelSplit(const Graph& g,
                                                                      const Node& n);
 
+// ---- Nearest upsampling by whole factors: Resize / Upsample ---------------------------------
+
+/// The factors per spatial dim of a Resize or Upsample node that repeats each pixel s times
+/// per dim (region op kResize), or nullopt: mode nearest; an f32 input of rank 3-5; roi,
+/// scales and sizes absent or constant; scales (or sizes over constant input dims) whole
+/// numbers in [1, kMaxUpsampleFactor], 1 for N and C; and a coordinate transformation and
+/// nearest mode that pick input o / s exactly for such scales (Upsample and Resize-10:
+/// always; Resize-11+: asymmetric or tf_half_pixel_for_nn with floor, half_pixel,
+/// pytorch_half_pixel or half_pixel_symmetric with round_prefer_floor / _ceil).
+std::optional<std::vector<int64_t>> UpsampleFactors(const Graph& g, const Node& n);
+
 /// A channel shuffle found by MatchShuffle: Reshape(x [N, C, ...]) -> [N, g, C/g, ...],
 /// Transpose swapping dims 1 and 2, Reshape back to x's shape.
 struct ShuffleMatch {

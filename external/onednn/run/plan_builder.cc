@@ -287,6 +287,8 @@ Status Builder::BuildOp(const Op& op, bool plain) {
       return QMatMul(op);
     case OpKind::kChannels:
       return Channels(op, plain);
+    case OpKind::kResize:
+      return Resize(op, plain);
   }
   return Internal("unknown op kind");
 }

@@ -220,6 +220,7 @@ class Builder {
   void MoveBuffer(int from, int to, size_t at);
   Status Flatten(const Op& op);
   Status Channels(const Op& op, bool plain);  // plan_channels.cc
+  Status Resize(const Op& op, bool plain);    // plan_resize.cc
   Status Softmax(const Op& op, bool plain);  // plan_norm.cc
   Status LayerNorm(const Op& op);
   Status BatchNorm(const Op& op, bool plain);

@@ -129,6 +129,32 @@ BOOST_AUTO_TEST_CASE(validation_names_the_op) {
   BOOST_TEST(error(r) == "tensor 5 is never defined");
 }
 
+// kResize (format 1.4): factors round-trip and show in the description; a factor count other
+// than the spatial rank, or a factor outside [1, kMaxUpsampleFactor], is named.
+BOOST_AUTO_TEST_CASE(resize_factors_round_trip_and_are_checked) {
+  RegionProgram r = Sample();
+  r.ops[1] = Op();
+  r.ops[1].kind = OpKind::kResize;
+  r.ops[1].inputs = {3};
+  r.ops[1].output = 4;
+  r.ops[1].strides = {2, 3};
+  std::vector<uint8_t> blob = EncodeRegion(r);
+  StatusOr<RegionProgram> back = DecodeRegion(blob.data(), blob.size());
+  BOOST_REQUIRE(back.ok());
+  BOOST_TEST((back->ops[1].kind == OpKind::kResize));
+  BOOST_TEST(back->ops[1].strides == (std::vector<int64_t>{2, 3}));
+  StatusOr<std::string> text = DescribeRegion(blob.data(), blob.size());
+  BOOST_REQUIRE(text.ok());
+  BOOST_TEST(text->find("Resize (out1) -> out0  nearest factors=[2, 3]") != std::string::npos, *text);
+  auto error = [](const RegionProgram& p) { return ValidateRegion(p).message(); };
+  r.ops[1].strides = {2};
+  BOOST_TEST(error(r) == "ops[1] (Resize): 1 factors for 2 spatial dims");
+  r.ops[1].strides = {2, 0};
+  BOOST_TEST(error(r) == "ops[1] (Resize): factor 0 is out of range");
+  r.ops[1].strides = {kMaxUpsampleFactor + 1, 1};
+  BOOST_TEST(error(r) == "ops[1] (Resize): factor 1025 is out of range");
+}
+
 // u8 x -> QConv(w s8, out_scales f32, zero_points s32, bias s32) + relu -> u8 y (format 1.2).
 RegionProgram Int8Sample() {
   RegionProgram r;
