@@ -91,6 +91,9 @@ int64_t OpWork(const Op& op, const std::vector<Dims>& dims) {
         elements += Elements(in(0)) * std::max(1.0, taps / steps);
       }
       break;
+    case OpKind::kResize:  // the output: the input times every spatial factor
+      for (int64_t f : op.strides) out *= static_cast<double>(std::max<int64_t>(f, 1));
+      break;
     default:
       break;
   }

@@ -104,6 +104,13 @@ BOOST_AUTO_TEST_CASE(work_counts_multiply_adds_and_elements) {
   std::vector<Dims> small = {{1, 16, 10, 10}}, large = {{1, 256, 56, 56}};
   BOOST_TEST(OpWork(relu, small) < kSerialWork);
   BOOST_TEST(OpWork(relu, large) >= kSerialWork);
+  // An upsampling writes its input's size times every factor: x2 in H and W writes 4x.
+  Op resize;
+  resize.kind = OpKind::kResize;
+  resize.inputs = {0};
+  resize.strides = {2, 2};
+  std::vector<Dims> map = {{1, 64, 40, 40}};  // 102,400 in, 409,600 out
+  BOOST_TEST(OpWork(resize, map) == (102400 + 409600) * 8);
   // A bad window (the build reports it) counts as big: it never hides behind one thread.
   std::vector<Dims> bad = {{1, 8, 10, 10}, {16, 8, 3}};
   BOOST_TEST(OpWork(conv, bad) >= kSerialWork);
