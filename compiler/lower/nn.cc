@@ -56,6 +56,7 @@ void AddNnLowerings(LoweringTable& table) {
   add("MatMul", 1, INT32_MAX, nn::LowerMatMul);
   add("Gemm", 7, INT32_MAX, nn::LowerGemm);
   add("PackedMatMul", 1, INT32_MAX, nn::LowerPackedMatMul);  // domain "kiln" (pack_weights)
+  add("RecurrentSequence", 1, INT32_MAX, nn::LowerRecurrentSequence);  // "kiln" (expand_rnn)
   add("Einsum", 12, INT32_MAX, nn::LowerEinsum);
   add("Conv", 1, INT32_MAX, nn::LowerConv);
   add("ConvTranspose", 1, INT32_MAX, nn::LowerConvTranspose);

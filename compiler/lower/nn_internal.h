@@ -99,6 +99,7 @@ std::optional<int64_t> ConstOf(const Expr& e);
 Status LowerMatMul(LowerContext& ctx);
 Status LowerGemm(LowerContext& ctx);
 Status LowerPackedMatMul(LowerContext& ctx);
+Status LowerRecurrentSequence(LowerContext& ctx);  // nn_recurrent.cc
 Status LowerEinsum(LowerContext& ctx);
 Status LowerConv(LowerContext& ctx);
 Status LowerConvTranspose(LowerContext& ctx);

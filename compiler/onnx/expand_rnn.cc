@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/ir/graph.h"
 #include "compiler/onnx/node_writer.h"
 
 namespace kiln::compiler {
@@ -415,6 +416,88 @@ void Expand(Writer& w, const Recurrent& r) {
   if (lstm) state(cs, r.y_c);
 }
 
+// Units per panel of kiln::RecurrentSequence's packed weights: two 8-lane f32 vectors a gate,
+// so an LSTM panel keeps 8 independent FMA chains in flight (one 8-wide panel had 4, half the
+// FMA throughput). Any width is correct on any host; an AVX-512 host runs it as one vector.
+constexpr int64_t kPanelWidth = 16;
+
+// The layers kiln::RecurrentSequence computes: the ONNX default activations, no sequence_lens,
+// peepholes or input_forget, and GRU with linear_before_reset (PyTorch's export). The others
+// take the Loop expansion.
+bool Fusable(const Recurrent& r) {
+  if (!r.lens.empty() || !r.p.empty() || r.input_forget) return false;
+  if (r.kind == Kind::kGru && !r.linear_before_reset) return false;
+  static const char* const kDefaults[][3] = {
+      {"sigmoid", "tanh", "tanh"}, {"sigmoid", "tanh", ""}, {"tanh", "", ""}};
+  for (size_t i = 0; i < r.acts.size(); ++i) {
+    if (r.acts[i].name != kDefaults[static_cast<int>(r.kind)][i % r.per_direction]) return false;
+  }
+  return true;
+}
+
+// The whole layer as one kiln::RecurrentSequence node (its kernel runs every step of both
+// directions): X W^T plus the input-side biases for all steps and directions as one MatMul, R
+// packed [directions, panels, hidden, gates, kPanelWidth] (constant-folded from an initializer),
+// and the outputs put into ONNX's layout.
+void ExpandFused(Writer& w, const Recurrent& r) {
+  const int64_t D = r.directions, G = r.gates, H = r.hidden;
+  const bool lstm = r.kind == Kind::kLstm, gru = r.kind == Kind::kGru;
+  std::string xs = r.layout == 1 ? w.Op("Transpose", {r.x}, {IntsAttr("perm", {1, 0, 2})}) : r.x;
+  std::string wt = w.Op("Transpose", {w.Op("Reshape", {r.w, w.I64({D * G * H, -1}, {2})})});
+  std::string xw = w.Op("MatMul", {xs, wt});  // [seq, batch, D * G * H]
+  std::string rbh;
+  if (!r.b.empty()) {
+    std::string halves = w.Op("Reshape", {r.b, w.I64({D, 2, G * H}, {3})});
+    std::string wb = w.Op("Gather", {halves, w.I64(0)}, {IntAttr("axis", 1)});  // [D, G * H]
+    std::string rb = w.Op("Gather", {halves, w.I64(1)}, {IntAttr("axis", 1)});
+    std::string bias;
+    if (gru) {
+      // R's h-gate bias is inside r * (h R_h^T + Rb_h): only z and r take theirs here.
+      std::string wb3 = w.Op("Reshape", {wb, w.I64({D, 3, H}, {3})});
+      std::string rb3 = w.Op("Reshape", {rb, w.I64({D, 3, H}, {3})});
+      std::string zr = w.I64({0, 1}, {2});
+      std::string both = w.Op("Add", {w.Op("Gather", {wb3, zr}, {IntAttr("axis", 1)}),
+                                      w.Op("Gather", {rb3, zr}, {IntAttr("axis", 1)})});
+      std::string h_in = w.Op("Gather", {wb3, w.I64({2}, {1})}, {IntAttr("axis", 1)});
+      bias = w.Op("Concat", {both, h_in}, {IntAttr("axis", 1)});
+      rbh = w.Op("Gather", {rb3, w.I64(2)}, {IntAttr("axis", 1)});  // [D, H]
+    } else {
+      bias = w.Op("Add", {wb, rb});
+    }
+    xw = w.Op("Add", {xw, w.Op("Reshape", {bias, w.I64({D * G * H}, {1})})});
+  }
+  const int64_t panels = (H + kPanelWidth - 1) / kPanelWidth, padded = panels * kPanelWidth;
+  std::string r4 = w.Op("Reshape", {r.r, w.I64({D, G, H, H}, {4})});
+  if (padded > H) {
+    std::string zeros = w.Typed(w.Op("ConstantOfShape", {w.I64({D, G, padded - H, H}, {4})}));
+    r4 = w.Op("Concat", {r4, zeros}, {IntAttr("axis", 2)});
+  }
+  std::string r5 = w.Op("Reshape", {r4, w.I64({D, G, panels, kPanelWidth, H}, {5})});
+  std::string rp = w.Op("Transpose", {r5}, {IntsAttr("perm", {0, 2, 4, 1, 3})});
+  auto state = [&](const std::string& s) {
+    return s.empty() || r.layout == 0 ? s : w.Op("Transpose", {s}, {IntsAttr("perm", {1, 0, 2})});
+  };
+  std::vector<std::string> ins = {xw, rp, state(r.h0), lstm ? state(r.c0) : "", rbh};
+  while (ins.back().empty()) ins.pop_back();
+  std::vector<AttributeProto> attrs = {
+      IntAttr("kind", static_cast<int64_t>(r.kind)), IntAttr("hidden_size", H),
+      IntAttr("directions", D), IntAttr("reverse", r.reverse_only ? 1 : 0)};
+  if (r.has_clip) attrs.push_back(FloatAttr("clip", r.clip));
+  std::vector<std::string> outs = w.OpN("RecurrentSequence", ins, lstm ? 3 : 2, std::move(attrs));
+  w.nodes().back().set_domain(kKilnDomain);
+  if (!r.y.empty()) {
+    std::string y = outs[0];  // [seq, D, batch, H]
+    if (r.layout == 1) y = w.Op("Transpose", {y}, {IntsAttr("perm", {2, 0, 1, 3})});
+    w.Rename(y, r.y);
+  }
+  auto final_state = [&](const std::string& s, const std::string& out) {
+    if (out.empty()) return;
+    w.Rename(r.layout == 1 ? w.Op("Transpose", {s}, {IntsAttr("perm", {1, 0, 2})}) : s, out);
+  };
+  final_state(outs[1], r.y_h);
+  if (lstm) final_state(outs[2], r.y_c);
+}
+
 bool IsRecurrent(const NodeProto& n) {
   return (n.domain().empty() || n.domain() == "ai.onnx") &&
          (n.op_type() == "LSTM" || n.op_type() == "GRU" || n.op_type() == "RNN");
@@ -422,10 +505,10 @@ bool IsRecurrent(const NodeProto& n) {
 
 }  // namespace
 
-Status ExpandRecurrentOps(onnx::GraphProto* graph, int64_t opset) {
+Status ExpandRecurrentOps(onnx::GraphProto* graph, int64_t opset, bool* fused) {
   return onnx_internal::ExpandMatching(
       graph, IsRecurrent,
-      [opset](const NodeProto& n, const std::string& name,
+      [opset, fused](const NodeProto& n, const std::string& name,
               const onnx::GraphProto& g) -> StatusOr<std::vector<NodeProto>> {
         ASSIGN_OR_RETURN(Recurrent r, Parse(n, name));
         if (opset < 9) {
@@ -435,7 +518,12 @@ Status ExpandRecurrentOps(onnx::GraphProto* graph, int64_t opset) {
         int elem_type = DeclaredType(g, r.x);
         if (elem_type == 0 && opset < 15) elem_type = TensorProto::FLOAT;
         Writer w(name + "/rnn/", opset, elem_type, r.x);
-        Expand(w, r);
+        if (Fusable(r)) {
+          ExpandFused(w, r);
+          if (fused) *fused = true;
+        } else {
+          Expand(w, r);
+        }
         return std::move(w.nodes());
       });
 }

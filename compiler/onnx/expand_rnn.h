@@ -22,8 +22,13 @@ namespace kiln::compiler {
 ///     Softsign, Softplus, Affine and ScaledTanh with activation_alpha / activation_beta consumed
 ///     in order by the activations that take them (defaults those of the ONNX ops); a list for one
 ///     direction of a bidirectional node is used for both.
-/// Per direction: X @ W^T (+ biases) for all steps as one MatMul, then a Loop whose body adds
-/// H @ R^T and applies the gates; a reverse direction's outputs are put back in time order.
+/// With the default activations and no sequence_lens, peepholes or input_forget (GRU: with
+/// linear_before_reset), the layer becomes X @ W^T (+ biases) for all steps and directions as
+/// one MatMul and one kiln::RecurrentSequence node over its steps (R packed at compile time;
+/// its kernel runs both directions in parallel), and `*fused` (when not null) is set: the
+/// caller imports the "kiln" domain. Otherwise, per direction: X @ W^T (+ biases) as one
+/// MatMul, then a Loop whose body adds H @ R^T and applies the gates; a reverse direction's
+/// outputs are put back in time order.
 /// New values and nodes are named "<node>/rnn/<what>_<n>", which no exporter writes.
 ///
 /// `opset` is the model's ai.onnx opset (constants take X's element type through CastLike from
@@ -32,7 +37,7 @@ namespace kiln::compiler {
 /// Errors (naming the node): InvalidFormat for a missing X / W / R or hidden_size, or attribute
 /// values ONNX does not allow (direction, layout, activation count); Unsupported for an
 /// activation kiln does not know, and for opsets below 9 (the expansion needs ConstantOfShape).
-Status ExpandRecurrentOps(onnx::GraphProto* graph, int64_t opset);
+Status ExpandRecurrentOps(onnx::GraphProto* graph, int64_t opset, bool* fused = nullptr);
 
 }  // namespace kiln::compiler
 

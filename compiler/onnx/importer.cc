@@ -70,7 +70,9 @@ class Importer {
     ForEachGraph(model.graph(), [this](const onnx::GraphProto& g) { ReserveDimParams(g); });
     if (auto it = opsets_.find(""); it != opsets_.end()) {
       RETURN_IF_ERROR(ExpandScanOps(model.mutable_graph(), it->second));
-      RETURN_IF_ERROR(ExpandRecurrentOps(model.mutable_graph(), it->second));
+      bool fused = false;
+      RETURN_IF_ERROR(ExpandRecurrentOps(model.mutable_graph(), it->second, &fused));
+      if (fused) opsets_.emplace(kKilnDomain, 1);
       RETURN_IF_ERROR(ExpandQuantizedOps(model.mutable_graph(), it->second));
     }
     RETURN_IF_ERROR(CheckOpsSupported(model.graph()));

@@ -255,6 +255,81 @@ Status PackedMatMulRule(InferenceContext& ctx) {
   return Status::Ok();
 }
 
+// kiln::RecurrentSequence (compiler/onnx/expand_rnn): every step of an LSTM (kind 0), GRU with
+// linear_before_reset (1) or RNN (2) layer. XW [seq, batch, directions * gates * hidden] (the
+// input projection with its biases), R packed [directions, panels, hidden, gates, width],
+// optional H0 / C0 [directions, batch, hidden] and (GRU) the recurrent h-gate bias
+// [directions, hidden]; outputs Y [seq, directions, batch, hidden], Y_h and (LSTM) Y_c
+// [directions, batch, hidden], all present.
+Status RecurrentSequenceRule(InferenceContext& ctx) {
+  ASSIGN_OR_RETURN(int64_t kind, ctx.GetInt("kind", -1));
+  ASSIGN_OR_RETURN(int64_t hidden, ctx.GetInt("hidden_size", -1));
+  ASSIGN_OR_RETURN(int64_t dirs, ctx.GetInt("directions", 1));
+  if (kind < 0 || kind > 2) return ctx.Error("attribute kind must be 0 (LSTM), 1 (GRU) or 2 (RNN)");
+  if (hidden < 1) return ctx.Error("attribute hidden_size must be >= 1");
+  if (dirs != 1 && dirs != 2) return ctx.Error("attribute directions must be 1 or 2");
+  const int64_t gates = kind == 0 ? 4 : kind == 1 ? 3 : 1;
+  const int outs = kind == 0 ? 3 : 2;
+  if (ctx.num_outputs() != outs) {
+    return ctx.Error("needs " + std::to_string(outs) + " outputs, has " +
+                     std::to_string(ctx.num_outputs()));
+  }
+  for (int i = 0; i < outs; ++i) {
+    if (!ctx.has_output(i)) return ctx.Error("output " + std::to_string(i) + " must be present");
+  }
+  RETURN_IF_ERROR(CheckRank(ctx, 0, 3, "XW"));
+  RETURN_IF_ERROR(CheckRank(ctx, 1, 5, "packed R"));
+  RETURN_IF_ERROR(CheckSameDType(ctx, 0, 1));
+  const SymbolicShape& xw = ctx.input_shape(0);
+  const SymbolicShape& rp = ctx.input_shape(1);
+  if (xw[2].is_const() && xw[2].const_value() != dirs * gates * hidden) {
+    return ctx.Error("XW " + ShapeToString(xw) + " does not hold " + std::to_string(dirs) +
+                     " x " + std::to_string(gates) + " gates of " + std::to_string(hidden));
+  }
+  for (const DimExpr& d : rp) {
+    if (!d.is_const()) return ctx.Error("packed R " + ShapeToString(rp) + " must be static");
+  }
+  const int64_t panels = rp[1].const_value(), width = rp[4].const_value();
+  if (rp[0].const_value() != dirs || rp[2].const_value() != hidden ||
+      rp[3].const_value() != gates || width < 1 || panels * width < hidden ||
+      (panels - 1) * width >= hidden) {
+    return ctx.Error("packed R " + ShapeToString(rp) + " is not [" + std::to_string(dirs) +
+                     ", panels, " + std::to_string(hidden) + ", " + std::to_string(gates) +
+                     ", width] with panels * width just covering " + std::to_string(hidden));
+  }
+  SymbolicShape state = {DimExpr(dirs), xw[1], DimExpr(hidden)};
+  auto check_state = [&](int i, const char* what) -> Status {
+    if (!ctx.has_input(i)) return Status::Ok();
+    RETURN_IF_ERROR(CheckSameDType(ctx, 0, i));
+    RETURN_IF_ERROR(CheckRank(ctx, i, 3, what));
+    for (int d = 0; d < 3; ++d) {
+      RETURN_IF_ERROR(MergeDim(ctx, ctx.input_shape(i)[d], state[d],
+                               std::string(what) + " " + ShapeToString(ctx.input_shape(i)) +
+                                   " and the state " + ShapeToString(state))
+                          .status());
+    }
+    return Status::Ok();
+  };
+  RETURN_IF_ERROR(check_state(2, "H0"));
+  if (ctx.has_input(3) && kind != 0) return ctx.Error("C0 is for LSTM only");
+  RETURN_IF_ERROR(check_state(3, "C0"));
+  if (ctx.has_input(4)) {
+    if (kind != 1) return ctx.Error("the h-gate bias is for GRU only");
+    RETURN_IF_ERROR(CheckSameDType(ctx, 0, 4));
+    RETURN_IF_ERROR(CheckRank(ctx, 4, 2, "h-gate bias"));
+    const SymbolicShape& rb = ctx.input_shape(4);
+    if (!rb[0].is_const() || rb[0].const_value() != dirs || !rb[1].is_const() ||
+        rb[1].const_value() != hidden) {
+      return ctx.Error("h-gate bias " + ShapeToString(rb) + " is not [" + std::to_string(dirs) +
+                       ", " + std::to_string(hidden) + "]");
+    }
+  }
+  DType t = ctx.input_dtype(0);
+  ctx.SetOutput(0, t, {xw[0], DimExpr(dirs), xw[1], DimExpr(hidden)});
+  for (int i = 1; i < outs; ++i) ctx.SetOutput(i, t, state);
+  return Status::Ok();
+}
+
 // Einsum: "ij,jk->ik", "...ii->...i", implicit output (labels used once, sorted). Ellipsis
 // dims broadcast across operands.
 Status EinsumRule(InferenceContext& ctx) {
@@ -592,6 +667,9 @@ void RegisterNnOps(OpRegistry& r) {
   OpDef packed = MakeDef("PackedMatMul", 1, kLatestOpset, PackedMatMulRule, 2, 3);
   packed.domain = kKilnDomain;
   add(std::move(packed), DTypeBit(DType::kF32));
+  OpDef recurrent = MakeDef("RecurrentSequence", 1, kLatestOpset, RecurrentSequenceRule, 2, 5, 2, 3);
+  recurrent.domain = kKilnDomain;
+  add(std::move(recurrent), kFloatTypes);
   add(MakeDef("DepthToSpace", 1, kLatestOpset, DepthToSpaceRule), kAllTypes);
   add(MakeDef("SpaceToDepth", 1, kLatestOpset, SpaceToDepthRule), kAllTypes);
   add(MakeDef("Resize", 10, 10, ResizeRule, 2, 2), kAllTypes);

@@ -2,9 +2,11 @@
 // straightforward loops written from the ONNX definitions: the cases the backend node tests do
 // not reach (reverse and bidirectional, sequence_lens, clip, peepholes with initial states,
 // layout 1, linear_before_reset, activations with alpha/beta).
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #define BOOST_TEST_MODULE expand_rnn_test
@@ -241,9 +243,10 @@ size_t Occurrences(const std::string& text, const std::string& part) {
   return n;
 }
 
-// A step of the loop an LSTM / GRU becomes: the recurrent product reads R packed at compile
-// time (a constant of the file; no unpacked MatMul and no packing at run time), and the gates
-// come out of one Split per gate vector instead of a Reshape and a Gather kernel per gate.
+// A step of the loop a GRU without linear_before_reset becomes: the recurrent product reads R
+// packed at compile time (a constant of the file; no unpacked MatMul and no packing at run
+// time), and the gates come out of one Split per gate vector instead of a Reshape and a Gather
+// kernel per gate. The LSTM has no loop: one kernel.
 // Opset 18, where Split needs num_outputs; values against the unrolled float64 recurrence.
 BOOST_AUTO_TEST_CASE(a_step_reads_packed_weights_and_splits_its_gates_once) {
   Dims n{4, 2, 3, 8, 1};
@@ -268,13 +271,20 @@ BOOST_AUTO_TEST_CASE(a_step_reads_packed_weights_and_splits_its_gates_once) {
           CompileAndRunText(Model(18, "float[4,2,3] X", outs, op, inits), {X}, &listing);
 
       std::vector<std::string> bodies = Bodies(listing);
-      BOOST_TEST_REQUIRE(bodies.size() == 1u, listing);
-      const std::string& body = bodies[0];
-      // LSTM: h R^T; GRU (linear_before_reset = 0): h R_zr^T and (r * h) R_h^T.
-      BOOST_TEST(Occurrences(body, "'PackedMatMul") == (lstm ? 1u : 2u), body);
       BOOST_TEST(Occurrences(listing, "'MatMul") == 0u, listing);
-      BOOST_TEST(Occurrences(body, "'Split") == (lstm ? 1u : 2u), body);
-      BOOST_TEST(Occurrences(body, "reshape_tensor") == 0u, body);
+      if (lstm) {
+        // A default LSTM is one kiln::RecurrentSequence kernel, no loop (R packed from the
+        // initializer at compile time).
+        BOOST_TEST(bodies.empty(), listing);
+        BOOST_TEST(Occurrences(listing, "'RecurrentSequence") == 1u, listing);
+      } else {
+        BOOST_TEST_REQUIRE(bodies.size() == 1u, listing);
+        const std::string& body = bodies[0];
+        // GRU (linear_before_reset = 0): h R_zr^T and (r * h) R_h^T.
+        BOOST_TEST(Occurrences(body, "'PackedMatMul") == 2u, body);
+        BOOST_TEST(Occurrences(body, "'Split") == 2u, body);
+        BOOST_TEST(Occurrences(body, "reshape_tensor") == 0u, body);
+      }
 
       Nd zeros = Generate({1, n.batch, H}, [](auto&) { return 0.0; });
       std::vector<double> no_c(H, 0.0);
@@ -318,6 +328,161 @@ BOOST_AUTO_TEST_CASE(a_step_reads_packed_weights_and_splits_its_gates_once) {
       if (lstm) Check(got[2], want.y_c, "Y_c");
     }
   }
+}
+
+// A layer kiln::RecurrentSequence runs: which cell, direction, layout, hidden size (20 and 7
+// leave a partial panel of 16 units, 32 fills two), bias, initial states and clip.
+struct Layer {
+  std::string op;  // "LSTM", "GRU" (linear_before_reset = 1), "RNN"
+  std::string direction;
+  int64_t layout, hidden;
+  bool bias, states;
+  double clip;  // 0: none
+};
+
+std::string Describe(const Layer& c) {
+  return c.op + " " + c.direction + " layout " + std::to_string(c.layout) + " hidden " +
+         std::to_string(c.hidden) + (c.bias ? " B" : "") + (c.states ? " H0/C0" : "") +
+         (c.clip > 0 ? " clip" : "");
+}
+
+// Compiles `c` as an ONNX model, checks that it became one RecurrentSequence kernel and no
+// loop body, and compares Y, Y_h (and Y_c) with the float64 recurrence.
+void CheckLayer(const Layer& c) {
+  const bool lstm = c.op == "LSTM", gru = c.op == "GRU";
+  const int64_t G = lstm ? 4 : gru ? 3 : 1, D = c.direction == "bidirectional" ? 2 : 1;
+  const int64_t H = c.hidden;
+  Dims n{5, 3, 4, H, D};
+  auto major = [&](std::vector<int64_t> time_major) {  // [seq|dirs, batch, ...] -> layout
+    if (c.layout == 1) std::swap(time_major[0], time_major[1]);
+    return time_major;
+  };
+  auto X = RandomTensor(DType::kF32, major({n.seq, n.batch, n.input}), -1, 1, 41);
+  auto W = RandomTensor(DType::kF32, {D, G * H, n.input}, -0.5, 0.5, 42);
+  auto R = RandomTensor(DType::kF32, {D, G * H, H}, -0.3, 0.3, 43);
+  auto B = RandomTensor(DType::kF32, {D, 2 * G * H}, -0.5, 0.5, 44);
+  auto H0 = RandomTensor(DType::kF32, major({D, n.batch, H}), -1, 1, 45);
+  auto C0 = RandomTensor(DType::kF32, major({D, n.batch, H}), -1, 1, 46);
+  std::string ins = "float" + Shape(X->dims()) + " X, float" + Shape(W->dims()) + " W, float" +
+                    Shape(R->dims()) + " R";
+  std::string args = "X, W, R";
+  std::vector<TensorDataRef> values = {X, W, R};
+  if (c.bias || c.states) args += c.bias ? ", B" : ", ";
+  if (c.bias) ins += ", float" + Shape(B->dims()) + " B", values.push_back(B);
+  if (c.states) {
+    ins += ", float" + Shape(H0->dims()) + " H0", args += ", , H0", values.push_back(H0);
+    if (lstm) ins += ", float" + Shape(C0->dims()) + " C0", args += ", C0", values.push_back(C0);
+  }
+  std::vector<int64_t> y_dims = {n.seq, D, n.batch, H}, s_dims = major({D, n.batch, H});
+  if (c.layout == 1) y_dims = {n.batch, n.seq, D, H};
+  std::string outs = "float" + Shape(y_dims) + " Y, float" + Shape(s_dims) + " Yh";
+  if (lstm) outs += ", float" + Shape(s_dims) + " Yc";
+  std::string attrs = "hidden_size = " + std::to_string(H) + ", direction = \"" + c.direction +
+                      "\", layout = " + std::to_string(c.layout);
+  if (gru) attrs += ", linear_before_reset = 1";
+  if (c.clip > 0) attrs += ", clip = " + std::to_string(c.clip);
+  std::string node = (lstm ? "Y, Yh, Yc = " : "Y, Yh = ") + c.op + " <" + attrs + "> (" + args + ")";
+  std::string listing;
+  std::vector<TensorDataRef> got =
+      CompileAndRunText(Model(14, "(" + ins + ") => (" + outs + ")", node), values, &listing);
+  BOOST_TEST(Bodies(listing).empty(), listing);
+  BOOST_TEST(Occurrences(listing, "'RecurrentSequence") == 1u, listing);
+
+  // The reference is time-major.
+  auto time_major = [&](const TensorDataRef& t) {
+    Nd v = ToNd(*t);
+    if (c.layout == 0) return v;
+    std::vector<int64_t> dims = v.dims;
+    std::swap(dims[0], dims[1]);
+    return Generate(dims, [&](auto& i) {
+      std::vector<int64_t> j = i;
+      std::swap(j[0], j[1]);
+      return v.at(j);
+    });
+  };
+  Nd x = time_major(X), w = ToNd(*W), r = ToNd(*R);
+  Nd b = c.bias ? ToNd(*B) : Generate({D, 2 * G * H}, [](auto&) { return 0.0; });
+  Nd zeros = Generate({D, n.batch, H}, [](auto&) { return 0.0; });
+  Nd h0 = c.states ? time_major(H0) : zeros, c0 = c.states && lstm ? time_major(C0) : zeros;
+  auto clip = [&](double v) { return c.clip > 0 ? std::max(-c.clip, std::min(c.clip, v)) : v; };
+  std::vector<bool> reverse = {c.direction == "reverse", true};
+  Reference want = Recur(n, std::vector<int64_t>(n.batch, n.seq), reverse, h0, c0,
+                         [&](int64_t d, int64_t t, int64_t bi, std::vector<double>& h,
+                             std::vector<double>& cs) {
+    auto in = [&](int64_t k, int64_t j) {  // x W_k^T + Wb_k
+      double v = b.at({d, k * H + j});
+      for (int64_t i = 0; i < n.input; ++i) v += x.at({t, bi, i}) * w.at({d, k * H + j, i});
+      return v;
+    };
+    auto rec = [&](int64_t k, int64_t j) {  // h R_k^T + Rb_k
+      double v = b.at({d, (G + k) * H + j});
+      for (int64_t i = 0; i < H; ++i) v += h[i] * r.at({d, k * H + j, i});
+      return v;
+    };
+    std::vector<double> h2(H), c2(H);
+    for (int64_t j = 0; j < H; ++j) {
+      if (lstm) {
+        auto g = [&](int k) { return clip(in(k, j) + rec(k, j)); };
+        c2[j] = Sigmoid(g(2)) * cs[j] + Sigmoid(g(0)) * std::tanh(g(3));
+        h2[j] = Sigmoid(g(1)) * std::tanh(c2[j]);
+      } else if (gru) {
+        double z = Sigmoid(clip(in(0, j) + rec(0, j))), rg = Sigmoid(clip(in(1, j) + rec(1, j)));
+        double cand = std::tanh(clip(in(2, j) + rg * rec(2, j)));
+        h2[j] = (1 - z) * cand + z * h[j];
+      } else {
+        h2[j] = std::tanh(clip(in(0, j) + rec(0, j)));
+      }
+    }
+    h = h2;
+    if (lstm) cs = c2;
+  });
+  auto layout = [&](const Nd& v) {  // back to the model's layout
+    if (c.layout == 0) return v;
+    if (v.dims.size() == 4) {
+      return Generate(y_dims, [&](auto& i) { return v.at({i[1], i[2], i[0], i[3]}); });
+    }
+    return Generate(s_dims, [&](auto& i) { return v.at({i[1], i[0], i[2]}); });
+  };
+  Check(got[0], layout(want.y), "Y");
+  Check(got[1], layout(want.y_h), "Y_h");
+  if (lstm) Check(got[2], layout(want.y_c), "Y_c");
+}
+
+// Layers with the default activations and no sequence_lens or peepholes run every step in one
+// kernel (kiln::RecurrentSequence), both directions of a bidirectional one included.
+BOOST_AUTO_TEST_CASE(whole_layers_run_as_one_kernel) {
+  const Layer layers[] = {
+      {"LSTM", "bidirectional", 0, 20, true, true, 2.0},
+      {"LSTM", "forward", 1, 16, false, false, 0},
+      {"LSTM", "reverse", 0, 7, true, false, 0},
+      {"GRU", "reverse", 0, 20, true, true, 0},
+      {"GRU", "bidirectional", 1, 32, true, true, 1.5},
+      {"GRU", "forward", 0, 5, false, false, 0},
+      {"RNN", "bidirectional", 0, 20, true, true, 0},
+      {"RNN", "forward", 1, 3, true, false, 0.5},
+  };
+  for (const Layer& c : layers) {
+    BOOST_TEST_CONTEXT(Describe(c)) { CheckLayer(c); }
+  }
+}
+
+// kiln::RecurrentSequence written by hand (a model importing the "kiln" domain): weights that
+// do not match its attributes are a shape-inference error naming the node and the operand.
+BOOST_AUTO_TEST_CASE(a_recurrent_sequence_with_mismatched_operands_is_an_error) {
+  auto error = [](const std::string& xw, const std::string& rp) {
+    std::string text =
+        "<ir_version: 8, opset_import: [\"\" : 14, \"kiln\" : 1]>\ng (float" + xw +
+        " XW, float" + rp + " RP) => (float[5,1,1,16] Y, float[1,1,16] Yh, float[1,1,16] Yc) {\n"
+        "Y, Yh, Yc = kiln.RecurrentSequence <kind = 0, hidden_size = 16> (XW, RP)\n}";
+    StatusOr<Graph> g = InferText(text);
+    BOOST_TEST_REQUIRE(!g.ok());
+    return g.status().message();
+  };
+  std::string panels = error("[5,1,64]", "[1,2,16,4,16]");
+  BOOST_TEST(panels.find("packed R [1, 2, 16, 4, 16]") != std::string::npos, panels);
+  BOOST_TEST(panels.find("RecurrentSequence") != std::string::npos, panels);
+  std::string gates = error("[5,1,48]", "[1,1,16,4,16]");
+  BOOST_TEST(gates.find("XW [5, 1, 48]") != std::string::npos, gates);
 }
 
 BOOST_AUTO_TEST_CASE(bad_recurrent_nodes_are_errors_naming_the_node) {
