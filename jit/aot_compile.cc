@@ -121,6 +121,12 @@ StatusOr<TargetInfo> ResolveCodeTarget(const std::string& name) {
   return target;
 }
 
+std::vector<std::string> DefaultCodeTargets() {
+  StatusOr<TargetInfo> host = DetectHostTarget();
+  if (!host.ok() || llvm::Triple(host->triple).getArch() != llvm::Triple::x86_64) return {};
+  return {"x86-64-v3"};
+}
+
 StatusOr<AotTargetDef> CompileCodeTarget(const TargetInfo& target,
                                          const std::vector<KernelDef>& kernels,
                                          const std::vector<ShapeFunctionDef>& shape_functions,
