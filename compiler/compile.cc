@@ -40,15 +40,17 @@ StatusOr<std::vector<jit::TargetInfo>> ResolveCodeTargets(const CompileOptions& 
   return out;
 }
 
-// Adds the code of every kernel for each target to the executable `b` is building.
+// Adds the code of every kernel the entry function uses (`es`: not those only fallback
+// functions use) for each target to the executable `b` is building.
 Status AddCodeTargets(const std::vector<jit::TargetInfo>& targets, const CompileOptions& o,
-                      ExecutableBuilder& b, CompileStats* st) {
+                      const EmitStats& es, ExecutableBuilder& b, CompileStats* st) {
   auto start = std::chrono::steady_clock::now();
   for (const jit::TargetInfo& t : targets) {
-    Progress(o, "compiling " + std::to_string(b.kernels().size()) + " kernels and " +
-                    std::to_string(b.shape_functions().size()) + " shape functions for " + t.cpu);
+    Progress(o, "compiling " + std::to_string(es.main_kernels) + " kernels and " +
+                    std::to_string(es.main_shape_functions) + " shape functions for " + t.cpu);
     ASSIGN_OR_RETURN(AotTargetDef def,
-                     jit::CompileCodeTarget(t, b.kernels(), b.shape_functions(), o.num_threads));
+                     jit::CompileCodeTarget(t, b.kernels(), b.shape_functions(), o.num_threads,
+                                            es.main_kernels, es.main_shape_functions));
     for (const auto* table : {&def.kernels, &def.shape_functions}) {
       for (const AotObjectDef& object : *table) {
         st->code_objects += object.object.empty() ? 0 : 1;
@@ -185,13 +187,13 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   }
   Progress(options, "lowering and emitting");
   eo.table = &LoweringTable::Global();
+  EmitStats es;  // filled before before_finish runs
   if (!code_targets.empty()) {
     eo.before_finish = [&](ExecutableBuilder& b) {
-      return AddCodeTargets(code_targets, options, b, &st);
+      return AddCodeTargets(code_targets, options, es, b, &st);
     };
   }
   eo.fallbacks = options.external_fallbacks;
-  EmitStats es;
   ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, EmitExecutable(graph, eo, &es));
   st.fallback_functions = es.fallback_functions;
   for (const std::string& failure : es.fallback_failures) {

@@ -121,10 +121,17 @@ StatusOr<TargetInfo> ResolveCodeTarget(const std::string& name) {
   return target;
 }
 
+std::vector<std::string> DefaultCodeTargets() {
+  StatusOr<TargetInfo> host = DetectHostTarget();
+  if (!host.ok() || llvm::Triple(host->triple).getArch() != llvm::Triple::x86_64) return {};
+  return {"x86-64-v3"};
+}
+
 StatusOr<AotTargetDef> CompileCodeTarget(const TargetInfo& target,
                                          const std::vector<KernelDef>& kernels,
                                          const std::vector<ShapeFunctionDef>& shape_functions,
-                                         int threads) {
+                                         int threads, size_t num_kernels,
+                                         size_t num_shape_functions) {
   RETURN_IF_ERROR(DetectHostTarget().status());  // initializes LLVM's target once
   AotTargetDef def{target.triple, target.cpu, target.features, LlvmVersion(),
                    AotAbi(CodegenOptions()), {}, {}};
@@ -132,13 +139,13 @@ StatusOr<AotTargetDef> CompileCodeTarget(const TargetInfo& target,
   def.shape_functions.resize(shape_functions.size());
   std::string prefix = "code target " + target.cpu + ": ";
   std::vector<Job> jobs;
-  for (size_t i = 0; i < kernels.size(); ++i) {
+  for (size_t i = 0; i < std::min(kernels.size(), num_kernels); ++i) {
     if (kernels[i].payload_format != kPayloadFormat) continue;
     jobs.push_back({&kernels[i].payload,
                     prefix + "kernels[" + std::to_string(i) + "] '" + kernels[i].name + "'",
                     &def.kernels[i]});
   }
-  for (size_t i = 0; i < shape_functions.size(); ++i) {
+  for (size_t i = 0; i < std::min(shape_functions.size(), num_shape_functions); ++i) {
     if (shape_functions[i].payload_format != kPayloadFormat) continue;
     jobs.push_back({&shape_functions[i].payload,
                     prefix + "shape_functions[" + std::to_string(i) + "] '" +

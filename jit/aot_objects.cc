@@ -122,6 +122,12 @@ std::string CodeTargetMismatch(const CodeTargetSpec& target, const TargetInfo& h
   return "";
 }
 
+bool HostHasWiderVectors(std::string_view features, const TargetInfo& host) {
+  std::set<std::string> enabled = EnabledFeatures(features);
+  return (host.has_avx512f && !enabled.count("avx512f")) ||
+         (host.has_avx2 && !enabled.count("avx2"));
+}
+
 int ChooseCodeTarget(const std::vector<CodeTargetSpec>& targets, const TargetInfo& host,
                      const std::string& abi, std::string* why_not) {
   int best = -1;
@@ -130,6 +136,10 @@ int ChooseCodeTarget(const std::vector<CodeTargetSpec>& targets, const TargetInf
   for (size_t i = 0; i < targets.size(); ++i) {
     const CodeTargetSpec& t = targets[i];
     std::string mismatch = CodeTargetMismatch(t, host, abi);
+    if (mismatch.empty() && HostHasWiderVectors(t.features, host)) {
+      mismatch = std::string("its vectors are narrower than this host's (") +
+                 (host.has_avx512f ? "AVX-512" : "AVX2") + "): the JIT compiles for the host";
+    }
     if (!mismatch.empty()) {
       reasons += (reasons.empty() ? "" : "; ") + t.where + ": " + mismatch;
       continue;

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -41,9 +42,18 @@ std::string CodeTargetMismatch(const CodeTargetSpec& target, const TargetInfo& h
 
 /// The index of the target whose code to use on `host`, or -1 (then `*why_not`, if given, says
 /// why none applies). Among several that run, the one built for exactly this host (same CPU
-/// and feature string) wins, then the one enabling the most features.
+/// and feature string) wins, then the one enabling the most features. A target whose vectors
+/// are narrower than the host's (HostHasWiderVectors: `kiln compile`'s default x86-64-v3 on an
+/// AVX-512 host) is not used: its code would run, but the JIT's for the host runs faster for
+/// as long as the process lives, which outweighs the compile the link saves.
 int ChooseCodeTarget(const std::vector<CodeTargetSpec>& targets, const TargetInfo& host,
                      const std::string& abi, std::string* why_not = nullptr);
+
+/// Whether the host has wider vectors than code for a target enabling `features` uses (AVX-512
+/// on the host, not in the target; or AVX2 on the host, not in the target): that code runs
+/// here, but the JIT's code for the host is faster. False for the same width, e.g. x86-64-v3
+/// code on an AVX2-only host.
+bool HostHasWiderVectors(std::string_view features, const TargetInfo& host);
 
 /// Checks, without linking, that `code` is a relocatable object file for `host`'s architecture
 /// whose sections and symbols all parse and which defines `code.symbol`, and returns a copy

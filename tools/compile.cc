@@ -1,9 +1,10 @@
 // kiln compile MODEL.onnx -o OUT.kiln [--dim NAME=VALUE]... [--external=onednn|none]
-// [--target native|x86-64-v3|x86-64-v4|CPU]... [--no-fallbacks] [--quiet]
+// [--target native|x86-64-v3|x86-64-v4|CPU|none]... [--no-fallbacks] [--quiet]
 #include "compiler/compile.h"
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +15,7 @@
 
 #include "embed/compile.h"
 #include "embed/flags.h"
+#include "jit/aot_compile.h"
 #include "tools/commands.h"
 
 namespace kiln::tools {
@@ -49,7 +51,9 @@ void AddFlags(FlagParser& flags, CompileArgs* args) {
   flags.AddList("--target", "CPU",
                 "also compile every kernel ahead of time for CPU (repeatable): native (this "
                 "host), x86-64-v3 (AVX2), x86-64-v4 (AVX-512) or another x86-64 CPU name LLVM "
-                "knows; a host that runs one of them links its code instead of JIT-compiling",
+                "knows; a host that runs one of them links its code instead of JIT-compiling. "
+                "Default on x86-64: x86-64-v3; none: kernel IR only (smaller file, faster "
+                "compile, the first inference JIT-compiles)",
                 &args->options.code_targets);
   flags.AddBool("--no-fallbacks",
                 "give external regions no fallback function (smaller file, faster compile; a "
@@ -102,6 +106,16 @@ int CompileMain(int argc, char** argv) {
                  "%s/model.kiln\n",
                  args.output.c_str(), args.output.c_str());
     return 2;
+  }
+  std::vector<std::string>& targets = args.options.code_targets;
+  if (targets.empty()) {
+    targets = jit::DefaultCodeTargets();
+  } else if (std::find(targets.begin(), targets.end(), "none") != targets.end()) {
+    if (targets.size() > 1) {
+      std::fprintf(stderr, "kiln compile: --target none cannot be combined with other targets\n");
+      return 2;
+    }
+    targets.clear();
   }
   args.options.external_fallbacks = !args.no_fallbacks;
   if (!args.quiet) {

@@ -2,11 +2,14 @@
 """Compile cost and cold start: `kiln compile` time and first inference beside ONNX Runtime.
 
 usage: /usr/bin/python3 tools/compile_cost.py [--zoo DIR]... [--models DIR] [--onnx NAME=PATH]...
-           [--dim SYMBOL=VALUE]... [--kiln PATH] [--rounds N] [--only a,b] [--out DIR]
+           [--dim SYMBOL=VALUE]... [--kiln PATH] [--compile-flag F]... [--versus PATH
+           [--versus-compile-flag F]...] [--rounds N] [--only a,b] [--out DIR]
 
 Per model, median of --rounds runs (default 3), one thread, each as wall and CPU seconds (user
 + system over all threads: what a loaded machine does not inflate):
-  compile   a `kiln compile MODEL.onnx -q` process (the default offload);
+  compile   a `kiln compile MODEL.onnx -q` process (the default offload, and kiln compile's
+            default code ahead of time: x86-64-v3 objects, linked at load on AVX2 hosts;
+            `--compile-flag=--target --compile-flag=none` for kernel IR only);
   kiln 1st  a `kiln run FILE.kiln INPUTS --jit-cache off --threads 1` process: start, load,
             verify and the first call with every JIT compile it needs (a cold start with no
             kernel cache);
@@ -17,6 +20,8 @@ Inputs are the zoo's NAME.in0.npy / the benchmark models' NAME_input.npy; for --
 from --dim (default batch=1, sequence=512), random floats, int64 scalars 16000 (silero VAD's
 sample rate), other integers 0.
 Needs /usr/bin/python3 (numpy, onnx), node with onnxruntime-node (NODE_PATH /tmp/ort/node_modules).
+--versus KILN adds the same two columns for a second kiln (e.g. /work/kiln-main), run
+alternately with the first in every round.
 kiln's columns include its process start (dynamic linking of LLVM and oneDNN), ORT's do not:
 a ratio near 1 favours ORT. The table prints the load average at start and end: quote it.
 """
@@ -104,20 +109,37 @@ def entries(a):
     return [r for r in rows if not a.only or r[0] in a.only.split(",")]
 
 
+def kiln_round(kiln, flags, onnx_path, kfile, inputs):
+    """((compile wall, CPU), (run wall, CPU)) of one compile and one cold `kiln run`, or an
+    error string."""
+    t, rc, _, err = timed([kiln, "compile", onnx_path, "-o", kfile, "-q", *flags])
+    if rc != 0:
+        return "compile: " + err.strip()[-160:]
+    r, rc, _, err = timed([kiln, "run", kfile, *inputs.values(), "--jit-cache", "off",
+                           "--threads", "1", "--output-dir", kfile + ".out"])
+    if rc != 0:
+        return "run: " + err.strip()[-160:]
+    return t, r
+
+
 def measure(a, name, onnx_path, inputs):
-    """{column: (wall s, CPU s)} medians over a.rounds, and why a column is missing."""
-    kfile = os.path.join(a.out, name + ".kiln")
-    got = {"compile": [], "kiln": [], "ort": []}
+    """{column: (wall s, CPU s)} medians over a.rounds, and why a column is missing. With
+    --versus, the two kilns alternate within each round (this host's speed drifts)."""
+    sides = [("", a.kiln, a.compile_flag)]
+    if a.versus:
+        sides.append(("versus ", a.versus, a.versus_compile_flag))
+    got = {"ort": []}
+    for prefix, _, _ in sides:
+        got[prefix + "compile"], got[prefix + "kiln"] = [], []
+    err = ""
     for _ in range(a.rounds):
-        t, rc, _, err = timed([a.kiln, "compile", onnx_path, "-o", kfile, "-q"])
-        if rc != 0:
-            return {}, "compile: " + err.strip()[-160:]
-        got["compile"].append(t)
-        t, rc, _, err = timed([a.kiln, "run", kfile, *inputs.values(), "--jit-cache", "off",
-                               "--threads", "1", "--output-dir", kfile + ".out"])
-        if rc != 0:
-            return {}, "run: " + err.strip()[-160:]
-        got["kiln"].append(t)
+        for prefix, kiln, flags in sides:
+            kfile = os.path.join(a.out, name + (".versus" if prefix else "") + ".kiln")
+            r = kiln_round(kiln, flags, onnx_path, kfile, inputs)
+            if isinstance(r, str):
+                return {}, prefix + r
+            got[prefix + "compile"].append(r[0])
+            got[prefix + "kiln"].append(r[1])
         _, rc, out, err = timed(["node", "-e", ORT_FIRST_JS, onnx_path,
                                  *[f"{k}={v}" for k, v in inputs.items()]])
         if rc == 0:
@@ -136,6 +158,13 @@ def main():
     ap.add_argument("--dim", action="append", default=["batch=1", "sequence=512"],
                     help="SYMBOL=VALUE for --onnx models' inputs (repeatable)")
     ap.add_argument("--kiln", default=os.path.join(ROOT, "bazel-bin/tools/kiln"))
+    ap.add_argument("--compile-flag", action="append", default=[],
+                    help="extra flag for kiln compile (repeatable), e.g. --compile-flag=--target "
+                         "--compile-flag=none for kernel IR only")
+    ap.add_argument("--versus", default="", help="a second kiln (e.g. /work/kiln-main), timed "
+                    "alternately with --kiln in every round")
+    ap.add_argument("--versus-compile-flag", action="append", default=[],
+                    help="extra flag for the --versus kiln's compile (repeatable)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="")
     ap.add_argument("--out", default="/tmp/kiln-compile-cost")
@@ -143,15 +172,23 @@ def main():
     os.environ.setdefault("NODE_PATH", "/tmp/ort/node_modules")
     os.makedirs(a.out, exist_ok=True)
     print(f"CPU: {cpu()}; load average at start {os.getloadavg()[0]:.2f}", flush=True)
-    print("| model | compile wall / CPU s | kiln load+1st wall / CPU s | "
-          "ORT create+1st wall / CPU s | 1st CPU kiln/ORT |")
-    print("|---|---|---|---|---|", flush=True)
+    vs = ("", "versus ") if a.versus else ("",)
+    if a.versus:
+        print(f"kiln: {a.kiln} {' '.join(a.compile_flag)}; versus: {a.versus} "
+              f"{' '.join(a.versus_compile_flag)}")
+    head = "| model | " + " | ".join(
+        f"{p}compile wall / CPU s | {p}kiln load+1st wall / CPU s" for p in vs) + \
+        " | ORT create+1st wall / CPU s | " + " | ".join(f"{p}1st CPU kiln/ORT" for p in vs) + " |"
+    print(head)
+    print("|---" * head.count(" | ") + "|---|", flush=True)
     for name, onnx_path, inputs in entries(a):
         m, why = measure(a, name, onnx_path, inputs)
         cell = lambda k: f"{m[k][0]:.2f} / {m[k][1]:.2f}" if k in m else "-"
-        ratio = f"{m['kiln'][1] / m['ort'][1]:.1f}" if "kiln" in m and "ort" in m else "-"
-        print(f"| {name} | {cell('compile')} | {cell('kiln')} | {cell('ort')} | {ratio} |" +
-              (f" {why}" if why else ""), flush=True)
+        ratio = lambda p: (f"{m[p + 'kiln'][1] / m['ort'][1]:.2f}"
+                           if p + "kiln" in m and "ort" in m else "-")
+        cells = [c for p in vs for c in (cell(p + "compile"), cell(p + "kiln"))]
+        cells += [cell("ort")] + [ratio(p) for p in vs]
+        print(f"| {name} | " + " | ".join(cells) + " |" + (f" {why}" if why else ""), flush=True)
     print(f"\nload average at end {os.getloadavg()[0]:.2f}")
     return 0
 

@@ -5,7 +5,8 @@ output) beside ONNX Runtime's cold session create + first run, also as a whole p
     /usr/bin/python3 tools/first_output.py [--kiln PATH] [--rounds 3] [--threads 1]
                                            [--only a,b] [--work DIR]
 
-For each case: `kiln compile` writes the executable twice, plain and with code for this host
+For each case: `kiln compile` writes the executable twice, plain (`--target none`: kernel IR
+only, no code for kiln compile's default x86-64-v3 target) and with code for this host
 (`--target native`); then, per round and alternating, these whole processes are timed (wall):
   cold  kiln run on the plain file with an empty JIT cache (`--jit-cache off`: no AOT code; with
         a fresh cache directory instead the process also waits, after the output, to store
@@ -143,7 +144,7 @@ def main():
             continue
         stem = os.path.join(work, name.split()[0])
         plain, aot = stem + ".kiln", stem + "_aot.kiln"
-        for cmd in (["-o", plain], ["-o", aot, "--target", "native"]):
+        for cmd in (["-o", plain, "--target", "none"], ["-o", aot, "--target", "native"]):
             subprocess.run([a.kiln, "compile", onnx, "--quiet"] + cmd, check=True,
                            capture_output=True)
         run = [a.kiln, "run"]

@@ -194,6 +194,8 @@ StatusOr<std::vector<uint8_t>> EmitExecutable(const Graph& graph, const EmitOpti
   emit_internal::Shared sh(options);
   emit_internal::Emitter main(sh, graph, "main", true);
   RETURN_IF_ERROR(main.Run());
+  sh.st.main_kernels = static_cast<int>(sh.eb.kernels().size());
+  sh.st.main_shape_functions = static_cast<int>(sh.eb.shape_functions().size());
   if (options.fallbacks) EmitFallbacks(sh, graph);
   MetadataDef md;
   for (ValueId v : graph.inputs()) md.inputs.push_back(SpecOf(graph.value(v)));

@@ -71,6 +71,10 @@ struct EmitStats {
   int64_t planned_bytes = 0;  // the static arena
   int instructions = 0;
   int fallback_functions = 0;  // regions with a fallback function
+  /// Kernels and shape functions the entry function (and its If / Loop functions) use: the
+  /// first ones of their tables. Fallback functions, emitted after, add theirs at the end.
+  int main_kernels = 0;
+  int main_shape_functions = 0;
   /// Regions left without one, each "region 'onednn_0' (onednn): why" (e.g. an op the JIT
   /// lacks): such a region needs its vendor at load.
   std::vector<std::string> fallback_failures;

@@ -21,6 +21,7 @@
 #include "tests/compiler/e2e_util.h"
 #include "tests/compiler/lower/op_test_util.h"
 #include "tests/compiler/test_util.h"
+#include "vm/opcodes.h"
 
 namespace kiln::compiler {
 namespace {
@@ -203,6 +204,52 @@ BOOST_AUTO_TEST_CASE(conv_net_onednn_matches_the_jit) {
     // Different summation orders over 27-term dot products: f32 rounding, not bits.
     std::string diff = Compare(*d[0], *a[0], 1e-4, 1e-5);
     BOOST_TEST(diff.empty(), "N=" << n << ": " << diff);
+  }
+}
+
+// Code ahead of time is compiled for the kernels the entry function runs, not for those only
+// the regions' fallback functions use (they run only if the vendor declines its region, and
+// are then JIT-compiled): a conv net on oneDNN has objects for its main kernels alone, and
+// its answers are those of the JIT.
+BOOST_AUTO_TEST_CASE(code_ahead_of_time_skips_kernels_only_fallbacks_use) {
+  std::string bytes = testing::ModelBytes(testing::kConvNet);
+  CompileOptions o;
+  o.external = "onednn";
+  o.code_targets = {"native"};
+  CompileStats stats;
+  auto kiln = kiln::CompileOnnxBytes(bytes.data(), bytes.size(), o, &stats);
+  BOOST_REQUIRE_MESSAGE(kiln.ok(), kiln.status().ToString());
+  BOOST_REQUIRE(stats.external_regions >= 1);
+  BOOST_REQUIRE(stats.fallback_functions >= 1);
+  auto exe = testing::LoadWithJit(*kiln, Vendors());
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().ToString());
+  const fb::Executable& root = (*exe)->root();
+  BOOST_REQUIRE(root.aot_targets() != nullptr && root.aot_targets()->size() == 1);
+  const auto* objects = root.aot_targets()->Get(0)->kernels();
+  BOOST_REQUIRE(objects->size() == root.kernels()->size());
+  // Which kernels main itself invokes (the conv net has no If / Loop functions).
+  std::set<int> in_main;
+  const fb::Function* main = root.functions()->Get(0);
+  BOOST_REQUIRE(main->name()->str() == "main");
+  for (const fb::Instruction* in : *main->code()) {
+    if (static_cast<Opcode>(in->opcode()) == Opcode::kInvokeKernel) in_main.insert(in->a());
+  }
+  int with_code = 0;
+  for (int k = 0; k < static_cast<int>(objects->size()); ++k) {
+    bool has = objects->Get(k)->object() != nullptr && objects->Get(k)->object()->size() > 0;
+    BOOST_TEST(has == (in_main.count(k) > 0), "kernel " << k);
+    with_code += has;
+  }
+  BOOST_TEST(with_code < static_cast<int>(objects->size()));  // the fallbacks' kernels have none
+  Compiled dnn = Compile(testing::kConvNet, "onednn");
+  for (int64_t n : {1, 2}) {
+    std::vector<TensorDataRef> in = testing::ConvNetInputs(n);
+    auto want = Run(dnn, in);
+    auto got = testing::RunExecutable(*exe, in);
+    BOOST_REQUIRE_MESSAGE(got.ok(), got.status().ToString());
+    // The same oneDNN regions; the JIT kernels at O3 ahead of time against the first tier:
+    // f32 rounding of other instruction orders at most.
+    BOOST_TEST(Compare(*(*got)[0], *want[0], 1e-5, 1e-6).empty(), "N=" << n);
   }
 }
 

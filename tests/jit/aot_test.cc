@@ -248,6 +248,67 @@ BOOST_AUTO_TEST_CASE(matching_requires_every_enabled_feature) {
   BOOST_TEST(ResolveCodeTarget("pentium-9000").status().code() == StatusCode::kInvalidArgument);
 }
 
+BOOST_AUTO_TEST_CASE(wider_host_vectors_are_told_apart_from_a_code_target) {
+  TargetInfo avx2, avx512, sse;
+  avx2.has_avx2 = true;
+  avx512.has_avx2 = avx512.has_avx512f = true;
+  const std::string v3 = "+avx,+avx2,+fma,+sse4.2", v4 = v3 + ",+avx512f,+avx512vl";
+  BOOST_TEST(!HostHasWiderVectors(v3, avx2));  // kiln compile's default on this host kind
+  BOOST_TEST(HostHasWiderVectors(v3, avx512));
+  BOOST_TEST(!HostHasWiderVectors(v4, avx512));
+  BOOST_TEST(HostHasWiderVectors("+sse2,+sse4.2", avx2));
+  BOOST_TEST(HostHasWiderVectors("+sse2,-avx2", avx2));  // "-" enables nothing
+  BOOST_TEST(!HostHasWiderVectors("+sse2", sse));
+  // "+avx512fp16" is not "+avx512f", nor "+avx2" a prefix match of anything.
+  BOOST_TEST(HostHasWiderVectors("+avx2,+avx512fp16", avx512));
+}
+
+// `kiln compile` embeds x86-64-v3 code unless told otherwise: on x86-64, and only there.
+BOOST_AUTO_TEST_CASE(the_default_code_target_is_x86_64_v3_on_x86_64) {
+  std::vector<std::string> targets = DefaultCodeTargets();
+#if defined(__x86_64__)
+  BOOST_TEST(targets == std::vector<std::string>{"x86-64-v3"}, boost::test_tools::per_element());
+  BOOST_TEST(ResolveCodeTarget(targets[0]).ok());
+#else
+  BOOST_TEST(targets.empty());
+#endif
+}
+
+// Code for narrower vectors than the host's is not linked: on an AVX2 host x86-64-v3 code is
+// chosen (kiln compile's default) and baseline x86-64 code (SSE2) is not, on an AVX-512 host
+// neither is while x86-64-v4 code is; the reason says so.
+BOOST_AUTO_TEST_CASE(code_for_narrower_vectors_than_the_host_is_not_chosen) {
+  std::string abi = AotAbi(CodegenOptions()), llvm = LlvmVersion();  // the spec holds views
+  auto spec = [&](const TargetInfo& t, int i, const std::string& where) {
+    return CodeTargetSpec{i, where, t.triple, t.cpu, t.features, llvm, abi};
+  };
+  auto resolve = [](const char* name) {
+    auto t = ResolveCodeTarget(name);
+    if (!t.ok()) throw std::runtime_error(t.status().ToString());
+    return *t;
+  };
+  const TargetInfo base = resolve("x86-64"), v3 = resolve("x86-64-v3"), v4 = resolve("x86-64-v4");
+  TargetInfo avx2_host = v3, avx512_host = v4;
+  avx2_host.cpu = avx512_host.cpu = "some-host";  // no target is this exact host
+  std::string why;
+  BOOST_TEST(ChooseCodeTarget({spec(base, 0, "t0"), spec(v3, 1, "t1")}, avx2_host, abi, &why) == 1);
+  BOOST_TEST(ChooseCodeTarget({spec(base, 0, "t0")}, avx2_host, abi, &why) == -1);
+  BOOST_TEST(why == "t0: its vectors are narrower than this host's (AVX2): the JIT compiles for "
+                    "the host");
+  BOOST_TEST(ChooseCodeTarget({spec(v3, 0, "t0")}, avx512_host, abi, &why) == -1);
+  BOOST_TEST(why.find("t0: its vectors are narrower than this host's (AVX-512)") == 0, why);
+  BOOST_TEST(ChooseCodeTarget({spec(v3, 0, "t0"), spec(v4, 1, "t1")}, avx512_host, abi) == 1);
+
+  // A load on this host: baseline x86-64 code is ignored wherever AVX2 is, and the JIT compiles.
+  const TargetInfo native = Native();
+  Loaded l = Load(ProgramBytes({CodeFor(base)}));
+  BOOST_REQUIRE_MESSAGE(l.exe.ok(), l.exe.status().ToString());
+  RunAll(*l.exe);
+  const bool wider = native.has_avx2 || native.has_avx512f;
+  BOOST_TEST(l.engine->stats().aot_linked == (wider ? 0 : 4));
+  BOOST_TEST(l.engine->stats().compilations == (wider ? 4 : 0));
+}
+
 // A load that must fail: InvalidFormat with every `parts` in the message.
 void ExpectRejected(const std::vector<uint8_t>& bytes, const std::vector<std::string>& parts) {
   Loaded l = Load(bytes);

@@ -480,8 +480,9 @@ BOOST_AUTO_TEST_CASE(compile_target_native_runs_with_no_jit_compile) {
       g (float[N, 3] x) => (float[N, 3] y) <float[3] b = {0.5, -1.0, 2.0}> {
         t = Add(x, b) e = Exp(t) y = Relu(e) })");
   std::string jit = TmpDir() + "/aot_jit.kiln", aot = TmpDir() + "/aot_native.kiln";
-  Result r = Kiln("compile " + model + " -o " + jit + " -q --external none");
+  Result r = Kiln("compile " + model + " -o " + jit + " -q --external none --target none");
   BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(!Contains(r.out, "code ahead of time"), r.out);
   r = Kiln("compile " + model + " -o " + aot + " -q --external none --target native --target "
            "x86-64-v4");
   BOOST_TEST(r.code == 0, r.out);
@@ -513,6 +514,46 @@ BOOST_AUTO_TEST_CASE(compile_target_native_runs_with_no_jit_compile) {
   BOOST_TEST(r.code == 1, r.out);
   BOOST_TEST(Contains(r.out, "code target 'pentium-9000' is not an x86-64 CPU LLVM knows"), r.out);
   BOOST_TEST(!Contains(r.out, "lowering"), r.out);
+  r = Kiln("compile " + model + " -o " + aot + " --target none --target native");
+  BOOST_TEST(r.code == 2, r.out);
+  BOOST_TEST(Contains(r.out, "--target none cannot be combined with other targets"), r.out);
+}
+
+// Without --target, kiln compile embeds portable x86-64-v3 code (on x86-64): a host with AVX2,
+// FMA and BMI2 runs the first call with no JIT compile, with the values the JIT computes.
+BOOST_AUTO_TEST_CASE(compile_embeds_x86_64_v3_code_by_default) {
+  std::string model = WriteModel("aot_default.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[N, 3] x) => (float[N, 3] y) <float[3] b = {0.5, -1.0, 2.0}> {
+        t = Add(x, b) e = Exp(t) y = Relu(e) })");
+  std::string exe = TmpDir() + "/aot_default.kiln", jit = TmpDir() + "/aot_default_jit.kiln";
+  Result r = Kiln("compile " + model + " -o " + exe + " -q --external none");
+  BOOST_TEST(r.code == 0, r.out);
+#if defined(__x86_64__)
+  BOOST_TEST(Contains(r.out, "code ahead of time: 1 targets, "), r.out);
+  r = Kiln("inspect " + exe);
+  BOOST_TEST(Contains(r.out, " cpu x86-64-v3, features "), r.out);
+  r = Kiln("compile " + model + " -o " + jit + " -q --external none --target none");
+  BOOST_TEST(r.code == 0, r.out);
+  float x[6] = {1, 2, -3, -0.25f, 0.5f, -1};
+  std::string xp = WritePbFile("aot_default_x.pb", onnx::TensorProto::FLOAT, {2, 3}, x, sizeof(x));
+  Result linked = Kiln("run " + exe + " " + xp + " --jit-cache off --stats");
+  BOOST_TEST(linked.code == 0, linked.out);
+  Result compiled = Kiln("run " + jit + " " + xp + " --jit-cache off --stats");
+  BOOST_TEST(compiled.code == 0, compiled.out);
+  BOOST_TEST(!Contains(compiled.out, "jit: 0 compilations"), compiled.out);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("bmi2")) {
+    BOOST_TEST(Contains(linked.out, "kiln run: jit: 0 compilations"), linked.out);
+    BOOST_TEST(!Contains(linked.out, " 0 kernels linked"), linked.out);
+  }
+  size_t y = compiled.out.find("y: f32[2, 3] [");
+  BOOST_REQUIRE_MESSAGE(y != std::string::npos, compiled.out);
+  // exp through libmvec in both: the same values as printed.
+  BOOST_TEST(Contains(linked.out, compiled.out.substr(y, compiled.out.find('\n', y) - y)),
+             linked.out);
+#else
+  BOOST_TEST(!Contains(r.out, "code ahead of time"), r.out);
+#endif
 }
 
 // The default external compiler (oneDNN) claims a convolution (a 1x1 one, the product
@@ -707,7 +748,8 @@ std::string CompileAddReluOnJit(const std::string& name) {
       g (float[N, 3] x) => (float[N, 3] y) <float[3] b = {0.5, -1.0, 2.0}> {
         t = Add(x, b) y = Relu(t) })");
   std::string exe = TmpDir() + "/" + name + ".kiln";
-  Result r = Kiln("compile " + model + " -o " + exe + " --external=none --quiet");
+  // Kernel IR only: these tests are about what the JIT compiles.
+  Result r = Kiln("compile " + model + " -o " + exe + " --external=none --target none --quiet");
   BOOST_REQUIRE_MESSAGE(r.code == 0, r.out);
   return exe;
 }
