@@ -92,10 +92,15 @@ dnnl::algorithm BinaryAlgorithm(BinaryAlg a);
 /// probe's plans; F(4x4) never where its weights outweigh the data, as the timed trial skips
 /// it there); `budget`: the static depth rule decides instead of `f4_from` (a region the probe
 /// cannot run).
+/// `transformed`, when set, holds Winograd convolutions with real weights by op, tile and
+/// shapes, shared by the probe's plans and the plan built after them, so each layer's weights
+/// are transformed once per tile.
 struct WinogradLimits {
   int f4_from = 0;
   int forced = 0;
   bool budget = false;
+  std::shared_ptr<std::unordered_map<std::string, std::shared_ptr<const WinogradConv>>>
+      transformed;
 };
 
 /// The limits of F(4x4) for `data`'s plan at input dims `inputs`, found by a probe

@@ -271,13 +271,15 @@ WinogradLimits ProbeWinograd(const RegionData& data, WeightCache& weights,
   if (std::none_of(r.outputs.begin(), r.outputs.end(),
                    [&](int32_t t) { return r.tensors[t].dtype == DType::kF32; }))
     return budget;
-  WinogradLimits f2{0, 2, false}, f4{0, 4, false};
+  auto transformed = std::make_shared<
+      std::unordered_map<std::string, std::shared_ptr<const WinogradConv>>>();
+  WinogradLimits f2{0, 2, false, transformed}, f4{0, 4, false, transformed};
   std::vector<int> f4_ops;
   const std::optional<Outputs> want = ProbeRun(data, weights, inputs, f2, nullptr);
   if (!want) return budget;
   std::optional<Outputs> got = ProbeRun(data, weights, inputs, f4, &f4_ops);
   if (!got) return budget;
-  if (WithinShare(*got, *want)) return {};
+  if (WithinShare(*got, *want)) return {0, 0, false, transformed};
   // F(4x4) from f4_ops[k] on: within at k = n (none); the fewest dropped that are within.
   const int n = static_cast<int>(f4_ops.size());
   int lo = 1, hi = n;
@@ -292,7 +294,7 @@ WinogradLimits ProbeWinograd(const RegionData& data, WeightCache& weights,
       lo = mid + 1;
     }
   }
-  return {hi == n ? static_cast<int>(r.ops.size()) : f4_ops[hi], 0, false};
+  return {hi == n ? static_cast<int>(r.ops.size()) : f4_ops[hi], 0, false, transformed};
 }
 
 // Per op of the region, whether limits_ (the probe's, or the static budget) allow it F(4x4).
@@ -385,9 +387,18 @@ void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_
     return WinogradConv::Make(pd.src_desc(), pd.dst_desc(), wts, wd, win.strides, win.dilations,
                               win.pad_l, post, m, omp_get_max_threads());
   };
+  // With real weights: made once per tile for the probe's plans and the final one.
+  auto transformed = [&](int m) {
+    if (limits_.transformed == nullptr) return make(m, weights);
+    const std::string layer = std::to_string(op_index_) + "/" + std::to_string(m) +
+                              ShapeKey(pd, win, {});
+    auto [it, added] = limits_.transformed->try_emplace(layer);
+    if (added) it->second = make(m, weights);
+    return it->second;
+  };
   std::shared_ptr<const WinogradConv> chosen;
   if (!trial) {
-    chosen = make(choice.tiles.front(), weights);  // forced, or measured before: one tile
+    chosen = transformed(choice.tiles.front());  // forced, or measured before: one tile
   } else {
     std::vector<std::shared_ptr<const WinogradConv>> candidates;
     for (int m : choice.tiles) {
@@ -400,7 +411,7 @@ void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_
     Memo().Record(key, m);
     if (m == 0) return;
     candidates.clear();  // the zero weights' memory goes before the real ones are made
-    chosen = make(m, weights);
+    chosen = transformed(m);
   }
   if (chosen == nullptr) return;
   plan_->steps.back().winograd = chosen;
@@ -417,7 +428,9 @@ void Builder::DropOneDnnWeights() {
   for (const auto& [arg, slot] : plan_->steps.back().args) {
     Slot& s = plan_->slots[slot];
     if (arg != DNNL_ARG_WEIGHTS || s.kind != Slot::Kind::kConst) continue;
-    weights_.Drop(op_index_, s.md);
+    // A probe's plan keeps them cached: the next plan of the probe, or the final one,
+    // reorders no weights again (the final one drops those it does not run).
+    if (limits_.forced == 0) weights_.Drop(op_index_, s.md);
     auto& held = plan_->weights;
     auto it = std::find_if(held.rbegin(), held.rend(),
                            [&](const std::shared_ptr<uint8_t>& w) { return w.get() == s.ptr; });
