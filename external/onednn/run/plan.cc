@@ -330,7 +330,9 @@ bool WeightCache::Preferred(int op, memory::desc* md) {
 StatusOr<std::shared_ptr<Plan>> BuildPlan(const RegionData& data, WeightCache& weights,
                                           const std::vector<Dims>& inputs,
                                           std::atomic<int64_t>* primitives) {
-  ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, Builder(data, weights, primitives).Build(inputs));
+  const WinogradLimits limits = ProbeWinograd(data, weights, inputs);
+  ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan,
+                   Builder(data, weights, primitives, limits).Build(inputs));
   // One workspace ready before the first run (plans of static shapes are built at load).
   plan->Release(plan->Acquire());
   return plan;

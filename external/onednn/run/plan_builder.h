@@ -96,14 +96,43 @@ int StepThreads(int64_t work, int threads);
 dnnl::algorithm EltwiseAlgorithm(EltwiseAlg a);
 dnnl::algorithm BinaryAlgorithm(BinaryAlg a);
 
+/// Where a build may run F(4x4) Winograd (plan_winograd.cc). `f4_from`: ops before it get
+/// F(2x2) at most; `forced` 2 or 4: that tile wherever it applies, untimed (the accuracy
+/// probe's plans; F(4x4) never where its weights outweigh the data, as the timed trial skips
+/// it there); `budget`: the static depth rule decides instead of `f4_from` (a region the probe
+/// cannot run).
+/// `transformed`, when set, holds Winograd convolutions with real weights by op, tile and
+/// shapes, shared by the probe's plans and the plan built after them, so each layer's weights
+/// are transformed once per tile.
+struct WinogradLimits {
+  int f4_from = 0;
+  int forced = 0;
+  bool budget = false;
+  std::shared_ptr<std::unordered_map<std::string, std::shared_ptr<const WinogradConv>>>
+      transformed;
+};
+
+/// The limits of F(4x4) for `data`'s plan at input dims `inputs`, found by a probe
+/// (plan_winograd.cc): the region runs on a fixed synthetic input with F(2x2) wherever
+/// Winograd applies and with F(4x4) wherever it may run; when their outputs differ by more
+/// than F(4x4)'s share of the error budget, F(4x4) is taken from the earliest layers until
+/// they do not. Deterministic (same input, same plans). Costs nothing when no F(4x4) can run
+/// (no 3x3 stride-1 Conv, KILN_ONEDNN_WINOGRAD 0 / 2 / force2); else two untimed builds and
+/// runs of the region, plus one per bisection step when F(4x4) everywhere is too much. Never
+/// fails: a region it cannot run (non-f32 inputs, no f32 output, a build or run error) gets
+/// the static depth rule.
+WinogradLimits ProbeWinograd(const RegionData& data, WeightCache& weights,
+                             const std::vector<Dims>& inputs);
+
 /// Builds one plan. Each op's primitives are created first with the layouts its inputs already
 /// have (blocked ones inside the region); if oneDNN refuses, the op is rebuilt from plain
 /// copies. Used once per plan, by one thread; primitive constructors may throw dnnl::error
 /// (BuildOpWithFallback catches it per op).
 class Builder {
  public:
-  Builder(const RegionData& data, WeightCache& weights, std::atomic<int64_t>* primitives)
-      : d_(data), r_(data.region), weights_(weights), primitives_(primitives) {}
+  Builder(const RegionData& data, WeightCache& weights, std::atomic<int64_t>* primitives,
+          WinogradLimits limits = {})
+      : d_(data), r_(data.region), weights_(weights), primitives_(primitives), limits_(limits) {}
 
   /// The plan for input dims `inputs`; BuildPlan's errors.
   StatusOr<std::shared_ptr<Plan>> Build(const std::vector<Dims>& inputs);
@@ -194,7 +223,7 @@ class Builder {
   /// A slot viewing `slot`'s storage from `bytes` on with layout `md` (a constant or an
   /// intermediate), or -1 for a caller's tensor.
   int SliceOf(int slot, const dnnl::memory::desc& md, size_t bytes);
-  /// Per op, whether the region's Winograd error budget allows it F(4x4) (plan_winograd.cc).
+  /// Per op, whether limits_ allow it F(4x4) (plan_winograd.cc).
   std::vector<bool> F4Allowed() const;
   Status Pool(const Op& op, bool plain);
   Status MatMul(const Op& op);  // plan_matmul.cc
@@ -232,6 +261,7 @@ class Builder {
   const RegionProgram& r_;
   WeightCache& weights_;
   std::atomic<int64_t>* primitives_;
+  WinogradLimits limits_;
   std::shared_ptr<Plan> plan_;
   std::vector<Dims> dims_;
   std::vector<int> slot_of_, plain_of_, output_index_;

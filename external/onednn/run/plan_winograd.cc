@@ -5,14 +5,19 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <iterator>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "base/dtype.h"
+#include "base/tensor.h"
 #include "external/onednn/run/plan_builder.h"
 
 namespace kiln::onednn::internal {
@@ -124,23 +129,27 @@ std::string ShapeKey(const dnnl::convolution_forward::primitive_desc& pd, const 
          DimsToString(pads) + DimsToString(Dims(tiles.begin(), tiles.end()));
 }
 
-// The accuracy policy. Each convolution or matmul of a region adds a rounding error to what
-// follows it, relative to its output's scale; the budget below charges each layer its worst
-// per-layer error and sums them. That sum is a depth rule, not a bound: later layers can
-// amplify an early error (resnet101: six early F(4x4) layers added ~1.3e-4 of scale where
-// the sum predicts 1.8e-5), so the rule is calibrated on the measured models. Per layer,
-// against float64 (winograd_conv_test, C = 3..512): oneDNN's direct convolution up to 2e-6
-// (kDirectError), F(2x2) up to 9e-7 (never more than direct: always allowed), F(4x4) up to
-// 4.2e-6 (kF4Error rounds it up; 1.25e-5 with Lavin's points). The budget is the zoo's
-// tolerance, 1e-4 of the output's scale (float32 frameworks keep within it: PyTorch 9.6e-5,
-// ONNX Runtime 7.5e-5 on resnet101). The direct error of every accumulating op is spent
-// first; what is left pays for F(4x4) at kF4Error - kDirectError a convolution, given in op
-// order (early layers: large maps where F(4x4) pays most) until spent. So resnet18 (20
-// convs) and vgg11_bn (8) allow every 3x3 conv F(4x4), resnet34 (36) 9, resnet50 (53),
-// resnet101 (104) and densenet121 (120) none, their direct convolutions alone taking the
-// budget: resnet101 measured 2.3e-4 with F(4x4) on six early layers, 9.2e-5 without. Fixed
-// by the region's ops, so every plan and every run has the same worst case whatever the
-// timing picks.
+// The accuracy policy. F(4x4) rounds 2-5x worse than a direct convolution per layer (against
+// float64, winograd_conv_test, C = 3..512: oneDNN's direct convolution up to 2e-6 of the
+// output's scale, F(2x2) up to 9e-7, never worse than direct: always allowed; F(4x4) up to
+// 4.2e-6), and what that costs at a region's outputs depends on how the layers after it
+// amplify it, which no count of layers predicts: resnet101 (zoo3, BN calibrated, float32
+// frameworks at 7.5e-5 .. 9.6e-5 of the scale vs float64) went past the zoo's 1e-4 with
+// F(4x4) on six early layers, densenet121 kept 5.9e-7 with it on 42. So a probe measures it
+// (ProbeWinograd): the region's plan runs once with F(2x2) wherever Winograd applies (the
+// reference: direct-convolution accuracy) and once with F(4x4) wherever it may run (the trial
+// could pick it anywhere), on a fixed synthetic input; F(4x4)'s difference must stay within
+// kF4Share of each output's scale, a tenth of the zoo's budget, so a network whose float32
+// error already fills the budget stays within it. When it does not, F(4x4) is taken from the
+// earliest layers (whose errors pass the most layers after them) until it does, by bisection
+// over where it starts. The timed trial then picks among the allowed tiles: a subset of the
+// probed F(4x4) layers (fewer F(4x4) layers, no larger difference).
+constexpr double kF4Share = 1e-5;
+
+// The static depth rule, for a region the probe cannot run (non-f32 inputs or outputs): each
+// accumulating op spends kDirectError of a kErrorBudget (the zoo's tolerance), what is left
+// buys F(4x4) at kF4Error - kDirectError a convolution in op order. A calibrated rule, not a
+// bound (later layers can amplify an early error).
 constexpr double kDirectError = 2e-6, kF4Error = 5e-6, kErrorBudget = 1e-4;
 
 // Whether `op` may run as Winograd at all: a dense 3x3 stride-1 Conv with constant weights.
@@ -152,15 +161,153 @@ bool WinogradShaped(const Op& op, const Dims& wd, const void* weights) {
          wd[2] == 3 && wd[3] == 3 && ones(op.strides) && ones(op.dilations);
 }
 
+// Whether the region has a convolution Winograd may run (its weights' dims are the constant's).
+bool HasWinogradCandidate(const RegionData& d) {
+  std::vector<const Dims*> dims(d.region.tensors.size(), nullptr);
+  for (const BoundTensor& c : d.region.constants) dims[c.tensor] = &c.dims;
+  for (const Op& op : d.region.ops) {
+    if (op.kind != OpKind::kConv || op.inputs.size() < 2) continue;
+    const int32_t w = op.inputs[1];
+    if (dims[w] != nullptr && WinogradShaped(op, *dims[w], d.constant_data[w])) return true;
+  }
+  return false;
+}
+
+// A deterministic value in [-1.5, 1.5) for element `i` of input `input` (splitmix64): the
+// probe's input, about a normalized image's spread.
+float ProbeValue(size_t input, size_t i) {
+  uint64_t z = (static_cast<uint64_t>(input) << 48) + i + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return static_cast<float>((z >> 40) * (1.0 / (1 << 24)) * 3.0 - 1.5);
+}
+
+// One probe run: the region's outputs (f32 ones as floats, others left empty) under `limits`
+// on the probe input, and the ops that ran as F(4x4) when `f4_ops` is given; nullopt when the
+// plan fails to build or run (the real build reports the error).
+using Outputs = std::vector<std::vector<float>>;
+std::optional<Outputs> ProbeRun(const RegionData& d, WeightCache& weights,
+                                const std::vector<Dims>& inputs, const WinogradLimits& limits,
+                                std::vector<int>* f4_ops) {
+  const RegionProgram& r = d.region;
+  std::atomic<int64_t> primitives{0};  // not the region's count: these plans are thrown away
+  try {
+    auto built = Builder(d, weights, &primitives, limits).Build(inputs);
+    if (!built.ok()) return std::nullopt;
+    Plan& plan = **built;
+    for (const Step& step : plan.steps) {
+      if (f4_ops != nullptr && step.winograd != nullptr && step.winograd->tile() == 4)
+        f4_ops->push_back(step.op);
+    }
+    std::vector<std::vector<uint8_t>> bytes;
+    std::vector<Tensor> tensors;
+    auto add = [&](const Dims& dims, DType dtype) {
+      auto shape = Shape::Make(dims.data(), static_cast<int>(dims.size()));
+      if (!shape.ok()) return false;
+      bytes.emplace_back(shape->NumElements() * DTypeSize(dtype));
+      tensors.push_back(Tensor::Wrap(bytes.back().data(), dtype, *shape));
+      return true;
+    };
+    bytes.reserve(inputs.size() + plan.output_dims.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!add(inputs[i], DType::kF32)) return std::nullopt;
+      float* x = reinterpret_cast<float*>(bytes.back().data());
+      for (size_t k = 0; k < bytes.back().size() / sizeof(float); ++k) x[k] = ProbeValue(i, k);
+    }
+    for (size_t i = 0; i < plan.output_dims.size(); ++i) {
+      if (!add(plan.output_dims[i], r.tensors[r.outputs[i]].dtype)) return std::nullopt;
+    }
+    std::vector<const Tensor*> args;
+    for (const Tensor& t : tensors) args.push_back(&t);
+    const int ni = static_cast<int>(inputs.size());
+    if (!ExecutePlan(plan, d, args.data(), ni, static_cast<int>(plan.output_dims.size())).ok())
+      return std::nullopt;
+    Outputs out(plan.output_dims.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (r.tensors[r.outputs[i]].dtype != DType::kF32) continue;
+      const float* y = reinterpret_cast<const float*>(bytes[ni + i].data());
+      out[i].assign(y, y + bytes[ni + i].size() / sizeof(float));
+    }
+    return out;
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  } catch (const std::bad_alloc&) {
+    return std::nullopt;
+  }
+}
+
+// Whether every f32 output of `got` is within kF4Share of its scale (largest finite |value|)
+// of `want`'s, finite where `want` is.
+bool WithinShare(const Outputs& got, const Outputs& want) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    double scale = 0, err = 0;
+    for (float v : want[i]) {
+      if (std::isfinite(v)) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    }
+    for (size_t k = 0; k < want[i].size(); ++k) {
+      if (!std::isfinite(want[i][k])) continue;
+      if (!std::isfinite(got[i][k])) return false;
+      err = std::max(err, std::fabs(static_cast<double>(got[i][k]) - want[i][k]));
+    }
+    if (err > kF4Share * scale) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
-// Per op of the region, whether the error budget (above) allows it F(4x4).
+WinogradLimits ProbeWinograd(const RegionData& data, WeightCache& weights,
+                             const std::vector<Dims>& inputs) {
+  const RegionProgram& r = data.region;
+  const std::vector<int> tiles = ChoiceFromEnv().tiles;
+  if (std::find(tiles.begin(), tiles.end(), 4) == tiles.end() || !HasWinogradCandidate(data))
+    return {};  // no F(4x4) in any case
+  WinogradLimits budget;
+  budget.budget = true;
+  for (const BoundTensor& in : r.inputs) {
+    if (r.tensors[in.tensor].dtype != DType::kF32) return budget;
+  }
+  if (std::none_of(r.outputs.begin(), r.outputs.end(),
+                   [&](int32_t t) { return r.tensors[t].dtype == DType::kF32; }))
+    return budget;
+  auto transformed = std::make_shared<
+      std::unordered_map<std::string, std::shared_ptr<const WinogradConv>>>();
+  WinogradLimits f2{0, 2, false, transformed}, f4{0, 4, false, transformed};
+  std::vector<int> f4_ops;
+  const std::optional<Outputs> want = ProbeRun(data, weights, inputs, f2, nullptr);
+  if (!want) return budget;
+  std::optional<Outputs> got = ProbeRun(data, weights, inputs, f4, &f4_ops);
+  if (!got) return budget;
+  if (WithinShare(*got, *want)) return {0, 0, false, transformed};
+  // F(4x4) from f4_ops[k] on: within at k = n (none); the fewest dropped that are within.
+  const int n = static_cast<int>(f4_ops.size());
+  int lo = 1, hi = n;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    f4.f4_from = f4_ops[mid];
+    got = ProbeRun(data, weights, inputs, f4, nullptr);
+    if (!got) return budget;
+    if (WithinShare(*got, *want)) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  return {hi == n ? static_cast<int>(r.ops.size()) : f4_ops[hi], 0, false, transformed};
+}
+
+// Per op of the region, whether limits_ (the probe's, or the static budget) allow it F(4x4).
 std::vector<bool> Builder::F4Allowed() const {
+  std::vector<bool> allowed(r_.ops.size(), false);
+  if (!limits_.budget) {
+    for (size_t i = std::max(limits_.f4_from, 0); i < r_.ops.size(); ++i) allowed[i] = true;
+    return allowed;
+  }
   int accumulating = 0;
   for (const Op& op : r_.ops)
     accumulating += op.kind == OpKind::kConv || op.kind == OpKind::kMatMul;
   double left = kErrorBudget - accumulating * kDirectError;
-  std::vector<bool> allowed(r_.ops.size(), false);
   for (size_t i = 0; i < r_.ops.size(); ++i) {
     const Op& op = r_.ops[i];
     if (op.kind != OpKind::kConv || op.inputs.size() < 2) continue;
@@ -211,6 +358,10 @@ size_t Builder::FasterConv(const dnnl::convolution_forward::primitive_desc& pd,
 void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
                        const Window& win) {
   WinogradChoice choice = ChoiceFromEnv();
+  if (limits_.forced != 0) {
+    const bool outweighs = limits_.forced == 4 && WeightsOutweigh(4, dims_[op.inputs[1]], pd);
+    choice = {{outweighs ? 2 : limits_.forced}, false};  // as the trial would never take it
+  }
   if (f4_allowed_.empty()) f4_allowed_ = F4Allowed();
   if (!f4_allowed_[op_index_]) {
     for (int& m : choice.tiles) m = 2;  // "4" and "force4" fall back to F(2x2)
@@ -236,9 +387,18 @@ void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_
     return WinogradConv::Make(pd.src_desc(), pd.dst_desc(), wts, wd, win.strides, win.dilations,
                               win.pad_l, post, m, omp_get_max_threads());
   };
+  // With real weights: made once per tile for the probe's plans and the final one.
+  auto transformed = [&](int m) {
+    if (limits_.transformed == nullptr) return make(m, weights);
+    const std::string layer = std::to_string(op_index_) + "/" + std::to_string(m) +
+                              ShapeKey(pd, win, {});
+    auto [it, added] = limits_.transformed->try_emplace(layer);
+    if (added) it->second = make(m, weights);
+    return it->second;
+  };
   std::shared_ptr<const WinogradConv> chosen;
   if (!trial) {
-    chosen = make(choice.tiles.front(), weights);  // forced, or measured before: one tile
+    chosen = transformed(choice.tiles.front());  // forced, or measured before: one tile
   } else {
     std::vector<std::shared_ptr<const WinogradConv>> candidates;
     for (int m : choice.tiles) {
@@ -251,7 +411,7 @@ void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_
     Memo().Record(key, m);
     if (m == 0) return;
     candidates.clear();  // the zero weights' memory goes before the real ones are made
-    chosen = make(m, weights);
+    chosen = transformed(m);
   }
   if (chosen == nullptr) return;
   plan_->steps.back().winograd = chosen;
@@ -268,7 +428,9 @@ void Builder::DropOneDnnWeights() {
   for (const auto& [arg, slot] : plan_->steps.back().args) {
     Slot& s = plan_->slots[slot];
     if (arg != DNNL_ARG_WEIGHTS || s.kind != Slot::Kind::kConst) continue;
-    weights_.Drop(op_index_, s.md);
+    // A probe's plan keeps them cached: the next plan of the probe, or the final one,
+    // reorders no weights again (the final one drops those it does not run).
+    if (limits_.forced == 0) weights_.Drop(op_index_, s.md);
     auto& held = plan_->weights;
     auto it = std::find_if(held.rbegin(), held.rend(),
                            [&](const std::shared_ptr<uint8_t>& w) { return w.get() == s.ptr; });
