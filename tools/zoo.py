@@ -3,7 +3,7 @@
 checked against its PyTorch reference, and timed beside ONNX Runtime at 1 and 2 threads.
 
     /usr/bin/python3 tools/zoo.py [--zoo DIR] [--models DIR] [--out DIR] [--threads 1,2]
-                                  [--rounds N] [--only a,b] [--no-time] [--no-ort] [--kiln PATH]
+                                  [--rounds N] [--only a,b] [--no-time] [--no-ort] [--kiln PATH] [--rt]
 
 Prerequisites (outside the repository): the zoo from ../shared/models/gen_zoo.py (default
 /work/zoo) and, with --models, the five benchmark models from ../shared/models (their
@@ -13,7 +13,8 @@ NODE_PATH /tmp/ort/node_modules), and a built CLI (bazel build //tools:kiln).
 Correctness: each back end's output must match the reference within rtol 1e-3 and atol 1e-4
 times the reference's largest magnitude (the zoo README's rule), with no NaN or Inf where the
 reference is finite. Timing: per round, `kiln bench` p50 for each back end and ORT's median,
-alternating; the table shows medians over the rounds and kiln(default) / ORT. Prints the CPU
+alternating, over at least 20 iterations and enough for about half a second (a pilot run sets
+the count); the table shows medians over the rounds and kiln(default) / ORT. Prints the CPU
 (lscpu model name and whether AVX-512 is present) so every figure says where it comes from.
 Exit status 1 when any model is wrong or fails to compile or run.
 
@@ -216,8 +217,13 @@ def load_models(zoo_dir, models_dir):
     return out
 
 
+# Prefix of timed commands: `chrt -f 50` with --rt (real-time FIFO priority for both kiln and
+# ORT, so builds running beside them on a shared host do not preempt the measured threads).
+TIMED = []
+
+
 def kiln_p50(kiln, kfile, dims, flag, threads, iters):
-    args = [kiln, "bench", kfile, "--threads", str(threads), "--iters", str(iters),
+    args = TIMED + [kiln, "bench", kfile, "--threads", str(threads), "--iters", str(iters),
             "--warmup", "5", "--json"]
     for k, v in dims.items():
         args += [flag, f"{k}={v}"]
@@ -229,7 +235,7 @@ def kiln_p50(kiln, kfile, dims, flag, threads, iters):
 
 
 def ort_p50(onnx, shape, threads, iters, bench_js):
-    rc, out, _ = run(["node", bench_js, onnx, "--shape", "x".join(map(str, shape)),
+    rc, out, _ = run(TIMED + ["node", bench_js, onnx, "--shape", "x".join(map(str, shape)),
                       "--threads", str(threads), "--iters", str(iters), "--warmup", "5"])
     line = [l for l in out.splitlines() if l.startswith("JSON")]
     return json.loads(line[-1][4:])["median"] if rc == 0 and line else None
@@ -249,7 +255,11 @@ def main():
     ap.add_argument("--ort-bench", default=os.path.join(ROOT, "../shared/peers/bench_ort.js"))
     ap.add_argument("--probes", type=int, default=8,
                     help="intermediate tensors checked where the reference ignores the input")
+    ap.add_argument("--rt", action="store_true",
+                    help="time under real-time priority (chrt -f 50; needs root or CAP_SYS_NICE)")
     a = ap.parse_args()
+    if a.rt:
+        TIMED.extend(["chrt", "-f", "50"])
     os.environ.setdefault("NODE_PATH", "/tmp/ort/node_modules")
     os.makedirs(a.out, exist_ok=True)
     entries = [e for e in load_models(a.zoo, a.models)
@@ -296,7 +306,14 @@ def main():
         if a.no_time:
             continue
         for t in threads:
+            # Each measurement spans at least ~0.5 s: 20 iterations of a 0.05 ms model are one
+            # millisecond, which a single descheduling or a neighbour's burst covers whole.
             iters = 20
+            if result["default"][0]:
+                pilot = kiln_p50(a.kiln, os.path.join(a.out, f"{name}.default.kiln"), dims, flag,
+                                 t, 5)
+                if pilot:
+                    iters = max(20, min(2000, int(500.0 / pilot)))
             k_def, k_none, o = [], [], []
             for _ in range(a.rounds):
                 for backend, acc in (("default", k_def), ("none", k_none)):
