@@ -78,9 +78,11 @@ std::function<Stmt(const PackArgs&)> PackFrom(
 namespace {
 
 // What one tile of GemmLoops reads: the task's batch, first row and column, the K chunk, the
-// chunk's packed B and the task's partial sums.
+// chunk's packed B and the task's partial sums, and the tile's width (the spec's cols, or fewer
+// whole vectors for the last panel: see GemmLoops).
 struct TileContext {
   const GemmSpec& s;
+  int64_t cols;
   Expr b, r0, j0, c, k0, klen;
   Buffer pack, part;
   Expr direct;  // true when the tile stores its outputs itself (last K chunk, full panel)
@@ -95,9 +97,9 @@ constexpr int64_t kMinChains = 8;
 // 2 cycles per chain pair, a quarter of the pipes; the 2-row tail of M = 50 has 4. Splitting K
 // gives them 8 chains, and with 3 rows 12 accumulators (+ 2 B vectors + the broadcast, within
 // AVX2's 16 registers).
-int64_t KSets(const GemmSpec& s, int64_t r) {
+int64_t KSets(const GemmSpec& s, int64_t r, int64_t cols) {
   int64_t lanes = HostF32Lanes() / (DTypeSize(s.acc) >= 8 ? 2 : 1);
-  int64_t chains = r * std::max<int64_t>(1, s.cols / lanes);
+  int64_t chains = r * std::max<int64_t>(1, cols / lanes);
   return std::min<int64_t>(4, std::max<int64_t>(1, (kMinChains + chains - 1) / chains));
 }
 
@@ -107,7 +109,7 @@ int64_t KSets(const GemmSpec& s, int64_t r) {
 // k mod sets, and the sets are summed into the first before the save.
 Stmt Tile(const TileContext& t, int64_t r, const Expr& base) {
   const GemmSpec& s = t.s;
-  const int64_t cols = s.cols, sets = KSets(s, r);
+  const int64_t cols = t.cols, sets = KSets(s, r, cols);
   Buffer acc = Buffer::Local("acc", s.acc, {sets * r, cols});
   Var i0("i0"), ii("ii"), jz("jj");
   ForKind row_kind = ForKind::kUnrolled;
@@ -130,7 +132,7 @@ Stmt Tile(const TileContext& t, int64_t r, const Expr& base) {
     Var ii3("ii"), jj3("jj"), a_ik("a_ik", s.acc);
     Expr a_value = Cast(s.acc, s.a(t.b, Min(i0 + ii3, s.m - I(1)), t.k0 + k));
     Expr b_kj =
-        s.packed_b ? s.packed_b(FloorDiv(t.j0, I(cols)), t.k0 + k, jj3) : Load(t.pack, {k, jj3});
+        s.packed_b ? s.packed_b(FloorDiv(t.j0, I(s.cols)), t.k0 + k, jj3) : Load(t.pack, {k, jj3});
     Expr row = set * I(r) + ii3;
     Expr fma = jit::MulAdd(a_ik, b_kj, Load(acc, {row, jj3}));
     return jit::For(ii3, I(r), row_kind,
@@ -199,6 +201,14 @@ Stmt TileRows(const TileContext& t, const Expr& rows_g) {
 
 Stmt GemmLoops(const GemmSpec& s) {
   const int64_t rows = s.rows, cols = s.cols, group = rows * kGroupTiles;
+  // With a constant n whose last panel needs fewer whole vectors than a panel has (N 49 or 50:
+  // three panels of 16 and one of 1 or 2 columns, as in swin_t's and vit_b_32's attention), the
+  // last panel runs tiles only that many vectors wide instead of a full panel's FMAs on padding
+  // (49 of 64 computed columns useful, 49 of 56 with a one-vector tail).
+  const int64_t lanes = HostF32Lanes() / (DTypeSize(s.acc) >= 8 ? 2 : 1);
+  const std::optional<int64_t> n_const = ConstOf(s.n);
+  const int64_t tail = n_const ? *n_const % cols : 0;
+  const int64_t narrow = tail > 0 ? (tail + lanes - 1) / lanes * lanes : cols;
   const int64_t kc = std::max<int64_t>(16, kPackBytes / (cols * DTypeSize(s.acc)));
   Buffer pack = Buffer::Local("pack", s.acc, {kc, cols});
   Buffer part = Buffer::Local("part", s.acc, {group, cols});
@@ -208,9 +218,18 @@ Stmt GemmLoops(const GemmSpec& s) {
   Expr row_groups = CeilDivE(s.m, I(group));
   Expr per_batch = col_tiles * row_groups;
   Expr chunks = jit::Max(CeilDivE(s.k, I(kc)), I(1));  // K = 0 still zeroes the output
+  // A panel whose tiles store their outputs: as wide as its tiles.
   Expr full_panel = jit::Eq(ncols, I(cols));
+  if (narrow < cols) full_panel = jit::Or(full_panel, jit::Eq(ncols, I(narrow)));
   Expr direct = jit::And(full_panel, jit::Eq(c, chunks - I(1)));
-  Stmt tiles_loop = TileRows(TileContext{s, b, r0, j0, c, k0, klen, pack, part, direct}, rows_g);
+  Stmt tiles_loop =
+      TileRows(TileContext{s, cols, b, r0, j0, c, k0, klen, pack, part, direct}, rows_g);
+  if (narrow < cols) {
+    tiles_loop = jit::If(
+        jit::Eq(ncols, I(tail)),
+        TileRows(TileContext{s, narrow, b, r0, j0, c, k0, klen, pack, part, direct}, rows_g),
+        tiles_loop);
+  }
   Stmt chunk =
       Let(k0, c * I(kc),
           Let(klen, Min(I(kc), s.k - k0),
@@ -219,7 +238,7 @@ Stmt GemmLoops(const GemmSpec& s) {
   // A partial panel's epilogue, over the group's rows from the partial sums (the tiles of a
   // full panel stored theirs).
   Var ii5("ii"), jj5("jj");
-  Stmt write = jit::If(jit::Ne(ncols, I(cols)),
+  Stmt write = jit::If(jit::Not(full_panel),
                        jit::For(ii5, rows_g, ForKind::kSerial,
                                 jit::For(jj5, ncols, ForKind::kVectorized,
                                          s.store(b, r0 + ii5, j0 + jj5, Load(part, {ii5, jj5})))));

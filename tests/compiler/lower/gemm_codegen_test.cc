@@ -215,6 +215,43 @@ BOOST_AUTO_TEST_CASE(small_m_keeps_eight_fma_chains) {
   }
 }
 
+// The widths (f32 columns) of the register tiles of the model's kernels: the accumulators each
+// tile allocates, as the kernel IR prints them ("alloc acc: f32[rows * sets, width]").
+std::set<int64_t> TileWidths(const std::string& model_text) {
+  std::set<int64_t> widths;
+  const std::regex acc(R"(alloc acc[^:\n]*: f32\[\d+, (\d+)\])");
+  for (const jit::Kernel& kernel : Kernels(model_text)) {
+    const std::string text = jit::ToText(kernel);
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), acc);
+         it != std::sregex_iterator(); ++it) {
+      widths.insert(std::stoll((*it)[1]));
+    }
+  }
+  return widths;
+}
+
+// N = 49 (swin_t's window attention; vit_b_32's 50 alike) is three full panels and one column
+// more. That last panel runs tiles one vector wide, not a full panel's FMAs over 15 zero
+// columns; N = 48 has no such panel, and with N = 47 (a panel less one column) the last panel
+// needs the full width. The narrow tiles' FMAs are full vectors too.
+BOOST_AUTO_TEST_CASE(last_panel_only_as_wide_as_its_columns) {
+  const int64_t lanes = Lanes(Host(), false), cols = compiler::GemmPanelCols();
+  BOOST_REQUIRE(cols >= 2 * lanes);
+  auto model = [](int64_t n) {
+    std::string ns = std::to_string(n);
+    return R"(
+      <ir_version: 8, opset_import: ["" : 17]>
+      g (float[4, 49, K] q, float[4, K, )" + ns + R"(] k) => (float[4, 49, )" + ns + R"(] y) {
+        y = MatMul(q, k)
+      })";
+  };
+  BOOST_TEST(TileWidths(model(3 * cols)) == (std::set<int64_t>{cols}));
+  BOOST_TEST(TileWidths(model(3 * cols + 1)) == (std::set<int64_t>{lanes, cols}));
+  BOOST_TEST(TileWidths(model(3 * cols + lanes)) == (std::set<int64_t>{lanes, cols}));
+  BOOST_TEST(TileWidths(model(3 * cols - 1)) == (std::set<int64_t>{cols}));
+  CheckGemmCode(model(3 * cols + 1), false, TileVectors(false));
+}
+
 // f64 accumulates in f64: half the lanes per vector, the same number of vectors per tile.
 BOOST_AUTO_TEST_CASE(matmul_f64) {
   CheckGemmCode(R"(

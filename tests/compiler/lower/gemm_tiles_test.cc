@@ -167,5 +167,41 @@ BOOST_AUTO_TEST_CASE(batched_runtime_operands) {
   }
 }
 
+// Static N whose last panel runs narrower tiles (compiler/lower/nn_gemm.cc, GemmLoops): 49 and
+// 50 (one or two columns past full panels: the narrow tiles' rows go through the partial
+// sums), 24 and 56 (exactly one vector past: they store directly), 17 (one panel and a column),
+// both operands at run time, with M tails of 1 and 5 rows and a K past the 2048-deep chunk.
+BOOST_AUTO_TEST_CASE(static_n_narrow_last_panel) {
+  struct Shape {
+    int64_t batch, m, k, n;
+  };
+  for (Shape s : {Shape{3, 49, 32, 49}, Shape{2, 50, 64, 50}, Shape{2, 11, 9, 24},
+                  Shape{1, 97, 2100, 56}, Shape{2, 7, 5, 17}}) {
+    auto dims = [](std::vector<int64_t> d) {
+      std::string t;
+      for (int64_t v : d) t += (t.empty() ? "" : ", ") + std::to_string(v);
+      return t;
+    };
+    auto exe = CompileJit(R"(
+      <ir_version: 8, opset_import: ["" : 17]>
+      g (float[)" + dims({s.batch, s.m, s.k}) + R"(] x, float[)" + dims({s.batch, s.k, s.n}) +
+                          R"(] w) => (float[)" + dims({s.batch, s.m, s.n}) + R"(] y) {
+        y = MatMul(x, w)
+      }
+    )");
+    auto x = testing::RandomTensor(DType::kF32, {s.batch, s.m, s.k}, -1, 1, 31 + s.m);
+    auto w = testing::RandomTensor(DType::kF32, {s.batch, s.k, s.n}, -1, 1, 32 + s.n);
+    Product want = Reference(*x, *w, {}, s.batch, s.m, s.k, s.n, true);
+    for (int threads : {1, 2}) {
+      omp_set_num_threads(threads);
+      auto out = testing::RunExecutable(exe, {x, w});
+      BOOST_REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+      ExpectWithin(*(*out)[0], want, false,
+                   "y (static " + dims({s.batch, s.m, s.k, s.n}) + ", " +
+                       std::to_string(threads) + " threads)");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kiln::compiler
