@@ -5,6 +5,7 @@
 #include <memory>
 #include <set>
 
+#include "base/tensor.h"
 #include "compiler/emit/emit.h"
 #include "compiler/lower/gemm.h"
 #include "compiler/lower/lower.h"
@@ -100,6 +101,32 @@ StatusOr<External> FindExternal(const CompileOptions& options) {
   return e;
 }
 
+// Replaces `code`'s blob with the one options.tune_region returns for it (the region named
+// `name`, over its constants as a loader would bind them), reporting its note as progress.
+Status Tune(const Graph& graph, const PartitionedRegion& r, const std::string& name,
+            const std::string& vendor, const CompileOptions& options, ExternalCode* code) {
+  ExternalRegionSpec spec;
+  spec.name = name;
+  spec.vendor = vendor;
+  spec.blob = code->blob.data();
+  spec.blob_size = code->blob.size();
+  spec.num_inputs = static_cast<int>(r.inputs.size());
+  spec.num_outputs = static_cast<int>(r.outputs.size());
+  for (const ExternalConstant& c : code->constants) {
+    const TensorData* d = c.value != kNoValue ? graph.value(c.value).data.get() : c.data.get();
+    if (d == nullptr) return Internal(name + ": a constant without data");
+    ASSIGN_OR_RETURN(Shape shape,
+                     Shape::Make(d->dims().data(), static_cast<int>(d->dims().size())));
+    spec.constants.push_back(Tensor::Wrap(const_cast<void*>(d->data()), d->dtype(), shape));
+  }
+  std::string note;
+  StatusOr<std::vector<uint8_t>> blob = options.tune_region(spec, &note);
+  if (!blob.ok()) return blob.status().WithContext("--tune");
+  code->blob = std::move(*blob);
+  if (!note.empty()) Progress(options, name + ": " + note);
+  return Status::Ok();
+}
+
 // Partitions `graph` for `external` and keeps the regions its codegen accepts (a declined one
 // stays on the JIT) as `eo->regions`, named "<vendor>_<index>".
 Status Offload(const Graph& graph, const External& external, const CompileOptions& options,
@@ -120,6 +147,7 @@ Status Offload(const Graph& graph, const External& external, const CompileOption
     ExternalRegionToEmit e;
     e.vendor = vendor;
     e.name = vendor + "_" + std::to_string(eo->regions.size());
+    if (options.tune) RETURN_IF_ERROR(Tune(graph, r, e.name, vendor, options, &*code));
     e.nodes = r.nodes;
     e.inputs = r.inputs;
     e.outputs = r.outputs;
@@ -141,6 +169,8 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
                                             CompileStats* stats) {
   auto start = std::chrono::steady_clock::now();
   ASSIGN_OR_RETURN(External external, FindExternal(options));
+  if (options.tune && !options.tune_region)
+    return InvalidArgument("tune is set without tune_region (embed/compile.h provides it)");
   ASSIGN_OR_RETURN(std::vector<jit::TargetInfo> code_targets, ResolveCodeTargets(options));
   CompileStats local;
   CompileStats& st = stats ? *stats : local;

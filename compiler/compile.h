@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "compiler/external_compiler.h"
 #include "compiler/ir/graph.h"
+#include "vm/providers.h"
 
 namespace kiln::compiler {
 
@@ -50,6 +51,17 @@ struct CompileOptions {
   /// Costs file size (the kernels, and constants the vendor's codegen rewrote) and compile
   /// time. Regions the JIT cannot run get none (reported through `progress`).
   bool external_fallbacks = true;
+  /// `kiln compile --tune`: each region a vendor's codegen made goes through `tune_region`,
+  /// which measures once what the vendor's runtime would measure at every load (oneDNN: the
+  /// Winograd accuracy probe, timed Conv tiles, MatMul weight layouts) and records it in the
+  /// blob, on the calling thread's OpenMP team (`num_threads`). Without `tune_region`,
+  /// InvalidArgument (embed/compile.h sets it).
+  bool tune = false;
+  /// Given a region as a loader would create it (its blob, its constants by reference), returns
+  /// the blob to store and sets `*note` to a line of progress ("" for none); errors fail the
+  /// compile. Called on the compiling thread, once per region, when `tune` is set.
+  std::function<StatusOr<std::vector<uint8_t>>(const ExternalRegionSpec& spec, std::string* note)>
+      tune_region;
   /// Receives one human-readable progress line per stage ("lowering 120/400 nodes"); may be
   /// empty. Called on the compiling thread.
   std::function<void(std::string_view)> progress;

@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include "external/onednn/compile/compiler.h"
+#include "external/onednn/run/runtime.h"
 
 namespace kiln {
 namespace {
@@ -40,6 +41,19 @@ class ScopedThreads {
   bool set_;
 };
 
+// `options` with tune_region set, when tuning, to the built-in vendors' runtimes (oneDNN's
+// TuneRegion); a region of another vendor keeps its blob.
+compiler::CompileOptions WithTuner(compiler::CompileOptions options) {
+  if (!options.tune || options.tune_region) return options;
+  options.tune_region = [](const ExternalRegionSpec& spec,
+                           std::string* note) -> StatusOr<std::vector<uint8_t>> {
+    if (spec.vendor == onednn::kVendorName) return onednn::TuneRegion(spec, {}, note);
+    *note = "not tuned (vendor " + std::string(spec.vendor) + " has no tuning)";
+    return std::vector<uint8_t>(spec.blob, spec.blob + spec.blob_size);
+  };
+  return options;
+}
+
 }  // namespace
 
 StatusOr<std::vector<uint8_t>> CompileOnnxFile(const std::string& path,
@@ -47,7 +61,7 @@ StatusOr<std::vector<uint8_t>> CompileOnnxFile(const std::string& path,
                                                compiler::CompileStats* stats) {
   RETURN_IF_ERROR(BuiltInsRegistered());
   ScopedThreads threads(options.num_threads);
-  return compiler::CompileOnnxFile(path, options, stats);
+  return compiler::CompileOnnxFile(path, WithTuner(options), stats);
 }
 
 StatusOr<std::vector<uint8_t>> CompileOnnxBytes(const void* data, size_t size,
@@ -55,7 +69,7 @@ StatusOr<std::vector<uint8_t>> CompileOnnxBytes(const void* data, size_t size,
                                                 compiler::CompileStats* stats) {
   RETURN_IF_ERROR(BuiltInsRegistered());
   ScopedThreads threads(options.num_threads);
-  return compiler::CompileOnnxBytes(data, size, options, stats);
+  return compiler::CompileOnnxBytes(data, size, WithTuner(options), stats);
 }
 
 }  // namespace kiln

@@ -21,8 +21,10 @@ Status RegisterBuiltInCompilers(
     compiler::ExternalCompilerRegistry& registry = compiler::ExternalCompilerRegistry::Global());
 
 /// compiler::CompileOnnxFile after RegisterBuiltInCompilers() on the global registry (once per
-/// process), so `options.external` may name a built-in compiler. Its errors, and the
-/// registry's.
+/// process), so `options.external` may name a built-in compiler. With `options.tune` (and no
+/// tune_region of the caller's), oneDNN regions are tuned by the oneDNN runtime
+/// (onednn::TuneRegion): this library links the vendors' runtimes for that. Its errors, and
+/// the registry's.
 StatusOr<std::vector<uint8_t>> CompileOnnxFile(const std::string& path,
                                                const compiler::CompileOptions& options,
                                                compiler::CompileStats* stats = nullptr);

@@ -1,5 +1,5 @@
 // kiln compile MODEL.onnx -o OUT.kiln [--dim NAME=VALUE]... [--external=onednn|none]
-// [--target native|x86-64-v3|x86-64-v4|CPU|none]... [--no-fallbacks] [--quiet]
+// [--target native|x86-64-v3|x86-64-v4|CPU|none]... [--no-fallbacks] [--tune] [--quiet]
 #include "compiler/compile.h"
 
 #include <sys/stat.h>
@@ -45,8 +45,8 @@ void AddFlags(FlagParser& flags, CompileArgs* args) {
                   "JIT)",
                   &args->options.external);
   flags.AddInt("--threads", "N",
-               "OpenMP threads for the kernels the compiler runs itself (constant folding); 0: "
-               "OpenMP's default",
+               "OpenMP threads for the kernels the compiler runs itself (constant folding) and "
+               "for --tune's measurements; 0: OpenMP's default",
                0, 1024, &args->options.num_threads);
   flags.AddList("--target", "CPU",
                 "also compile every kernel ahead of time for CPU (repeatable): native (this "
@@ -59,6 +59,13 @@ void AddFlags(FlagParser& flags, CompileArgs* args) {
                 "give external regions no fallback function (smaller file, faster compile; a "
                 "region its vendor declines or lacks then fails the load)",
                 &args->no_fallbacks);
+  flags.AddBool("--tune",
+                "measure now, on this host and --threads' team, what loading measures (oneDNN: "
+                "the Winograd accuracy probe, Conv tile and MatMul layout timings) and record "
+                "it in the executable: a load at the tuned shape (static dims, a symbolic "
+                "batch at 1; --dim pins others) and team size builds its plans without "
+                "measuring",
+                &args->options.tune);
   flags.AddBool("-q,--quiet", "print errors only, no progress", &args->quiet);
 }
 

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <set>
+#include <utility>
 #include <type_traits>
 
 #include "base/tensor.h"
@@ -68,6 +70,28 @@ void PutOp(Writer& w, const Op& op) {
     w.Put<float>(p.alpha);
     w.Put<float>(p.beta);
     w.Put<int32_t>(p.tensor);
+  }
+}
+
+void PutTuning(Writer& w, const RegionTuning& t) {
+  w.Put<uint8_t>(t.probed);
+  w.Put<int32_t>(t.f4_from);
+  w.Put<uint32_t>(static_cast<uint32_t>(t.shapes.size()));
+  for (const TunedShape& s : t.shapes) {
+    w.Put<uint32_t>(static_cast<uint32_t>(s.threads));
+    w.Put<uint32_t>(static_cast<uint32_t>(s.inputs.size()));
+    for (const std::vector<int64_t>& d : s.inputs) w.PutList(d);
+    w.Put<uint32_t>(static_cast<uint32_t>(s.tiles.size()));
+    for (const TunedTile& tile : s.tiles) {
+      w.Put<int32_t>(tile.op);
+      w.Put<uint8_t>(tile.tile);
+    }
+  }
+  w.Put<uint32_t>(static_cast<uint32_t>(t.layouts.size()));
+  for (const TunedLayout& l : t.layouts) {
+    w.Put<int32_t>(l.op);
+    w.Put<int64_t>(l.bucket);
+    w.Put<uint8_t>(l.choice);
   }
 }
 
@@ -170,7 +194,37 @@ Status GetOp(Reader& r, Op* op) {
   return Status::Ok();
 }
 
-Status DecodeBody(Reader& r, RegionProgram* region) {
+Status GetTuning(Reader& r, RegionTuning* t) {
+  RETURN_IF_ERROR(r.GetBool(&t->probed, "tuning probed"));
+  RETURN_IF_ERROR(r.Get(&t->f4_from, "tuning f4_from"));
+  uint32_t n = 0;
+  RETURN_IF_ERROR(r.GetCount(&n, 12, "tuning shape count"));
+  t->shapes.resize(n);
+  for (TunedShape& s : t->shapes) {
+    uint32_t threads = 0;
+    RETURN_IF_ERROR(r.Get(&threads, "tuning threads"));
+    s.threads = static_cast<int32_t>(threads);  // >= 2^31 turns negative: rejected
+    RETURN_IF_ERROR(r.GetCount(&n, 4, "tuning input count"));
+    s.inputs.resize(n);
+    for (std::vector<int64_t>& d : s.inputs) RETURN_IF_ERROR(r.GetList(&d, "tuning input dims"));
+    RETURN_IF_ERROR(r.GetCount(&n, 5, "tuning tile count"));
+    s.tiles.resize(n);
+    for (TunedTile& tile : s.tiles) {
+      RETURN_IF_ERROR(r.Get(&tile.op, "tuning tile op"));
+      RETURN_IF_ERROR(r.Get(&tile.tile, "tuning tile"));
+    }
+  }
+  RETURN_IF_ERROR(r.GetCount(&n, 13, "tuning layout count"));
+  t->layouts.resize(n);
+  for (TunedLayout& l : t->layouts) {
+    RETURN_IF_ERROR(r.Get(&l.op, "tuning layout op"));
+    RETURN_IF_ERROR(r.Get(&l.bucket, "tuning layout bucket"));
+    RETURN_IF_ERROR(r.Get(&l.choice, "tuning layout choice"));
+  }
+  return Status::Ok();
+}
+
+Status DecodeBody(Reader& r, uint16_t minor, RegionProgram* region) {
   uint32_t n = 0;
   RETURN_IF_ERROR(r.GetCount(&n, 2, "tensor count"));
   region->tensors.resize(n);
@@ -192,8 +246,10 @@ Status DecodeBody(Reader& r, RegionProgram* region) {
   RETURN_IF_ERROR(r.GetCount(&n, 64, "op count"));
   region->ops.resize(n);
   for (Op& op : region->ops) RETURN_IF_ERROR(GetOp(r, &op));
+  if (minor >= 5) RETURN_IF_ERROR(GetTuning(r, &region->tuning));
   if (r.remaining() != 0)
-    return InvalidFormat(std::to_string(r.remaining()) + " trailing bytes after the last op");
+    return InvalidFormat(std::to_string(r.remaining()) + " trailing bytes after the " +
+                         (minor >= 5 ? "tuning records" : "last op"));
   return Status::Ok();
 }
 
@@ -247,7 +303,7 @@ class Validator {
       if (is_output[t]) return InvalidFormat(what + " repeats tensor " + std::to_string(t));
       is_output[t] = true;
     }
-    return Status::Ok();
+    return CheckTuning(r_.tuning);
   }
 
  private:
@@ -470,6 +526,69 @@ class Validator {
     return Status::Ok();
   }
 
+  // Tuning records name existing ops of their kind, once per record, with known values; a
+  // shape is a complete set of the region's input dims.
+  Status CheckTuning(const RegionTuning& t) const {
+    const size_t n = r_.ops.size();
+    if (t.f4_from < 0 || static_cast<size_t>(t.f4_from) > n)
+      return InvalidFormat("tuning.f4_from: " + std::to_string(t.f4_from) + " is not in [0, " +
+                           std::to_string(n) + "]");
+    auto op_of = [&](int32_t op, OpKind kind, const std::string& what) -> Status {
+      if (op < 0 || static_cast<size_t>(op) >= n)
+        return InvalidFormat(what + ": ops[" + std::to_string(op) + "] does not exist (" +
+                             std::to_string(n) + " ops)");
+      if (r_.ops[op].kind != kind)
+        return InvalidFormat(what + ": ops[" + std::to_string(op) + "] is " +
+                             OpKindName(r_.ops[op].kind) + ", not a " + OpKindName(kind));
+      return Status::Ok();
+    };
+    for (size_t i = 0; i < t.shapes.size(); ++i) {
+      const TunedShape& s = t.shapes[i];
+      const std::string what = "tuning.shapes[" + std::to_string(i) + "]";
+      if (s.threads < 1) return InvalidFormat(what + ".threads: " + std::to_string(s.threads) + " < 1");
+      if (s.inputs.size() != r_.inputs.size())
+        return InvalidFormat(what + ": " + std::to_string(s.inputs.size()) + " inputs, the region has " +
+                             std::to_string(r_.inputs.size()));
+      for (size_t k = 0; k < s.inputs.size(); ++k) {
+        const std::vector<int64_t>& d = s.inputs[k];
+        const std::vector<int64_t>& want = r_.inputs[k].dims;
+        bool ok = d.size() == want.size();
+        for (size_t j = 0; ok && j < d.size(); ++j) ok = d[j] >= 0 && (want[j] < 0 || want[j] == d[j]);
+        if (!ok)
+          return InvalidFormat(what + ".inputs[" + std::to_string(k) + "]: " + DimsText(d) +
+                               " is not a shape of the region's input " + DimsText(want));
+      }
+      std::set<int32_t> seen;
+      for (size_t j = 0; j < s.tiles.size(); ++j) {
+        const TunedTile& tile = s.tiles[j];
+        const std::string at = what + ".tiles[" + std::to_string(j) + "]";
+        RETURN_IF_ERROR(op_of(tile.op, OpKind::kConv, at));
+        if (tile.tile != 0 && tile.tile != 2 && tile.tile != 4)
+          return InvalidFormat(at + ": tile " + std::to_string(tile.tile) + " is not 0, 2 or 4");
+        if (!seen.insert(tile.op).second)
+          return InvalidFormat(at + ": ops[" + std::to_string(tile.op) + "] again");
+      }
+    }
+    std::set<std::pair<int32_t, int64_t>> buckets;
+    for (size_t j = 0; j < t.layouts.size(); ++j) {
+      const TunedLayout& l = t.layouts[j];
+      const std::string at = "tuning.layouts[" + std::to_string(j) + "]";
+      RETURN_IF_ERROR(op_of(l.op, OpKind::kMatMul, at));
+      if (l.choice > 1) return InvalidFormat(at + ": choice " + std::to_string(l.choice) + " is not 0 or 1");
+      if (l.bucket <= 0) return InvalidFormat(at + ": bucket " + std::to_string(l.bucket) + " <= 0");
+      if (!buckets.insert({l.op, l.bucket}).second)
+        return InvalidFormat(at + ": ops[" + std::to_string(l.op) + "] bucket " +
+                             std::to_string(l.bucket) + " again");
+    }
+    return Status::Ok();
+  }
+
+  static std::string DimsText(const std::vector<int64_t>& d) {
+    std::string s = "[";
+    for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+    return s + "]";
+  }
+
   const RegionProgram& r_;
   std::vector<bool> defined_;
 };
@@ -509,6 +628,7 @@ std::vector<uint8_t> EncodeRegion(const RegionProgram& region) {
   for (const BoundTensor& b : region.constants) PutBound(w, b);
   w.Put<uint32_t>(static_cast<uint32_t>(region.ops.size()));
   for (const Op& op : region.ops) PutOp(w, op);
+  PutTuning(w, region.tuning);
   return w.Take();
 }
 
@@ -527,7 +647,7 @@ StatusOr<RegionProgram> DecodeRegion(const uint8_t* data, size_t size) {
                        std::to_string(minor) + " is not readable by this runtime (version " +
                        std::to_string(kRegionMajor) + "." + std::to_string(kRegionMinor) + ")");
   RegionProgram region;
-  if (Status s = DecodeBody(r, &region); !s.ok()) return fail(s);
+  if (Status s = DecodeBody(r, minor, &region); !s.ok()) return fail(s);
   if (Status s = ValidateRegion(region); !s.ok()) return fail(s);
   return region;
 }
@@ -683,6 +803,19 @@ StatusOr<std::string> DescribeRegion(const uint8_t* data, size_t size) {
     for (size_t j = 0; j < attrs.size(); ++j) line += (j ? "; " : "  ") + attrs[j];
     out += line + "\n";
   }
+  const RegionTuning& t = r.tuning;
+  if (t.probed) out += "tuned: F(4x4) from ops[" + std::to_string(t.f4_from) + "]\n";
+  for (const TunedShape& s : t.shapes) {
+    int count[5] = {0, 0, 0, 0, 0};
+    for (const TunedTile& tile : s.tiles) ++count[tile.tile];
+    std::string dims;
+    for (const std::vector<int64_t>& d : s.inputs) dims += (dims.empty() ? "" : ", ") + Ints(d);
+    out += "tuned at " + dims + ", " + std::to_string(s.threads) + " threads: " +
+           std::to_string(s.tiles.size()) + " Conv tiles (F4 " + std::to_string(count[4]) +
+           ", F2 " + std::to_string(count[2]) + ", oneDNN " + std::to_string(count[0]) + ")\n";
+  }
+  if (!t.layouts.empty())
+    out += "tuned: " + std::to_string(t.layouts.size()) + " MatMul weight layouts\n";
   return out;
 }
 

@@ -24,13 +24,19 @@ inline constexpr const char* kVendorName = "onednn";
 //   u32 n, n x i32 tensor                                  region outputs
 //   u32 n, n x {i32 tensor, u32 rank, rank x i64 dim}      constants (index = position)
 //   u32 n, n x op (see EncodeRegion)                        ops, in execution order
+//   (1.5) tuning (RegionTuning; an empty one is 2 bytes and two zero counts):
+//   u8 probed, i32 f4_from                                  the F(4x4) limit, if probed
+//   u32 n, n x {u32 threads, u32 k, k x {u32 rank, rank x i64 dim},
+//               u32 m, m x {i32 op, u8 tile}}               timed Conv tiles per shape
+//   u32 n, n x {i32 op, i64 bucket, u8 choice}              MatMul weight layouts
 // A runtime decodes a blob of the same major and a minor at or below its own. Decoding checks
 // every count against the bytes left, so no input allocates more than the blob's size.
 
 inline constexpr uint32_t kRegionMagic = 0x524E444B;  // "KDNR" read as little-endian u32
 inline constexpr uint16_t kRegionMajor = 1;
-// 1.1: kFlatten; 1.2: kQConv, kQMatMul, int8 tensors; 1.3: kChannels; 1.4: kResize.
-inline constexpr uint16_t kRegionMinor = 4;
+// 1.1: kFlatten; 1.2: kQConv, kQMatMul, int8 tensors; 1.3: kChannels; 1.4: kResize;
+// 1.5: tuning records (RegionTuning).
+inline constexpr uint16_t kRegionMinor = 5;
 
 enum class OpKind : uint8_t {
   kConv = 0,       // [x, w, (bias)] ONNX Conv: w is [O, I/group, k...]
@@ -148,6 +154,43 @@ struct BoundTensor {
   std::vector<int64_t> dims;
 };
 
+/// The F(2x2) / F(4x4) / oneDNN choice the timed trial made for one Conv (0: oneDNN's
+/// convolution, 2 / 4: kiln's Winograd F(m x m)).
+struct TunedTile {
+  int32_t op = -1;
+  uint8_t tile = 0;
+};
+
+/// The timed choices of one plan: input dims (all known) and the OpenMP team size they were
+/// measured with (a tile's speed depends on both).
+struct TunedShape {
+  int32_t threads = 1;
+  std::vector<std::vector<int64_t>> inputs;
+  std::vector<TunedTile> tiles;
+};
+
+/// A MatMul's measured weight layout (OneDnnOptions::kMeasured) for one bucket of M and team
+/// size (the run side's key), 0 row-major or 1 transposed.
+struct TunedLayout {
+  int32_t op = -1;
+  int64_t bucket = 0;
+  uint8_t choice = 0;
+};
+
+/// (1.5) What the run side measures when it builds a plan, measured once by `kiln compile
+/// --tune` and recorded so a load builds its plans without measuring. `f4_from` (when
+/// `probed`) is the Winograd accuracy probe's answer: ops before it never run F(4x4). It is a
+/// property of the weights and the depth, not the shape, so it holds for every shape. Tiles
+/// are per shape and team size; layouts per M bucket and team size. Empty: nothing recorded
+/// (every blob before 1.5), the run side measures as it always did.
+struct RegionTuning {
+  bool probed = false;
+  int32_t f4_from = 0;
+  std::vector<TunedShape> shapes;
+  std::vector<TunedLayout> layouts;
+  bool empty() const { return !probed && shapes.empty() && layouts.empty(); }
+};
+
 /// What one region blob holds, decoded: tensors, boundary, constants and ops. The codegen builds
 /// it and encodes it; the runtime decodes it and builds plans from it. (Not the partitioner's
 /// compiler::PartitionedRegion, which is a set of graph nodes.)
@@ -157,6 +200,7 @@ struct RegionProgram {
   std::vector<int32_t> outputs;        // region output i
   std::vector<BoundTensor> constants;  // constant i is ExternalRegionSpec::constants[i]
   std::vector<Op> ops;                 // in execution order
+  RegionTuning tuning;                 // (1.5) measurements recorded at compile time
 };
 
 /// The blob for `region` (does not validate; the codegen validates before encoding).
@@ -172,14 +216,19 @@ StatusOr<RegionProgram> DecodeRegion(const uint8_t* data, size_t size);
 /// (as an input, a constant or one op's output) before it is used; outputs distinct and defined
 /// by ops; per-op input counts, ranks, attribute list lengths and values (strides, dilations,
 /// kernel > 0, pads >= 0, axis < rank, group >= 1); post-op tensors defined before their op.
-/// InvalidFormat naming the op ("ops[3] (Conv): ...").
+/// InvalidFormat naming the op ("ops[3] (Conv): ..."). Tuning records must name ops of their
+/// kind (a tile a Conv, a layout a MatMul), once per record, with known values (tile 0, 2, 4;
+/// choice 0, 1; f4_from <= the op count; threads >= 1), and a shape must match the region's
+/// inputs (count, ranks, static dims, no symbolic dim): InvalidFormat naming the record and
+/// field ("tuning.shapes[0].tiles[3]: ops[7] is Relu, not a Conv").
 Status ValidateRegion(const RegionProgram& region);
 
 /// A decoded blob as text for `kiln inspect`, one newline-terminated line each: the inputs and
 /// constants with their dims ("in0 [?, 256]", "const1 [256, 768]"), then every op with its
 /// operands, result and attributes, post-ops included:
 ///   "[1] MatMul (t3, const2, const3) -> t4  trans_b; post-ops: gelu_erf"
-/// Region outputs are named out0, out1, ...; other op results t<id>. DecodeRegion's errors.
+/// then one line per tuning record ("tuned at [1, 3, 224, 224], 2 threads: 16 Conv tiles
+/// (F4 5, F2 3, oneDNN 8)"). Region outputs are named out0, out1, ...; other op results t<id>. DecodeRegion's errors.
 StatusOr<std::string> DescribeRegion(const uint8_t* data, size_t size);
 
 }  // namespace kiln::onednn

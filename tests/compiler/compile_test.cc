@@ -15,6 +15,7 @@
 #include <set>
 
 #include "embed/compile.h"
+#include "external/onednn/region.h"
 #include "external/onednn/run/runtime.h"
 #include "external/registry/registry.h"
 #include "tests/compiler/conv_net.h"
@@ -205,6 +206,47 @@ BOOST_AUTO_TEST_CASE(conv_net_onednn_matches_the_jit) {
     std::string diff = Compare(*d[0], *a[0], 1e-4, 1e-5);
     BOOST_TEST(diff.empty(), "N=" << n << ": " << diff);
   }
+}
+
+// `tune`: every oneDNN region's blob carries a tuning record of the shape creation builds
+// (batch 1) and computes what the untuned executable computes; without the runtime's hook
+// (the compiler alone, not embed/compile.h) it is an error saying so.
+BOOST_AUTO_TEST_CASE(tuned_regions_carry_their_records_and_compute_the_same) {
+  std::string bytes = testing::ModelBytes(testing::kConvNet);
+  CompileOptions o;
+  o.external = "onednn";
+  o.tune = true;
+  CompileStats stats;
+  auto kiln = kiln::CompileOnnxBytes(bytes.data(), bytes.size(), o, &stats);
+  BOOST_REQUIRE_MESSAGE(kiln.ok(), kiln.status().ToString());
+  auto exe = testing::LoadWithJit(*kiln, Vendors());
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().ToString());
+  const auto* regions = (*exe)->root().external_regions();
+  BOOST_REQUIRE(regions != nullptr && regions->size() >= 1);
+  for (const auto* region : *regions) {
+    StatusOr<onednn::RegionProgram> p =
+        onednn::DecodeRegion(region->blob()->data(), region->blob()->size());
+    BOOST_REQUIRE(p.ok());
+    BOOST_REQUIRE(p->tuning.shapes.size() == 1u);
+    std::vector<std::vector<int64_t>> want;  // the symbolic batch at 1, as at creation
+    for (const onednn::BoundTensor& in : p->inputs) {
+      want.push_back(in.dims);
+      for (int64_t& d : want.back()) d = d < 0 ? 1 : d;
+    }
+    BOOST_TEST((p->tuning.shapes[0].inputs == want));
+  }
+  Compiled tuned{stats, *exe};
+  Compiled dnn = Compile(testing::kConvNet, "onednn");
+  for (int64_t n : {1, 2}) {
+    std::vector<TensorDataRef> in = testing::ConvNetInputs(n);
+    // The same primitives (or Winograd tiles chosen by the same process): f32 rounding of the
+    // tile's transforms at most.
+    BOOST_TEST(Compare(*Run(tuned, in)[0], *Run(dnn, in)[0], 1e-4, 1e-5).empty(), "N=" << n);
+  }
+  auto plain = compiler::CompileOnnxBytes(bytes.data(), bytes.size(), o);
+  BOOST_TEST(plain.status().code() == StatusCode::kInvalidArgument);
+  BOOST_TEST(plain.status().message() ==
+             "tune is set without tune_region (embed/compile.h provides it)");
 }
 
 // Code ahead of time is compiled for the kernels the entry function runs, not for those only

@@ -26,6 +26,19 @@ struct SeedModel {
   bool regions_without_conv = false;
 };
 
+// Two 3x3 convolutions with constant weights, for `kiln compile --tune`: its region blob
+// carries tuning records (the Winograd probe's limit, a tile per Conv, on AVX2 + FMA hosts).
+std::string TunedConvModel() {
+  std::string w;
+  for (int i = 0; i < 8 * 8 * 9; ++i) w += (i ? ", " : "") + std::to_string((i * 37 % 19 - 9) / 30.0);
+  return R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[1, 8, 6, 6] x) => (float[1, 8, 6, 6] y) <float[8, 8, 3, 3] w = {)" + w + R"(}> {
+        c = Conv <pads = [1, 1, 1, 1]> (x, w)
+        r = Relu(c)
+        y = Conv <pads = [1, 1, 1, 1]> (r, w)
+      })";
+}
+
 const SeedModel kModels[] = {
     // Symbolic batch: generic kernels, shape functions, a fused elementwise chain.
     {"mlp_jit", "none",
@@ -101,6 +114,13 @@ int Main(int argc, char** argv) {
                    dir + "/model_" + m.name + ".kiln")) {
       return 1;
     }
+  }
+  CompileOptions tuned;
+  tuned.external = "onednn";
+  tuned.tune = true;
+  if (!WriteSeed("conv_onednn_tuned", testing::ModelBytes(TunedConvModel()), tuned,
+                 dir + "/model_conv_onednn_tuned.kiln")) {
+    return 1;
   }
   for (int i = 2; i < argc; ++i) {
     std::ifstream in(argv[i], std::ios::binary);

@@ -665,6 +665,32 @@ BOOST_AUTO_TEST_CASE(inspect_lists_the_ops_of_each_region) {
              r.out);
 }
 
+// --tune records in each region what its plan build measured, at the batch creation builds
+// and --threads' team size; inspect shows the record and the tuned file runs like the other.
+BOOST_AUTO_TEST_CASE(compile_tune_records_measurements_in_the_regions) {
+  std::string exe;
+  BOOST_REQUIRE_MESSAGE(CompileConvnet(&exe).code == 0, "untuned compile");
+  std::string model = TmpDir() + "/convnet.onnx", tuned = TmpDir() + "/convnet_tuned.kiln";
+  Result r = Kiln("compile " + model + " -o " + tuned + " --tune --threads 1");
+  BOOST_REQUIRE_MESSAGE(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "kiln compile: onednn_0: tuned at 1 threads: "), r.out);
+  r = Kiln("inspect " + tuned);
+  BOOST_TEST(r.code == 0, r.out);
+  BOOST_TEST(Contains(r.out, "      tuned at [1, 1, 4, 4], 1 threads: "), r.out);
+  Result plain = Kiln("inspect " + exe);
+  BOOST_TEST(!Contains(plain.out, "tuned at"), plain.out);
+  float x[16];
+  for (int i = 0; i < 16; ++i) x[i] = static_cast<float>(i % 5) - 2;
+  std::string in = WriteNpyFile("tune_x.npy", Tensor::Wrap(x, DType::kF32, Shape{1, 1, 4, 4}));
+  Result a = Kiln("run " + exe + " --threads 1 --input x=" + in);
+  Result b = Kiln("run " + tuned + " --threads 1 --input x=" + in);
+  BOOST_TEST(a.code == 0, a.out);
+  BOOST_TEST(b.code == 0, b.out);
+  auto y = [](const std::string& out) { return out.substr(std::min(out.find("y: "), out.size())); };
+  BOOST_TEST(!y(a.out).empty(), a.out);
+  BOOST_TEST(y(b.out) == y(a.out));
+}
+
 // kiln profile lists the oneDNN primitives of a region under it, sums time per op type, and
 // --json carries the same rows.
 BOOST_AUTO_TEST_CASE(profile_shows_the_primitives_inside_a_region) {

@@ -168,20 +168,43 @@ void RunTeam(const Plan& plan, Workspace& ws, size_t first) {
   }
 }
 
+// OpenMP's team size on the calling thread for a run's steps: the caller's, or 1 while a run
+// of consecutive serial steps (Step::threads 1) goes, set only where the steps switch (the
+// caller's size read once per run, not twice per step); the caller's again when it ends.
+class StepTeam {
+ public:
+  StepTeam() : caller_(omp_get_max_threads()) {}
+  ~StepTeam() { Serial(false); }
+  StepTeam(const StepTeam&) = delete;
+  StepTeam& operator=(const StepTeam&) = delete;
+  void Serial(bool serial) {
+    serial = serial && caller_ > 1;
+    if (serial == serial_) return;
+    omp_set_num_threads(serial ? 1 : caller_);
+    serial_ = serial;
+  }
+
+ private:
+  const int caller_;
+  bool serial_ = false;
+};
+
 // Runs the steps in order, each waited for (oneDNN's CPU stream runs a primitive to its end
 // before execute returns), checking the run's deadline before each: a deadline fires within
 // one primitive of its time. With a `profiler`, each step is timed and reported.
 Status RunSteps(Plan& plan, Workspace& ws, const RegionData& data, RegionProfiler* profiler,
                 std::atomic<int64_t>* primitives_run) {
   const std::vector<StepInfo>* info = profiler != nullptr ? &plan.Describe() : nullptr;
+  StepTeam team;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     if (DeadlinePassed()) return StoppedBefore(plan, i, data);
     int64_t start = info != nullptr ? NowNs() : 0;
     const size_t steps = static_cast<size_t>(std::max(plan.steps[i].team, 1));
     if (steps > 1) {
+      team.Serial(false);
       RunTeam(plan, ws, i);
     } else {
-      TeamSize team(plan.steps[i].threads);  // a step too small to fork: no team
+      team.Serial(plan.steps[i].threads == 1);  // a step too small to fork: no team
       RunStep(plan.steps[i], ws.stream, ws.step_args[i], ws.kiln_args[i]);
     }
     if (primitives_run != nullptr) primitives_run->fetch_add(steps, std::memory_order_relaxed);
@@ -320,6 +343,24 @@ void WeightCache::SetLayoutChoice(int op, int64_t bucket, int choice) {
   measurements_.fetch_add(1, std::memory_order_relaxed);
 }
 
+void WeightCache::SeedLayoutChoice(int op, int64_t bucket, int choice) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [b, c] : entries_[op].choices) {
+    if (b == bucket) return;
+  }
+  entries_[op].choices.push_back({bucket, choice});
+}
+
+std::vector<TunedLayout> WeightCache::LayoutChoices() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TunedLayout> out;
+  for (size_t op = 0; op < entries_.size(); ++op) {
+    for (const auto& [bucket, choice] : entries_[op].choices)
+      out.push_back({static_cast<int32_t>(op), bucket, static_cast<uint8_t>(choice)});
+  }
+  return out;
+}
+
 bool WeightCache::Preferred(int op, memory::desc* md) {
   std::lock_guard<std::mutex> lock(mu_);
   if (entries_[op].layouts.empty()) return false;
@@ -327,10 +368,33 @@ bool WeightCache::Preferred(int op, memory::desc* md) {
   return true;
 }
 
+const TunedShape* FindTunedShape(const RegionTuning& tuning, const std::vector<Dims>& inputs,
+                                 int threads) {
+  for (const TunedShape& s : tuning.shapes) {
+    if (s.threads == threads && s.inputs == inputs) return &s;
+  }
+  return nullptr;
+}
+
 StatusOr<std::shared_ptr<Plan>> BuildPlan(const RegionData& data, WeightCache& weights,
                                           const std::vector<Dims>& inputs,
-                                          std::atomic<int64_t>* primitives) {
-  const WinogradLimits limits = ProbeWinograd(data, weights, inputs);
+                                          std::atomic<int64_t>* primitives,
+                                          PlanMeasures* measures) {
+  const RegionTuning& tuning = data.region.tuning;
+  WinogradLimits limits;
+  if (tuning.probed) {
+    limits.f4_from = tuning.f4_from;  // the weights' limit, whatever the shape
+  } else {
+    limits = ProbeWinograd(data, weights, inputs);
+  }
+  const TunedShape* tuned = FindTunedShape(tuning, inputs, omp_get_max_threads());
+  if (tuned != nullptr) limits.tuned = &tuned->tiles;
+  PlanMeasures local;
+  PlanMeasures& m = measures != nullptr ? *measures : local;
+  m.probed = limits.probed;
+  m.f4_from = limits.f4_from;
+  m.tuned = tuned != nullptr;
+  if (measures != nullptr) limits.chosen = &m.tiles;
   ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan,
                    Builder(data, weights, primitives, limits).Build(inputs));
   // One workspace ready before the first run (plans of static shapes are built at load).

@@ -166,6 +166,10 @@ class WeightCache {
   /// team size; the value indexes the candidates it tried), or -1 before it has been measured.
   int LayoutChoice(int op, int64_t bucket);
   void SetLayoutChoice(int op, int64_t bucket, int choice);
+  /// Records a choice measured before (a tuning record), not counted as a measurement.
+  void SeedLayoutChoice(int op, int64_t bucket, int choice);
+  /// Every choice known, seeded or measured, by op then in the order recorded.
+  std::vector<TunedLayout> LayoutChoices();
   /// Measurements made (each SetLayoutChoice that recorded a new bucket).
   int64_t measurements() const { return measurements_.load(std::memory_order_relaxed); }
 
@@ -186,12 +190,28 @@ class WeightCache {
 /// without a fallback function cannot be declined and runs anyway, saturating.)
 Status DeclineSaturatingInt8(const RegionData& data);
 
+/// What one BuildPlan measured or took from the region's tuning records (RegionTuning).
+struct PlanMeasures {
+  bool probed = false;   // the Winograd accuracy probe ran; f4_from is its answer
+  int32_t f4_from = 0;
+  bool tuned = false;    // a record of these input dims and team size chose the Conv tiles
+  std::vector<TunedTile> tiles;  // every Conv tile chosen by measurement or by record
+};
+
+/// The record of `tuning` for input dims `inputs` at OpenMP team size `threads`, or null.
+const TunedShape* FindTunedShape(const RegionTuning& tuning, const std::vector<Dims>& inputs,
+                                 int threads);
+
 /// Builds the plan of `data` for input dims `inputs` (already checked against the blob's
-/// ranks). Errors: InvalidArgument for shapes the ops reject ("ops[2] (Conv): input channels
-/// 3 != 4 * group 1"), Unsupported for what oneDNN cannot do, Internal for oneDNN failures.
+/// ranks). The region's tuning records stand in for the measurements they hold: the
+/// Winograd probe's limit for every shape, the Conv tiles for their shape and team size.
+/// Fills `measures` if not null. Errors: InvalidArgument for shapes the ops reject ("ops[2]
+/// (Conv): input channels 3 != 4 * group 1"), Unsupported for what oneDNN cannot do, Internal
+/// for oneDNN failures.
 StatusOr<std::shared_ptr<Plan>> BuildPlan(const RegionData& data, WeightCache& weights,
                                           const std::vector<Dims>& inputs,
-                                          std::atomic<int64_t>* primitives);
+                                          std::atomic<int64_t>* primitives,
+                                          PlanMeasures* measures = nullptr);
 
 /// Runs `plan` (of `data`) on args (inputs then outputs, already checked). May throw
 /// dnnl::error. With a `profiler`, each step is timed and reported (Plan::Describe). Before

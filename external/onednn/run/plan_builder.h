@@ -104,12 +104,19 @@ dnnl::algorithm BinaryAlgorithm(BinaryAlg a);
 /// `transformed`, when set, holds Winograd convolutions with real weights by op, tile and
 /// shapes, shared by the probe's plans and the plan built after them, so each layer's weights
 /// are transformed once per tile.
+/// `probed` (ProbeWinograd's answer only): `f4_from` was measured by the probe (what a
+/// tuning record keeps). `tuned`: the tiles a tuning record (RegionTuning) chose for this
+/// shape and team size, taken instead of the timed trial where the mode allows them; `chosen`:
+/// receives each measured choice, the trial's or the process memo's (`kiln compile --tune`).
 struct WinogradLimits {
   int f4_from = 0;
   int forced = 0;
   bool budget = false;
   std::shared_ptr<std::unordered_map<std::string, std::shared_ptr<const WinogradConv>>>
       transformed;
+  bool probed = false;
+  const std::vector<TunedTile>* tuned = nullptr;
+  std::vector<TunedTile>* chosen = nullptr;
 };
 
 /// The limits of F(4x4) for `data`'s plan at input dims `inputs`, found by a probe
@@ -213,6 +220,9 @@ class Builder {
   size_t FasterConv(const dnnl::convolution_forward::primitive_desc& pd,
                     const std::vector<std::shared_ptr<const WinogradConv>>& candidates);
   void DropOneDnnWeights();
+  /// The tile limits_.tuned records for the op being built, if `allowed` has it; else -1.
+  int RecordedTile(const std::vector<int>& allowed) const;
+  void Chose(int tile);
   /// Adds the Conv `op` (primitive `pd`, attributes `attr`, arguments `args` with its dst
   /// defined) as one step per thread, each over its own range of output channels (a team,
   /// Step::team), when SplitOverChannelsPays and oneDNN runs every part as a JIT 1x1

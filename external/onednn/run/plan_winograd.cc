@@ -279,7 +279,7 @@ WinogradLimits ProbeWinograd(const RegionData& data, WeightCache& weights,
   if (!want) return budget;
   std::optional<Outputs> got = ProbeRun(data, weights, inputs, f4, &f4_ops);
   if (!got) return budget;
-  if (WithinShare(*got, *want)) return {0, 0, false, transformed};
+  if (WithinShare(*got, *want)) return {0, 0, false, transformed, true};
   // F(4x4) from f4_ops[k] on: within at k = n (none); the fewest dropped that are within.
   const int n = static_cast<int>(f4_ops.size());
   int lo = 1, hi = n;
@@ -294,7 +294,7 @@ WinogradLimits ProbeWinograd(const RegionData& data, WeightCache& weights,
       lo = mid + 1;
     }
   }
-  return {hi == n ? static_cast<int>(r.ops.size()) : f4_ops[hi], 0, false, transformed};
+  return {hi == n ? static_cast<int>(r.ops.size()) : f4_ops[hi], 0, false, transformed, true};
 }
 
 // Per op of the region, whether limits_ (the probe's, or the static budget) allow it F(4x4).
@@ -375,11 +375,11 @@ void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_
   const float* weights = static_cast<const float*>(d_.constant_data[w]);
   if (r_.tensors[w].dtype != DType::kF32 || weights == nullptr) return;
   const std::string key = choice.measure ? ShapeKey(pd, win, choice.tiles) : "";
-  int known = -1;
-  if (choice.measure && Memo().Find(key, &known)) {
-    if (known == 0) return;
-    choice.tiles = {known};
-  }
+  int known = choice.measure ? RecordedTile(choice.tiles) : -1;
+  if (known < 0 && choice.measure) Memo().Find(key, &known);
+  if (known >= 0) Chose(known);
+  if (known == 0) return;
+  if (known > 0) choice.tiles = {known};
   // Timed candidates run on zero weights (as fast as real ones): only the chosen tile's
   // weights are transformed, once.
   const bool trial = choice.measure && known < 0;
@@ -409,6 +409,7 @@ void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_
     const size_t best = FasterConv(pd, candidates);
     const int m = best == 0 ? 0 : static_cast<int>(candidates[best - 1]->tile());
     Memo().Record(key, m);
+    Chose(m);
     if (m == 0) return;
     candidates.clear();  // the zero weights' memory goes before the real ones are made
     chosen = transformed(m);
@@ -417,6 +418,31 @@ void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_
   plan_->steps.back().winograd = chosen;
   scratch_ = std::max(scratch_, chosen->scratch_bytes());
   DropOneDnnWeights();
+}
+
+// The tile a tuning record chose for the op being built (0: oneDNN's convolution), or -1 when
+// there is no record for it or the mode no longer allows that tile (KILN_ONEDNN_WINOGRAD, the
+// F(4x4) limit): the trial decides then, as without a record.
+int Builder::RecordedTile(const std::vector<int>& allowed) const {
+  if (limits_.tuned == nullptr) return -1;
+  for (const TunedTile& t : *limits_.tuned) {
+    if (t.op != op_index_) continue;
+    if (t.tile == 0 || std::find(allowed.begin(), allowed.end(), t.tile) != allowed.end())
+      return t.tile;
+    return -1;
+  }
+  return -1;
+}
+
+// Notes `tile` as the op's measured choice in limits_.chosen, if kept: once per op (an op
+// rebuilt from plain copies keeps the last).
+void Builder::Chose(int tile) {
+  if (limits_.chosen == nullptr) return;
+  std::vector<TunedTile>& chosen = *limits_.chosen;
+  chosen.erase(std::remove_if(chosen.begin(), chosen.end(),
+                              [&](const TunedTile& t) { return t.op == op_index_; }),
+               chosen.end());
+  chosen.push_back({op_index_, static_cast<uint8_t>(tile)});
 }
 
 // oneDNN's reordered weights of the step just given to Winograd are never read again (its

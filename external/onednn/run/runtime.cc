@@ -2,6 +2,8 @@
 // execution plans per input-shape key, and thread-safe runs.
 #include "external/onednn/run/runtime.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <list>
@@ -30,10 +32,29 @@ std::string DimsString(const Dims& d) {
   return s + "]";
 }
 
+// The input dims of the plan a region builds at creation (`*dims`: static dims, a symbolic
+// batch at 1), or why it has none ("input 0 dim 1 is symbolic").
+std::string CreationDims(const RegionProgram& r, std::vector<Dims>* dims) {
+  dims->clear();
+  for (size_t k = 0; k < r.inputs.size(); ++k) {
+    Dims d = r.inputs[k].dims;
+    for (size_t i = 0; i < d.size(); ++i) {
+      if (d[i] >= 0) continue;
+      if (i != 0) return "input " + std::to_string(k) + " dim " + std::to_string(i) + " is symbolic";
+      d[i] = 1;
+    }
+    dims->push_back(std::move(d));
+  }
+  return "";
+}
+
 class RegionImpl : public OneDnnRegion {
  public:
   RegionImpl(RegionData data, OneDnnOptions options)
-      : data_(std::move(data)), options_(options), weights_(data_.region.ops.size()) {}
+      : data_(std::move(data)), options_(options), weights_(data_.region.ops.size()) {
+    for (const TunedLayout& l : data_.region.tuning.layouts)
+      weights_.SeedLayoutChoice(l.op, l.bucket, l.choice);
+  }
 
   // Builds the plan for the inputs' static dims (batch 1 where the batch dim is symbolic), so
   // weights are reordered at creation. Skipped when another dim is symbolic.
@@ -41,15 +62,7 @@ class RegionImpl : public OneDnnRegion {
     if (may_decline && options_.decline_reference_impls)
       RETURN_IF_ERROR(internal::DeclineSaturatingInt8(data_));
     std::vector<Dims> dims;
-    for (const BoundTensor& in : data_.region.inputs) {
-      Dims d = in.dims;
-      for (size_t i = 0; i < d.size(); ++i) {
-        if (d[i] >= 0) continue;
-        if (i != 0) return Status::Ok();
-        d[i] = 1;
-      }
-      dims.push_back(std::move(d));
-    }
+    if (!CreationDims(data_.region, &dims).empty()) return Status::Ok();
     ASSIGN_OR_RETURN(std::shared_ptr<Plan> plan, GetPlan(dims));
     return may_decline && options_.decline_reference_impls ? DeclineReferenceImpls(*plan)
                                                            : Status::Ok();
@@ -73,6 +86,8 @@ class RegionImpl : public OneDnnRegion {
     s.runs = runs_.load();
     s.primitives_run = primitives_run_.load();
     s.layouts_measured = weights_.measurements();
+    s.probes_run = probes_run_.load();
+    s.tuned_plans = tuned_plans_.load();
     std::lock_guard<std::mutex> lock(mu_);
     s.cached_plans = static_cast<int64_t>(lru_.size());
     for (const auto& [key, plan] : lru_) {
@@ -220,8 +235,9 @@ class RegionImpl : public OneDnnRegion {
       }
     }
     StatusOr<std::shared_ptr<Plan>> built = Status(Internal("unreachable"));
+    internal::PlanMeasures measures;
     try {
-      built = internal::BuildPlan(data_, weights_, dims, &primitives_);
+      built = internal::BuildPlan(data_, weights_, dims, &primitives_, &measures);
     } catch (const dnnl::error& e) {
       return Internal(std::string("oneDNN: ") + e.what());
     } catch (const std::bad_alloc&) {
@@ -229,6 +245,8 @@ class RegionImpl : public OneDnnRegion {
     }
     if (!built.ok()) return built.status();
     plans_built_.fetch_add(1, std::memory_order_relaxed);
+    if (measures.probed) probes_run_.fetch_add(1, std::memory_order_relaxed);
+    if (measures.tuned) tuned_plans_.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(mu_);
     auto it = index_.find(key);
     if (it != index_.end()) return it->second->second;
@@ -250,6 +268,7 @@ class RegionImpl : public OneDnnRegion {
   std::map<Key, Lru::iterator> index_;
   std::atomic<int64_t> plans_built_{0}, primitives_{0}, plans_evicted_{0}, runs_{0};
   std::atomic<int64_t> primitives_run_{0};  // RegionStats::primitives_run
+  std::atomic<int64_t> probes_run_{0}, tuned_plans_{0};
 };
 
 // Checks the spec against the decoded blob; binds constants by reference.
@@ -307,6 +326,52 @@ StatusOr<std::unique_ptr<TensorFunction>> OneDnnRuntime::CreateRegion(
 
 StatusOr<std::string> OneDnnRuntime::Describe(const uint8_t* blob, size_t size) const {
   return DescribeRegion(blob, size);
+}
+
+StatusOr<std::vector<uint8_t>> TuneRegion(const ExternalRegionSpec& spec, OneDnnOptions options,
+                                          std::string* note) {
+  const std::string where = "region '" + std::string(spec.name) + "'";
+  StatusOr<RegionData> bound = Bind(spec);
+  if (!bound.ok()) return bound.status().WithContext(where);
+  RegionData& data = *bound;
+  data.matmul_weight_layout = options.matmul_weight_layout;
+  data.region.tuning = {};  // measure afresh
+  std::vector<Dims> dims;
+  const std::string why = CreationDims(data.region, &dims);
+  if (!why.empty()) {
+    if (note != nullptr) *note = why + ": pin it with --dim to tune";
+    return std::vector<uint8_t>(spec.blob, spec.blob + spec.blob_size);
+  }
+  internal::WeightCache weights(data.region.ops.size());
+  std::atomic<int64_t> primitives{0};
+  internal::PlanMeasures measured;
+  StatusOr<std::shared_ptr<Plan>> plan = Status(Internal("unreachable"));
+  try {
+    plan = internal::BuildPlan(data, weights, dims, &primitives, &measured);
+  } catch (const dnnl::error& e) {
+    return Internal(std::string("oneDNN: ") + e.what()).WithContext(where);
+  } catch (const std::bad_alloc&) {
+    return ResourceExhausted("out of memory reordering weights").WithContext(where);
+  }
+  if (!plan.ok()) return plan.status().WithContext(where);
+  RegionTuning& t = data.region.tuning;
+  t.probed = measured.probed;
+  t.f4_from = measured.f4_from;
+  t.shapes.push_back({omp_get_max_threads(), dims, measured.tiles});
+  t.layouts = weights.LayoutChoices();
+  if (Status s = ValidateRegion(data.region); !s.ok())
+    return Internal("tuning records fail validation: " + s.message()).WithContext(where);
+  if (note != nullptr) {
+    int count[5] = {0, 0, 0, 0, 0};
+    for (const TunedTile& tile : measured.tiles) ++count[tile.tile];
+    *note = "tuned at " + std::to_string(omp_get_max_threads()) + " threads: " +
+            (t.probed ? "F(4x4) from ops[" + std::to_string(t.f4_from) + "], " : "") +
+            std::to_string(measured.tiles.size()) + " Conv tiles (F4 " +
+            std::to_string(count[4]) + ", F2 " + std::to_string(count[2]) + ", oneDNN " +
+            std::to_string(count[0]) + "), " + std::to_string(t.layouts.size()) +
+            " MatMul layouts";
+  }
+  return EncodeRegion(data.region);
 }
 
 Status RegisterOneDnn(ExternalRegistry& registry, OneDnnOptions options) {

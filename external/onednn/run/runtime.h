@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "external/onednn/region.h"
 #include "external/registry/registry.h"
@@ -61,6 +63,11 @@ struct RegionStats {
   // their work would not pay for starting OpenMP's team (Step::threads, plan_threads.cc).
   int64_t plan_steps = 0;
   int64_t serial_steps = 0;
+  // Plans whose build ran the Winograd accuracy probe (plan_winograd.cc), and plans whose
+  // Conv tiles came from a tuning record of their shape and team size instead of timed trials
+  // (TuneRegion).
+  int64_t probes_run = 0;
+  int64_t tuned_plans = 0;
 };
 
 /// The TensorFunction CreateRegion returns; dynamic_cast to read its counters.
@@ -109,6 +116,18 @@ class OneDnnRuntime : public VendorRuntime {
  private:
   OneDnnOptions options_;
 };
+
+/// `kiln compile --tune`: makes now, once, the measurements creating the region would make at
+/// every load (the Winograd accuracy probe, the timed Conv tile trials, MatMul weight layouts)
+/// and returns the blob with them recorded (RegionTuning; records already in the blob are
+/// replaced). They are made on the calling thread's OpenMP team, whose size the record keeps:
+/// a load uses the tiles only at that team size and the same input dims, the probe's limit at
+/// every shape. The plan measured is the one creation builds (static input dims, a symbolic
+/// batch at 1); a region with another symbolic dim has no such plan: its blob comes back
+/// unchanged and `*note` (if not null) says why ("input 0 dim 1 is symbolic: pin it with
+/// --dim"). Errors: CreateRegion's, naming the region.
+StatusOr<std::vector<uint8_t>> TuneRegion(const ExternalRegionSpec& spec,
+                                          OneDnnOptions options = {}, std::string* note = nullptr);
 
 /// Registers an OneDnnRuntime under kVendorName. InvalidArgument if "onednn" is registered.
 Status RegisterOneDnn(ExternalRegistry& registry, OneDnnOptions options = {});

@@ -140,12 +140,23 @@ BOOST_AUTO_TEST_CASE(large_steps_keep_the_team) {
   Floats x = Random(Numel(xd), 5);
   Floats a = Relu(RefConv2d(x, xd, w, wd, nullptr, {1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &cd));
   Floats want = RefPool2d(a, cd, false, {28, 28}, {1, 1}, {0, 0, 0, 0}, false, &yd);
-  std::vector<Floats> got = r.Run({{xd, x}}, {yd});
+  // The team size each step ran under (a profile sample is taken as its step ends).
+  struct Teams : RegionProfiler {
+    std::vector<int> sizes;
+    void Record(const RegionStepSample&) override { sizes.push_back(omp_get_max_threads()); }
+  } teams;
+  std::vector<Floats> got;
+  BOOST_REQUIRE(r.TryRun({{xd, x}}, {yd}, &got, &teams).ok());
   // Sums of 576 products of magnitude <= 0.05, averaged over 784 positions.
   BOOST_TEST(Close(got[0], want, 1e-5 * std::sqrt(576.0) * 4, 1e-4));
   const RegionStats s = r.region().stats();
   BOOST_TEST(s.serial_steps >= 1);  // the pooled 64 values and the output copy
   BOOST_TEST(s.serial_steps < s.plan_steps);
+  // Serial steps run at 1, the others at the caller's 2: the team is switched where the steps
+  // switch (and left at 1 until then), and the caller's is back after the run.
+  BOOST_TEST(std::count(teams.sizes.begin(), teams.sizes.end(), 1) == s.serial_steps);
+  BOOST_TEST(std::count(teams.sizes.begin(), teams.sizes.end(), 2) == s.plan_steps - s.serial_steps);
+  BOOST_TEST(omp_get_max_threads() == 2);
 }
 
 // At one thread nothing is marked: there is no team to leave.

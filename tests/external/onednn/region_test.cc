@@ -74,7 +74,7 @@ BOOST_AUTO_TEST_CASE(every_truncation_is_invalid_format) {
   std::vector<uint8_t> longer = blob;
   longer.push_back(0);
   StatusOr<RegionProgram> d = DecodeRegion(longer.data(), longer.size());
-  BOOST_TEST(d.status().message() == "region blob: 1 trailing bytes after the last op");
+  BOOST_TEST(d.status().message() == "region blob: 1 trailing bytes after the tuning records");
   BOOST_TEST(DecodeRegion(nullptr, 0).status().message() ==
              "region blob: truncated at byte 0 reading magic");
 }
@@ -218,10 +218,109 @@ BOOST_AUTO_TEST_CASE(bad_enum_is_invalid_format) {
              "region blob: op kind 200 is out of range");
 }
 
+// Sample() with tuning records: the probe's limit, one shape's Conv tile (tensors as Sample's;
+// no MatMul, so no layouts).
+RegionProgram Tuned() {
+  RegionProgram r = Sample();
+  r.tuning.probed = true;
+  r.tuning.f4_from = 1;
+  r.tuning.shapes.push_back({2, {{3, 8, 16, 16}}, {{0, 4}}});
+  return r;
+}
+
+BOOST_AUTO_TEST_CASE(tuning_records_round_trip) {
+  std::vector<uint8_t> blob = EncodeRegion(Tuned());
+  StatusOr<RegionProgram> d = DecodeRegion(blob.data(), blob.size());
+  BOOST_REQUIRE(d.ok());
+  BOOST_TEST(EncodeRegion(*d) == blob);
+  const RegionTuning& t = d->tuning;
+  BOOST_TEST(t.probed);
+  BOOST_TEST(t.f4_from == 1);
+  BOOST_REQUIRE(t.shapes.size() == 1u);
+  BOOST_TEST(t.shapes[0].threads == 2);
+  BOOST_TEST((t.shapes[0].inputs == std::vector<std::vector<int64_t>>{{3, 8, 16, 16}}));
+  BOOST_REQUIRE(t.shapes[0].tiles.size() == 1u);
+  BOOST_TEST(t.shapes[0].tiles[0].op == 0);
+  BOOST_TEST(t.shapes[0].tiles[0].tile == 4);
+  StatusOr<std::string> text = DescribeRegion(blob.data(), blob.size());
+  BOOST_REQUIRE(text.ok());
+  BOOST_TEST(text->find("tuned: F(4x4) from ops[1]\ntuned at [3, 8, 16, 16], 2 threads: 1 Conv "
+                        "tiles (F4 1, F2 0, oneDNN 0)\n") != std::string::npos);
+  // Untuned: nothing recorded, nothing described.
+  std::vector<uint8_t> plain = EncodeRegion(Sample());
+  StatusOr<RegionProgram> p = DecodeRegion(plain.data(), plain.size());
+  BOOST_REQUIRE(p.ok());
+  BOOST_TEST(p->tuning.empty());
+}
+
+// A 1.4 blob (before tuning records: nothing after the ops) still decodes, untuned; a 1.4
+// header over 1.5 bytes has trailing bytes.
+BOOST_AUTO_TEST_CASE(a_blob_before_tuning_records_still_loads) {
+  std::vector<uint8_t> blob = EncodeRegion(Sample());
+  const size_t empty_tuning = 1 + 4 + 4 + 4;
+  std::vector<uint8_t> old(blob.begin(), blob.end() - empty_tuning);
+  old[6] = 4;  // minor
+  StatusOr<RegionProgram> d = DecodeRegion(old.data(), old.size());
+  BOOST_REQUIRE(d.ok());
+  BOOST_TEST(d->tuning.empty());
+  BOOST_TEST(d->ops.size() == 2u);
+  blob[6] = 4;
+  BOOST_TEST(DecodeRegion(blob.data(), blob.size()).status().message() ==
+             "region blob: 13 trailing bytes after the last op");
+}
+
+// Each corrupt record is InvalidFormat naming the record and the field.
+BOOST_AUTO_TEST_CASE(corrupt_tuning_records_name_the_record) {
+  auto error = [](const RegionProgram& r) {
+    std::vector<uint8_t> blob = EncodeRegion(r);
+    StatusOr<RegionProgram> d = DecodeRegion(blob.data(), blob.size());
+    BOOST_TEST(d.status().code() == StatusCode::kInvalidFormat);
+    return d.status().message();
+  };
+  RegionProgram r = Tuned();
+  r.tuning.shapes[0].tiles[0].op = 5;
+  BOOST_TEST(error(r) == "region blob: tuning.shapes[0].tiles[0]: ops[5] does not exist (2 ops)");
+  r = Tuned();
+  r.tuning.shapes[0].tiles[0].op = 1;
+  BOOST_TEST(error(r) == "region blob: tuning.shapes[0].tiles[0]: ops[1] is Softmax, not a Conv");
+  r = Tuned();
+  r.tuning.shapes[0].tiles[0].tile = 3;
+  BOOST_TEST(error(r) == "region blob: tuning.shapes[0].tiles[0]: tile 3 is not 0, 2 or 4");
+  r = Tuned();
+  r.tuning.shapes[0].tiles.push_back({0, 2});
+  BOOST_TEST(error(r) == "region blob: tuning.shapes[0].tiles[1]: ops[0] again");
+  r = Tuned();
+  r.tuning.shapes[0].inputs[0] = {3, 9, 16, 16};
+  BOOST_TEST(error(r) == "region blob: tuning.shapes[0].inputs[0]: [3, 9, 16, 16] is not a "
+                         "shape of the region's input [-1, 8, 16, 16]");
+  r = Tuned();
+  r.tuning.shapes[0].inputs.push_back({1});
+  BOOST_TEST(error(r) == "region blob: tuning.shapes[0]: 2 inputs, the region has 1");
+  r = Tuned();
+  r.tuning.shapes[0].threads = 0;
+  BOOST_TEST(error(r) == "region blob: tuning.shapes[0].threads: 0 < 1");
+  r = Tuned();
+  r.tuning.f4_from = 3;
+  BOOST_TEST(error(r) == "region blob: tuning.f4_from: 3 is not in [0, 2]");
+  r = Tuned();
+  r.tuning.layouts.push_back({0, 1024 + 2, 1});
+  BOOST_TEST(error(r) == "region blob: tuning.layouts[0]: ops[0] is Conv, not a MatMul");
+  // Garbage after the ops: a probed byte that is not 0 or 1, and a truncated record.
+  std::vector<uint8_t> blob = EncodeRegion(Tuned());
+  std::vector<uint8_t> plain = EncodeRegion(Sample());
+  const size_t at = plain.size() - 13;  // the tuning section's first byte
+  blob[at] = 7;
+  BOOST_TEST(DecodeRegion(blob.data(), blob.size()).status().message() ==
+             "region blob: tuning probed is not 0 or 1");
+  blob = EncodeRegion(Tuned());
+  BOOST_TEST(DecodeRegion(blob.data(), blob.size() - 2).status().message().find(
+                 "region blob: truncated at byte") == 0);
+}
+
 // No crash, no huge allocation, for mutated and random blobs (run under --config=asan for the
 // full check).
 BOOST_AUTO_TEST_CASE(corrupted_blobs_never_crash) {
-  std::vector<uint8_t> blob = EncodeRegion(Sample());
+  std::vector<uint8_t> blob = EncodeRegion(Tuned());
   std::mt19937 rng(1234);
   int accepted = 0;
   for (int i = 0; i < 20000; ++i) {
