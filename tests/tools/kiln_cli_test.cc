@@ -558,7 +558,8 @@ BOOST_AUTO_TEST_CASE(compile_embeds_x86_64_v3_code_by_default) {
 
 // Code for narrower vectors than the host's (x86-64-v2: SSE4.2, on a host with AVX2) is a
 // first tier: the first run compiles nothing, and the kernels called again tier up to the
-// JIT's code for the host in the background (bench's jit_compiles: one per kernel linked).
+// JIT's code for the host in the background (bench's jit_compiles: one per kernel linked, at
+// least).
 // With --jit-tiering off such code is not linked: the JIT compiles the host's code at once.
 BOOST_AUTO_TEST_CASE(narrower_code_is_a_first_tier_that_tiers_up) {
   std::string model = WriteModel("aot_v2.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
@@ -592,7 +593,8 @@ BOOST_AUTO_TEST_CASE(narrower_code_is_a_first_tier_that_tiers_up) {
     return std::atoll(bench.out.c_str() + at + key.size() + 4);
   };
   BOOST_TEST(number("aot_kernels") > 0, bench.out);
-  BOOST_TEST(number("jit_compiles") == number("aot_kernels"), bench.out);  // every one tiered up
+  // Every kernel linked tiered up (the O3 compiles; specializations would add more).
+  BOOST_TEST(number("jit_compiles") >= number("aot_kernels"), bench.out);
 #endif
 }
 
