@@ -3,8 +3,12 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <utility>
+
 #include "external/onednn/compile/compiler.h"
 #include "external/onednn/run/runtime.h"
+#include "jit/aot_compile.h"
 
 namespace kiln {
 namespace {
@@ -17,6 +21,8 @@ const Status& BuiltInsRegistered() {
 }
 
 }  // namespace
+
+CompileOptions::CompileOptions() { code_targets = jit::DefaultCodeTargets(); }
 
 Status RegisterBuiltInCompilers(compiler::ExternalCompilerRegistry& registry) {
   return onednn::RegisterOneDnnCompiler(registry);
@@ -54,22 +60,37 @@ compiler::CompileOptions WithTuner(compiler::CompileOptions options) {
   return options;
 }
 
+// `options` with code_targets {"none"} read as {} (kernel IR only, as `--target none`).
+StatusOr<compiler::CompileOptions> WithTargetNames(const compiler::CompileOptions& options) {
+  const std::vector<std::string>& names = options.code_targets;
+  if (std::find(names.begin(), names.end(), "none") == names.end()) return options;
+  if (names.size() > 1) {
+    return InvalidArgument("code target 'none' (kernel IR only) cannot be combined with other "
+                           "targets");
+  }
+  compiler::CompileOptions out = options;
+  out.code_targets.clear();
+  return out;
+}
+
 }  // namespace
 
 StatusOr<std::vector<uint8_t>> CompileOnnxFile(const std::string& path,
                                                const compiler::CompileOptions& options,
                                                compiler::CompileStats* stats) {
   RETURN_IF_ERROR(BuiltInsRegistered());
-  ScopedThreads threads(options.num_threads);
-  return compiler::CompileOnnxFile(path, WithTuner(options), stats);
+  ASSIGN_OR_RETURN(compiler::CompileOptions o, WithTargetNames(options));
+  ScopedThreads threads(o.num_threads);
+  return compiler::CompileOnnxFile(path, WithTuner(std::move(o)), stats);
 }
 
 StatusOr<std::vector<uint8_t>> CompileOnnxBytes(const void* data, size_t size,
                                                 const compiler::CompileOptions& options,
                                                 compiler::CompileStats* stats) {
   RETURN_IF_ERROR(BuiltInsRegistered());
-  ScopedThreads threads(options.num_threads);
-  return compiler::CompileOnnxBytes(data, size, WithTuner(options), stats);
+  ASSIGN_OR_RETURN(compiler::CompileOptions o, WithTargetNames(options));
+  ScopedThreads threads(o.num_threads);
+  return compiler::CompileOnnxBytes(data, size, WithTuner(std::move(o)), stats);
 }
 
 }  // namespace kiln

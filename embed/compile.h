@@ -15,16 +15,30 @@
 
 namespace kiln {
 
+/// The options of a compile for an embedding application: compiler::CompileOptions with kiln's
+/// default code targets (jit::DefaultCodeTargets(): x86-64-v3 on an x86-64 host, none
+/// elsewhere), so that the CLI (`kiln compile`), Python's `kiln.compile` and C++ embedders write
+/// the same file by default, whose first inference links code instead of compiling it on any
+/// x86-64 CPU with AVX2 (one with AVX-512 links it as a first tier and tiers hot kernels up to
+/// its own code: jit/aot_objects.h). The opt-out is the same everywhere: code_targets = {"none"}
+/// (`--target none`) or {} writes kernel IR only (a faster compile, a smaller file; the first
+/// inference then JIT-compiles). compiler::CompileOptions itself (the compiler's own tests)
+/// embeds no code unless told to.
+struct CompileOptions : compiler::CompileOptions {
+  CompileOptions();
+};
+
 /// Registers every built-in external compiler ("onednn") in `registry`. Idempotent (a name
 /// already present is left in place) and thread-safe. Errors come from the registry.
 Status RegisterBuiltInCompilers(
     compiler::ExternalCompilerRegistry& registry = compiler::ExternalCompilerRegistry::Global());
 
 /// compiler::CompileOnnxFile after RegisterBuiltInCompilers() on the global registry (once per
-/// process), so `options.external` may name a built-in compiler. With `options.tune` (and no
-/// tune_region of the caller's), oneDNN regions are tuned by the oneDNN runtime
-/// (onednn::TuneRegion): this library links the vendors' runtimes for that. Its errors, and
-/// the registry's.
+/// process), so `options.external` may name a built-in compiler. `options.code_targets` may be
+/// {"none"} (kernel IR only; "none" beside another name is InvalidArgument). Pass a
+/// kiln::CompileOptions for kiln's defaults. With `options.tune` (and no tune_region of the
+/// caller's), oneDNN regions are tuned by the oneDNN runtime (onednn::TuneRegion): this
+/// library links the vendors' runtimes for that. Its errors, and the registry's.
 StatusOr<std::vector<uint8_t>> CompileOnnxFile(const std::string& path,
                                                const compiler::CompileOptions& options,
                                                compiler::CompileStats* stats = nullptr);

@@ -20,10 +20,12 @@ namespace kiln::jit {
 /// a CPU name on a host of another architecture.
 StatusOr<TargetInfo> ResolveCodeTarget(const std::string& name);
 
-/// The targets `kiln compile` embeds code for when none is named: x86-64-v3 (AVX2, FMA, BMI2;
-/// Haswell and Zen 1 on) on an x86-64 host, so a first inference links instead of compiling on
-/// any such CPU (a host with AVX-512 tiers hot kernels up to its own code, jit/dispatch.h);
-/// none on other architectures.
+/// The targets a compile embeds code for when none is named (kiln::CompileOptions in
+/// embed/compile.h: `kiln compile`, Python's kiln.compile, C++ embedders): x86-64-v3 (AVX2,
+/// FMA, BMI2; Haswell and Zen 1 on) on an x86-64 host, so a first inference links instead of
+/// compiling on any such CPU (a host with AVX-512 links it as a first tier and tiers hot
+/// kernels up to its own code: NarrowerCode in jit/aot_objects.h); none on other
+/// architectures.
 std::vector<std::string> DefaultCodeTargets();
 
 /// Compiles, for `target`, every kernel and shape function whose payload is kernel IR

@@ -129,23 +129,27 @@ bool HostHasWiderVectors(std::string_view features, const TargetInfo& host) {
 }
 
 int ChooseCodeTarget(const std::vector<CodeTargetSpec>& targets, const TargetInfo& host,
-                     const std::string& abi, std::string* why_not) {
+                     const std::string& abi, std::string* why_not, NarrowerCode narrower) {
   int best = -1;
   size_t best_score = 0;
   std::string reasons;
   for (size_t i = 0; i < targets.size(); ++i) {
     const CodeTargetSpec& t = targets[i];
     std::string mismatch = CodeTargetMismatch(t, host, abi);
-    if (mismatch.empty() && HostHasWiderVectors(t.features, host)) {
+    const bool first_tier = mismatch.empty() && HostHasWiderVectors(t.features, host);
+    if (first_tier && narrower == NarrowerCode::kIgnore) {
       mismatch = std::string("its vectors are narrower than this host's (") +
-                 (host.has_avx512f ? "AVX-512" : "AVX2") + "): the JIT compiles for the host";
+                 (host.has_avx512f ? "AVX-512" : "AVX2") +
+                 ") and tiering is off: the JIT compiles for the host";
     }
     if (!mismatch.empty()) {
       reasons += (reasons.empty() ? "" : "; ") + t.where + ": " + mismatch;
       continue;
     }
+    // Final code first, then this exact host, then the most features.
     bool exact = t.cpu == host.cpu && t.features == host.features;
-    size_t score = EnabledFeatures(t.features).size() + (exact ? size_t{1} << 20 : 0);
+    size_t score = EnabledFeatures(t.features).size() + (exact ? size_t{1} << 20 : 0) +
+                   (first_tier ? 0 : size_t{1} << 21);
     if (best < 0 || score > best_score) {
       best = static_cast<int>(i);
       best_score = score;

@@ -40,19 +40,33 @@ std::vector<std::string> X86CpuFeatures(const std::string& cpu);
 std::string CodeTargetMismatch(const CodeTargetSpec& target, const TargetInfo& host,
                                const std::string& abi);
 
+/// What a process does with code for a target that runs on its host but whose vectors are
+/// narrower than the host's (HostHasWiderVectors: `kiln compile`'s default x86-64-v3 on an
+/// AVX-512 host, x86-64-v2 code on an AVX2 host).
+enum class NarrowerCode {
+  /// Links it as the first tier: no compile before the first inference, and the kernels that
+  /// keep being called tier up to the JIT's code for the host in the background, as first-tier
+  /// JIT code does (DispatchOptions::tiering on).
+  kFirstTier,
+  /// Does not link it: the JIT compiles optimized code for the host on first use (tiering
+  /// off, which pins the code that runs to the host's optimized code from the first call).
+  kIgnore,
+};
+
 /// The index of the target whose code to use on `host`, or -1 (then `*why_not`, if given, says
-/// why none applies). Among several that run, the one built for exactly this host (same CPU
-/// and feature string) wins, then the one enabling the most features. A target whose vectors
-/// are narrower than the host's (HostHasWiderVectors: `kiln compile`'s default x86-64-v3 on an
-/// AVX-512 host) is not used: its code would run, but the JIT's for the host runs faster for
-/// as long as the process lives, which outweighs the compile the link saves.
+/// why none applies). Among several that run, one whose vectors are as wide as the host's wins
+/// over a narrower one, then the one built for exactly this host (same CPU and feature
+/// string), then the one enabling the most features. A narrower target is chosen only with
+/// `narrower` kFirstTier: its code is then a first tier.
 int ChooseCodeTarget(const std::vector<CodeTargetSpec>& targets, const TargetInfo& host,
-                     const std::string& abi, std::string* why_not = nullptr);
+                     const std::string& abi, std::string* why_not = nullptr,
+                     NarrowerCode narrower = NarrowerCode::kFirstTier);
 
 /// Whether the host has wider vectors than code for a target enabling `features` uses (AVX-512
 /// on the host, not in the target; or AVX2 on the host, not in the target): that code runs
-/// here, but the JIT's code for the host is faster. False for the same width, e.g. x86-64-v3
-/// code on an AVX2-only host.
+/// here, but the JIT's code for the host is faster, so it is only a first tier (NarrowerCode).
+/// False for the same width, e.g. x86-64-v3 code on an AVX2-only host: that code is final
+/// (the JIT's for a Zen 3 would differ in scheduling, not in what the vectors hold).
 bool HostHasWiderVectors(std::string_view features, const TargetInfo& host);
 
 /// Checks, without linking, that `code` is a relocatable object file for `host`'s architecture

@@ -165,6 +165,7 @@ DispatchStats DispatchCounters::Snapshot() const {
   s.specializations = specializations.load();
   s.evictions = evictions.load();
   s.aot_kernels = aot_kernels.load();
+  s.aot_first_tier = aot_first_tier.load();
   s.fast_generics = fast_generics.load();
   s.tier_ups = tier_ups.load();
   s.compile_seconds = static_cast<double>(compile_nanos.load()) * 1e-9;
@@ -432,9 +433,11 @@ std::shared_ptr<KernelDispatcher> KernelDispatcher::Create(
   d->table_->counters = d->counters_;
   d->table_->measure_compiles = options.clock == nullptr;
   if (generic) {
-    // Code compiled ahead of time is the optimized tier: nothing to tier up.
+    // Code compiled ahead of time: final if optimized for this host's vectors, else a first
+    // tier that CountFirstTierCall tiers up (not with tiering off, which the caller avoids).
+    const bool final_code = generic.tier() == Tier::kOptimized || !options.tiering;
     d->table_->generic_code = std::move(generic);
-    d->table_->generic_final.store(true, std::memory_order_relaxed);
+    d->table_->generic_final.store(final_code, std::memory_order_relaxed);
     d->table_->generic.store(d->table_->generic_code.fn(), std::memory_order_release);
   }
   for (const Buffer& b : d->payload_.kernel.buffers) {

@@ -119,12 +119,14 @@ struct DispatchStats {
   int64_t evictions = 0;        // shape-table entries evicted
   double compile_seconds = 0;   // wall time in compilations (including engine cache hits)
   int64_t aot_kernels = 0;      // generic variants linked from code compiled ahead of time
+  int64_t aot_first_tier = 0;   // of those, first tiers (code for narrower vectors), tiered up
+                                // like the JIT's (tier_ups counts both)
 };
 
 /// The shared, lock-free counters behind DispatchStats.
 struct DispatchCounters {
   std::atomic<int64_t> compilations{0}, hits{0}, misses{0}, specializations{0}, evictions{0},
-      aot_kernels{0}, fast_generics{0}, tier_ups{0};
+      aot_kernels{0}, aot_first_tier{0}, fast_generics{0}, tier_ups{0};
   std::atomic<int64_t> compile_nanos{0};
   std::atomic<int64_t> run_nanos{0};  // timed kernel calls (the payback rule's denominator)
   DispatchStats Snapshot() const;
@@ -221,7 +223,9 @@ class KernelDispatcher : public std::enable_shared_from_this<KernelDispatcher> {
   /// `hints` name kernel dims (by Var name) bound to a buffer dim; each bucket value gets a
   /// variant with that dim folded, compiled in the background now. Unknown names are ignored.
   /// A non-empty `generic` is the kernel's generic variant, ready (code compiled ahead of
-  /// time): the first call then compiles nothing.
+  /// time): the first call then compiles nothing. If its tier() is kFast (code for narrower
+  /// vectors than the host's) it is tiered up as a first-tier compile would be; with tiering
+  /// off it serves as it is.
   static std::shared_ptr<KernelDispatcher> Create(
       std::shared_ptr<Engine> engine, std::shared_ptr<BackgroundCompiler> compiler,
       std::shared_ptr<DispatchCounters> counters, KernelPayload payload,

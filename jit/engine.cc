@@ -317,9 +317,9 @@ StatusOr<KernelRef> Engine::Acquire(const Kernel& kernel, Tier tier) {
 
 StatusOr<KernelRef> Engine::AcquireObject(const Kernel& kernel,
                                           std::unique_ptr<llvm::MemoryBuffer> object,
-                                          const std::string& symbol, bool* compiled) {
-  // Code compiled ahead of time is the optimized tier.
-  return Hold(kernel, Tier::kOptimized, std::move(object), symbol, compiled);
+                                          const std::string& symbol, bool* compiled,
+                                          Tier tier) {
+  return Hold(kernel, tier, std::move(object), symbol, compiled);
 }
 
 StatusOr<KernelRef> Engine::Hold(const Kernel& kernel, Tier tier,
@@ -351,7 +351,7 @@ bool Engine::Impl::LinkInto(std::unique_ptr<llvm::MemoryBuffer> object, const st
       {
         std::lock_guard<std::mutex> lock(mu);
         entry.tracker = rt;
-        entry.produced = Tier::kOptimized;
+        entry.produced = entry.tier;  // what the caller said the object's code is
         ++stats.aot_linked;
       }
       entry.promise.set_value(address->toPtr<KernelFn>());

@@ -102,10 +102,15 @@ class Engine {
   /// compiled ahead of time for it: a relocatable object, already checked by LoadCodeObject,
   /// that defines `symbol` with the KernelFn ABI) instead of compiled: no IR is generated. An
   /// object that does not link is dropped with one notice on stderr per process, and the kernel
-  /// is compiled as Acquire would; `*compiled` (if given) says whether that happened.
+  /// is compiled as Acquire would; `*compiled` (if given) says whether that happened. `tier` is
+  /// what the object's code is to the engine: kOptimized for code as good as the JIT's for this
+  /// host; kFast for a first tier (code for narrower vectors, jit/aot_objects.h NarrowerCode),
+  /// which Acquire(kernel, kOptimized) does not return but compiles over, and which is not
+  /// linked when optimized code for the kernel is at hand already (as Acquire's kFast).
   StatusOr<KernelRef> AcquireObject(const Kernel& kernel,
                                     std::unique_ptr<llvm::MemoryBuffer> object,
-                                    const std::string& symbol, bool* compiled = nullptr);
+                                    const std::string& symbol, bool* compiled = nullptr,
+                                    Tier tier = Tier::kOptimized);
 
   EngineStats stats() const;
   const TargetInfo& target() const;

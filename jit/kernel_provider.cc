@@ -163,17 +163,25 @@ StatusOr<KernelPayload> JitKernelProvider::Decode(std::string_view what, std::st
 int JitKernelProvider::SelectCodeTarget(const std::vector<CodeTargetSpec>& targets) {
   CodegenOptions options;
   options.use_libmvec = engine_->uses_libmvec();
-  return ChooseCodeTarget(targets, engine_->target(), AotAbi(options));
+  return ChooseCodeTarget(targets, engine_->target(), AotAbi(options), nullptr,
+                          options_.dispatch.tiering ? NarrowerCode::kFirstTier
+                                                    : NarrowerCode::kIgnore);
 }
 
 StatusOr<KernelRef> JitKernelProvider::LinkCode(const CodeObjectSpec& code, const Kernel& kernel) {
   if (code.empty()) return KernelRef();
   ASSIGN_OR_RETURN(std::unique_ptr<llvm::MemoryBuffer> object,
                    LoadCodeObject(code, engine_->target()));
+  // Code for narrower vectors than the host's (SelectCodeTarget chose it only with tiering on)
+  // is a first tier, which the dispatcher tiers up as it would the JIT's.
+  const Tier tier = HostHasWiderVectors(code.target_features, engine_->target()) ? Tier::kFast
+                                                                                  : Tier::kOptimized;
   bool compiled = false;
   ASSIGN_OR_RETURN(KernelRef ref, engine_->AcquireObject(kernel, std::move(object),
-                                                         std::string(code.symbol), &compiled));
+                                                         std::string(code.symbol), &compiled, tier));
   (compiled ? counters_->compilations : counters_->aot_kernels).fetch_add(1);
+  if (compiled && ref.tier() == Tier::kFast) counters_->fast_generics.fetch_add(1);
+  if (!compiled && ref.tier() == Tier::kFast) counters_->aot_first_tier.fetch_add(1);
   return ref;
 }
 

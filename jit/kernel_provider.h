@@ -42,7 +42,10 @@ class JitKernelProvider : public KernelProvider {
   /// Chooses the code target this host runs (jit/aot_objects.h, ChooseCodeTarget); its objects
   /// are then checked (LoadCodeObject: a corrupt one fails the load, naming the target and
   /// entry) and linked at Prepare instead of compiled at the first call. No target that runs
-  /// here: -1, and everything is compiled as without such code.
+  /// here: -1, and everything is compiled as without such code. Code for narrower vectors than
+  /// the host's is linked as the first tier, tiered up like the JIT's (DispatchStats counts
+  /// it in aot_first_tier and tier_ups), and only with DispatchOptions::tiering on: with it off
+  /// the JIT compiles the host's optimized code on first use, as without such code.
   int SelectCodeTarget(const std::vector<CodeTargetSpec>& targets) override;
   StatusOr<std::unique_ptr<TensorFunction>> PrepareKernel(const KernelSpec& spec) override;
   /// Shape functions are kernels too: their buffers are the inputs (any dtype; checked at run

@@ -52,8 +52,22 @@ StatusOr<std::shared_ptr<Runtime>> SharedRuntime(const RuntimeOptions& options) 
   return runtime;
 }
 
-CompileRequest ToCompileRequest(py::handle dims, py::handle external, int threads) {
+CompileRequest ToCompileRequest(py::handle dims, py::handle external, int threads,
+                                py::handle targets) {
   CompileRequest request;
+  if (PyUnicode_Check(targets.ptr())) {
+    request.targets = std::vector<std::string>{py::cast<std::string>(targets)};
+  } else if (!targets.is_none()) {
+    std::vector<std::string> names;
+    for (auto name : py::iter(targets)) {
+      if (!PyUnicode_Check(name.ptr())) {
+        throw py::type_error("targets must be None, a str or a sequence of str, got a " +
+                             std::string(py::str(name.get_type())) + " in it");
+      }
+      names.push_back(py::cast<std::string>(name));
+    }
+    request.targets = std::move(names);
+  }
   if (!dims.is_none()) {
     for (auto item : py::cast<py::dict>(dims)) {
       request.dims[py::cast<std::string>(item.first)] = py::cast<int64_t>(item.second);
@@ -84,7 +98,8 @@ ModelSource ToModelSource(py::handle model) {
 
 StatusOr<std::vector<uint8_t>> CompileModel(const ModelSource& model,
                                             const CompileRequest& request) {
-  compiler::CompileOptions options;
+  kiln::CompileOptions options;  // kiln's default code targets, as `kiln compile`'s
+  if (request.targets) options.code_targets = *request.targets;  // {} as {"none"}
   options.dim_pins = request.dims;
   options.external = request.external;
   options.num_threads = request.threads;
@@ -104,7 +119,9 @@ StatusOr<std::shared_ptr<const Executable>> LoadModel(const Runtime& runtime,
   }
   if (kiln && model.is_path) return runtime.LoadFile(model.path);
   if (kiln) return runtime.LoadBytes(model.bytes.data(), model.bytes.size());
-  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, CompileModel(model, request));
+  CompileRequest in_memory = request;
+  if (!in_memory.targets) in_memory.targets.emplace();  // see load.h: the JIT's first tier
+  ASSIGN_OR_RETURN(std::vector<uint8_t> bytes, CompileModel(model, in_memory));
   return runtime.LoadBytes(bytes.data(), bytes.size());
 }
 

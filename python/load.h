@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,15 +28,20 @@ RuntimeOptions ToRuntimeOptions(py::handle threads, py::handle jit_cache, py::ha
 /// kernels, vendor runtimes and the allocator. Errors are Runtime::Create's. Thread-safe.
 StatusOr<std::shared_ptr<Runtime>> SharedRuntime(const RuntimeOptions& options);
 
-/// How to compile an .onnx: `dims` pins symbolic dims, `external` names the external compiler.
+/// How to compile an .onnx: `dims` pins symbolic dims, `external` names the external compiler,
+/// `targets` the CPU targets to embed code for (kiln::CompileOptions: "none" for kernel IR
+/// only; absent: kiln's default, x86-64-v3 on x86-64).
 struct CompileRequest {
   std::map<std::string, int64_t> dims;
   std::string external = "onednn";
   int threads = 0;
+  std::optional<std::vector<std::string>> targets;
 };
 
-/// Fills a CompileRequest from Python (`dims` None or {str: int}). Needs the GIL.
-CompileRequest ToCompileRequest(py::handle dims, py::handle external, int threads);
+/// Fills a CompileRequest from Python (`dims` None or {str: int}; `targets` None, a str or a
+/// sequence of str, [] meaning "none"). Needs the GIL; TypeError for other types.
+CompileRequest ToCompileRequest(py::handle dims, py::handle external, int threads,
+                                py::handle targets = py::none());
 
 /// A model given as a path (str or os.PathLike) or bytes-like object: the path, or a copy of
 /// the bytes (so the GIL can be released while they are used). Needs the GIL.
@@ -52,7 +58,10 @@ StatusOr<std::vector<uint8_t>> CompileModel(const ModelSource& model,
 
 /// Loads `model` into `runtime`: a .kiln executable as it is (`request.dims` must be empty:
 /// InvalidArgument, a compiled file's dims are already fixed), anything else compiled as
-/// ONNX first. Errors are the runtime's load errors and the compiler's.
+/// ONNX first, in memory and without code ahead of time unless `request.targets` names some:
+/// this process would compile every kernel at O3 before the first run, where the JIT compiles
+/// only what runs, at its cheaper first tier. Errors are the runtime's load errors and the
+/// compiler's.
 StatusOr<std::shared_ptr<const Executable>> LoadModel(const Runtime& runtime,
                                                       const ModelSource& model,
                                                       const CompileRequest& request);

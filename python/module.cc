@@ -36,6 +36,7 @@ py::dict StatsDict(const RuntimeStats& s) {
   d["jit_cache_hits"] = s.engine.cache_hits;
   d["jit_object_cache_hits"] = s.engine.object_cache_hits;
   d["jit_compile_seconds"] = s.engine.compile_seconds;
+  d["jit_aot_kernels"] = s.dispatch.aot_kernels;  // linked from code compiled ahead of time
   d["allocator_bytes_in_use"] = s.allocator.bytes_in_use;
   d["allocator_bytes_cached"] = s.allocator.bytes_cached;
   d["allocator_allocations"] = s.allocator.allocations;
@@ -144,10 +145,11 @@ void DefineModule(py::module_& m) {
   DefineSession(m);
   m.def(
       "compile",
-      [](py::object model, py::object dims, py::object external, py::object threads) {
+      [](py::object model, py::object dims, py::object external, py::object threads,
+         py::object targets) {
         ModelSource source = ToModelSource(model);
-        CompileRequest request =
-            ToCompileRequest(dims, external, threads.is_none() ? 0 : py::cast<int>(threads));
+        CompileRequest request = ToCompileRequest(
+            dims, external, threads.is_none() ? 0 : py::cast<int>(threads), targets);
         StatusOr<std::vector<uint8_t>> bytes = Internal("not compiled");
         {
           py::gil_scoped_release release;
@@ -157,10 +159,13 @@ void DefineModule(py::module_& m) {
         return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
       },
       py::arg("model"), py::arg("dims") = py::none(), py::arg("external") = "onednn",
-      py::arg("threads") = py::none(),
+      py::arg("threads") = py::none(), py::arg("targets") = py::none(),
       "Compiles an ONNX model (path or bytes) to .kiln bytes, as `kiln compile` does: dims "
       "pins symbolic dims ({\"batch\": 1}), external picks the external compiler (\"onednn\" or "
-      "\"none\"), threads bounds constant folding's threads.");
+      "\"none\"), threads bounds constant folding's threads, targets names the CPUs to embed "
+      "code for (as `kiln compile --target`: None is kiln's default, x86-64-v3 on x86-64, whose "
+      "first inference links instead of JIT-compiling; \"none\" or [] embeds kernel IR only; "
+      "\"native\", \"x86-64-v4\", or a list).");
 }
 
 }  // namespace kiln::python

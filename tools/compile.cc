@@ -15,7 +15,6 @@
 
 #include "embed/compile.h"
 #include "embed/flags.h"
-#include "jit/aot_compile.h"
 #include "tools/commands.h"
 
 namespace kiln::tools {
@@ -27,7 +26,8 @@ constexpr char kAbout[] =
 
 struct CompileArgs {
   std::string model, output;
-  compiler::CompileOptions options;
+  CompileOptions options;  // kiln's defaults (embed/compile.h): code for x86-64-v3 on x86-64
+  std::vector<std::string> targets;  // --target: replaces the default targets when given
   bool quiet = false;
   bool no_fallbacks = false;
 };
@@ -51,10 +51,12 @@ void AddFlags(FlagParser& flags, CompileArgs* args) {
   flags.AddList("--target", "CPU",
                 "also compile every kernel ahead of time for CPU (repeatable): native (this "
                 "host), x86-64-v3 (AVX2), x86-64-v4 (AVX-512) or another x86-64 CPU name LLVM "
-                "knows; a host that runs one of them links its code instead of JIT-compiling. "
-                "Default on x86-64: x86-64-v3; none: kernel IR only (smaller file, faster "
-                "compile, the first inference JIT-compiles)",
-                &args->options.code_targets);
+                "knows; a host that runs one of them links its code instead of JIT-compiling "
+                "(code for narrower vectors than the host's as a first tier, whose hot kernels "
+                "the JIT recompiles for the host in the background). Default on x86-64: "
+                "x86-64-v3; none: kernel IR only (smaller file, faster compile, the first "
+                "inference JIT-compiles)",
+                &args->targets);
   flags.AddBool("--no-fallbacks",
                 "give external regions no fallback function (smaller file, faster compile; a "
                 "region its vendor declines or lacks then fails the load)",
@@ -114,16 +116,12 @@ int CompileMain(int argc, char** argv) {
                  args.output.c_str(), args.output.c_str());
     return 2;
   }
-  std::vector<std::string>& targets = args.options.code_targets;
-  if (targets.empty()) {
-    targets = jit::DefaultCodeTargets();
-  } else if (std::find(targets.begin(), targets.end(), "none") != targets.end()) {
-    if (targets.size() > 1) {
-      std::fprintf(stderr, "kiln compile: --target none cannot be combined with other targets\n");
-      return 2;
-    }
-    targets.clear();
+  const std::vector<std::string>& targets = args.targets;
+  if (std::find(targets.begin(), targets.end(), "none") != targets.end() && targets.size() > 1) {
+    std::fprintf(stderr, "kiln compile: --target none cannot be combined with other targets\n");
+    return 2;
   }
+  if (!targets.empty()) args.options.code_targets = targets;  // "none": kernel IR only
   args.options.external_fallbacks = !args.no_fallbacks;
   if (!args.quiet) {
     args.options.progress = [](std::string_view line) {

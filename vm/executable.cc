@@ -270,6 +270,7 @@ CodeObjectSpec CodeObject(const fb::Executable& root, int target, bool shape_fun
   spec.where = AotTargetWhere(target, *t) + (shape_function ? ".shape_functions[" : ".kernels[") +
                std::to_string(i) + "]";
   spec.symbol = View(o->symbol());
+  spec.target_features = View(t->features());
   spec.data = o->object()->data();
   spec.size = o->object()->size();
   return spec;

@@ -78,6 +78,7 @@ struct CodeTargetSpec {
 struct CodeObjectSpec {
   std::string where;  // "aot_targets[0] (...).kernels[3]", for messages
   std::string_view symbol;
+  std::string_view target_features;  // CodeTargetSpec::features of the target it is code for
   const uint8_t* data = nullptr;
   size_t size = 0;
   bool empty() const { return size == 0; }

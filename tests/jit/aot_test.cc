@@ -126,12 +126,12 @@ struct Loaded {
   StatusOr<std::shared_ptr<const Executable>> exe = Internal("not loaded");
 };
 
-Loaded Load(const std::vector<uint8_t>& bytes) {
+Loaded Load(const std::vector<uint8_t>& bytes, const JitProviderOptions& provider = {}) {
   Loaded l;
   auto engine = Engine::Create();
   BOOST_REQUIRE_MESSAGE(engine.ok(), engine.status().ToString());
   l.engine = std::move(*engine);
-  l.provider = std::make_shared<JitKernelProvider>(l.engine);
+  l.provider = std::make_shared<JitKernelProvider>(l.engine, provider);
   LoadOptions options;
   options.kernels = l.provider;
   l.exe = Executable::LoadBytes(bytes.data(), bytes.size(), options);
@@ -274,10 +274,11 @@ BOOST_AUTO_TEST_CASE(the_default_code_target_is_x86_64_v3_on_x86_64) {
 #endif
 }
 
-// Code for narrower vectors than the host's is not linked: on an AVX2 host x86-64-v3 code is
-// chosen (kiln compile's default) and baseline x86-64 code (SSE2) is not, on an AVX-512 host
-// neither is while x86-64-v4 code is; the reason says so.
-BOOST_AUTO_TEST_CASE(code_for_narrower_vectors_than_the_host_is_not_chosen) {
+// Code for narrower vectors than the host's is a first tier: chosen only where no target as
+// wide as the host's runs, and not at all with tiering off (NarrowerCode::kIgnore), whose
+// reason says so. On an AVX2 host x86-64-v3 code is final and baseline x86-64 (SSE2) code a
+// first tier; on an AVX-512 host x86-64-v3 code is a first tier and x86-64-v4 code final.
+BOOST_AUTO_TEST_CASE(code_for_narrower_vectors_than_the_host_is_a_first_tier) {
   std::string abi = AotAbi(CodegenOptions()), llvm = LlvmVersion();  // the spec holds views
   auto spec = [&](const TargetInfo& t, int i, const std::string& where) {
     return CodeTargetSpec{i, where, t.triple, t.cpu, t.features, llvm, abi};
@@ -290,23 +291,105 @@ BOOST_AUTO_TEST_CASE(code_for_narrower_vectors_than_the_host_is_not_chosen) {
   const TargetInfo base = resolve("x86-64"), v3 = resolve("x86-64-v3"), v4 = resolve("x86-64-v4");
   TargetInfo avx2_host = v3, avx512_host = v4;
   avx2_host.cpu = avx512_host.cpu = "some-host";  // no target is this exact host
+  const NarrowerCode off = NarrowerCode::kIgnore;
   std::string why;
-  BOOST_TEST(ChooseCodeTarget({spec(base, 0, "t0"), spec(v3, 1, "t1")}, avx2_host, abi, &why) == 1);
-  BOOST_TEST(ChooseCodeTarget({spec(base, 0, "t0")}, avx2_host, abi, &why) == -1);
-  BOOST_TEST(why == "t0: its vectors are narrower than this host's (AVX2): the JIT compiles for "
-                    "the host");
-  BOOST_TEST(ChooseCodeTarget({spec(v3, 0, "t0")}, avx512_host, abi, &why) == -1);
+  BOOST_TEST(ChooseCodeTarget({spec(base, 0, "t0"), spec(v3, 1, "t1")}, avx2_host, abi) == 1);
+  BOOST_TEST(ChooseCodeTarget({spec(v3, 0, "t0"), spec(base, 1, "t1")}, avx2_host, abi) == 0);
+  BOOST_TEST(ChooseCodeTarget({spec(base, 0, "t0")}, avx2_host, abi) == 0);
+  BOOST_TEST(ChooseCodeTarget({spec(base, 0, "t0")}, avx2_host, abi, &why, off) == -1);
+  BOOST_TEST(why == "t0: its vectors are narrower than this host's (AVX2) and tiering is off: "
+                    "the JIT compiles for the host");
+  BOOST_TEST(ChooseCodeTarget({spec(v3, 0, "t0")}, avx512_host, abi) == 0);
+  BOOST_TEST(ChooseCodeTarget({spec(v3, 0, "t0")}, avx512_host, abi, &why, off) == -1);
   BOOST_TEST(why.find("t0: its vectors are narrower than this host's (AVX-512)") == 0, why);
   BOOST_TEST(ChooseCodeTarget({spec(v3, 0, "t0"), spec(v4, 1, "t1")}, avx512_host, abi) == 1);
+  BOOST_TEST(ChooseCodeTarget({spec(v3, 0, "t0"), spec(v4, 1, "t1")}, avx512_host, abi, nullptr,
+                              off) == 1);
+  // Final code wins even over narrower code enabling more features (a Zen 3 CPU name has
+  // more than x86-64-v4, say).
+  std::string extras;
+  for (int i = 0; i < 40; ++i) extras += ",+kiln-extra" + std::to_string(i);
+  TargetInfo rich_v3 = v3, rich_host = avx512_host;
+  rich_v3.features += extras;
+  rich_host.features = v4.features + extras;
+  BOOST_TEST(ChooseCodeTarget({spec(rich_v3, 0, "t0"), spec(v4, 1, "t1")}, rich_host, abi) == 1);
+}
 
-  // A load on this host: baseline x86-64 code is ignored wherever AVX2 is, and the JIT compiles.
+// A load on this host of code for narrower vectors (x86-64-v2: SSE4.2, no AVX, no FMA, on a
+// host with AVX2 or AVX-512): linked at load as the first tier, so the first run compiles
+// nothing; kernels called again tier up to the JIT's optimized code for the host in the
+// background, which then computes exactly what the JIT alone does. Before the tier-up the
+// answers are RunAll's (add exact; exp within libmvec's accuracy; the row sums within f32
+// rounding, whose order the vector width changes).
+BOOST_AUTO_TEST_CASE(narrower_code_runs_first_then_tiers_up_to_the_hosts_code) {
   const TargetInfo native = Native();
-  Loaded l = Load(ProgramBytes({CodeFor(base)}));
+  if (!native.has_avx2 && !native.has_avx512f) {
+    BOOST_TEST_MESSAGE("x86-64-v2 code is not narrower than this host's: nothing to check");
+    return;
+  }
+  Loaded jit = Load(ProgramBytes({}));
+  BOOST_REQUIRE_MESSAGE(jit.exe.ok(), jit.exe.status().ToString());
+  RunAll(*jit.exe);
+  std::vector<float> want = RunAll(*jit.exe);  // twice: the first tier's calls, then O3's
+  jit.provider->WaitForBackgroundCompiles();
+  want = RunAll(*jit.exe);
+
+  const TargetInfo v2 = [] {
+    auto t = ResolveCodeTarget("x86-64-v2");
+    if (!t.ok()) throw std::runtime_error(t.status().ToString());
+    return *t;
+  }();
+  BOOST_TEST(!v2.has_avx2);
+  Loaded aot = Load(ProgramBytes({CodeFor(v2)}));
+  BOOST_REQUIRE_MESSAGE(aot.exe.ok(), aot.exe.status().ToString());
+  BOOST_TEST(aot.engine->stats().aot_linked == 4);  // at load
+  std::vector<float> first = RunAll(*aot.exe);
+  BOOST_TEST(aot.engine->stats().compilations == 0);  // nothing on the request path
+  DispatchStats s = aot.provider->stats();
+  BOOST_TEST(s.aot_kernels == 4);
+  BOOST_TEST(s.aot_first_tier == 4);
+  BOOST_TEST(s.compilations == 0);
+  BOOST_TEST(s.tier_ups == 0);
+  for (size_t i = 0; i < 5 * 37; ++i) BOOST_TEST(first[i] == want[i]);  // add: exact
+
+  RunAll(*aot.exe);  // each kernel's second call starts its tier-up
+  aot.provider->WaitForBackgroundCompiles();
+  s = aot.provider->stats();
+  BOOST_TEST(s.tier_ups == 4);
+  BOOST_TEST(s.compilations == 4);
+  EngineStats e = aot.engine->stats();
+  BOOST_TEST(e.compilations == 4);  // the host's O3 code, not the first tier's
+  BOOST_TEST(e.fast_compilations == 0);
+  std::vector<float> after = RunAll(*aot.exe);
+  BOOST_TEST(after == want, boost::test_tools::per_element());  // the JIT's code, bit for bit
+}
+
+// With tiering off, code for narrower vectors is not linked: the JIT compiles the host's
+// optimized code on first use, as without the code (the code that runs is final from the
+// first call). Code as wide as the host's still links.
+BOOST_AUTO_TEST_CASE(with_tiering_off_narrower_code_is_ignored) {
+  const TargetInfo native = Native();
+  const TargetInfo base = [] {
+    auto t = ResolveCodeTarget("x86-64");
+    if (!t.ok()) throw std::runtime_error(t.status().ToString());
+    return *t;
+  }();
+  JitProviderOptions pinned;
+  pinned.dispatch.tiering = false;
+  Loaded l = Load(ProgramBytes({CodeFor(base)}), pinned);
   BOOST_REQUIRE_MESSAGE(l.exe.ok(), l.exe.status().ToString());
   RunAll(*l.exe);
   const bool wider = native.has_avx2 || native.has_avx512f;
   BOOST_TEST(l.engine->stats().aot_linked == (wider ? 0 : 4));
   BOOST_TEST(l.engine->stats().compilations == (wider ? 4 : 0));
+  BOOST_TEST(l.engine->stats().fast_compilations == 0);
+  BOOST_TEST(l.provider->stats().aot_first_tier == 0);
+
+  Loaded n = Load(ProgramBytes({CodeFor(native)}), pinned);
+  BOOST_REQUIRE_MESSAGE(n.exe.ok(), n.exe.status().ToString());
+  RunAll(*n.exe);
+  BOOST_TEST(n.engine->stats().aot_linked == 4);
+  BOOST_TEST(n.engine->stats().compilations == 0);
 }
 
 // A load that must fail: InvalidFormat with every `parts` in the message.

@@ -1,5 +1,6 @@
 """kiln.InferenceSession, kiln.compile and kiln.Runtime: outputs against numpy references."""
 import pathlib
+import platform
 
 import numpy as np
 import pytest
@@ -85,6 +86,43 @@ def test_runtime_options_and_stats(rng):
     assert session.runtime.stats()["jit_compilations"] == 0  # kernels compile on first use
     session.run(None, {"x": rng.standard_normal((1, 16)).astype(np.float32)})
     assert runtime.stats()["jit_compilations"] > 0
+
+
+def _host_has(*flags):
+    try:
+        text = pathlib.Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    line = next((l for l in text.splitlines() if l.startswith("flags")), "")
+    return set(flags) <= set(line.split())
+
+
+def test_compile_embeds_code_by_default_as_kiln_compile_does(rng):
+    # kiln.compile's default is the library's (embed/compile.h kiln::CompileOptions), the same
+    # as `kiln compile`'s: x86-64-v3 code on x86-64, which an AVX2 host links instead of
+    # JIT-compiling; targets="none" (or []) opts out as `--target none` does.
+    model = models.Mlp()
+    x = rng.standard_normal((3, 16)).astype(np.float32)
+    x86 = platform.machine() in ("x86_64", "AMD64")
+    links = x86 and _host_has("avx2", "fma", "bmi2")
+    for targets, linked in ((None, links), ("none", False), ([], False), (["x86-64-v3"], links)):
+        exe = kiln.compile(model.onnx, external="none", targets=targets)
+        runtime = kiln.Runtime(threads=1, jit_cache="off")
+        session = runtime.load(exe)
+        assert_matches(session.run(None, {"x": x}), model.reference(x))
+        stats = runtime.stats()
+        if linked:
+            assert stats["jit_aot_kernels"] > 0 and stats["jit_compilations"] == 0, targets
+        else:
+            assert stats["jit_aot_kernels"] == 0 and stats["jit_compilations"] > 0, targets
+    # An .onnx loaded in memory embeds no code: the JIT's first tier compiles what runs.
+    runtime = kiln.Runtime(threads=1, jit_cache="off")
+    runtime.load(model.onnx).run(None, {"x": x})
+    assert runtime.stats()["jit_aot_kernels"] == 0
+    with pytest.raises(kiln.InvalidArgument, match="cannot be combined"):
+        kiln.compile(model.onnx, targets=["none", "x86-64-v3"])
+    with pytest.raises(TypeError):
+        kiln.compile(model.onnx, targets=[3])
 
 
 def test_sessions_with_the_same_options_share_a_runtime():

@@ -556,6 +556,48 @@ BOOST_AUTO_TEST_CASE(compile_embeds_x86_64_v3_code_by_default) {
 #endif
 }
 
+// Code for narrower vectors than the host's (x86-64-v2: SSE4.2, on a host with AVX2) is a
+// first tier: the first run compiles nothing, and the kernels called again tier up to the
+// JIT's code for the host in the background (bench's jit_compiles: one per kernel linked, at
+// least).
+// With --jit-tiering off such code is not linked: the JIT compiles the host's code at once.
+BOOST_AUTO_TEST_CASE(narrower_code_is_a_first_tier_that_tiers_up) {
+  std::string model = WriteModel("aot_v2.onnx", R"(<ir_version: 8, opset_import: ["" : 13]>
+      g (float[N, 3] x) => (float[N, 3] y) <float[3] b = {0.5, -1.0, 2.0}> {
+        t = Add(x, b) e = Exp(t) y = Relu(e) })");
+  std::string exe = TmpDir() + "/aot_v2.kiln";
+  Result r = Kiln("compile " + model + " -o " + exe + " -q --external none --target x86-64-v2");
+  BOOST_TEST(r.code == 0, r.out);
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx2")) return;  // x86-64-v2 code is not narrower here
+  float x[6] = {1, 2, -3, -0.25f, 0.5f, -1};
+  std::string xp = WritePbFile("aot_v2_x.pb", onnx::TensorProto::FLOAT, {2, 3}, x, sizeof(x));
+  Result first = Kiln("run " + exe + " " + xp + " --jit-cache off --stats");
+  BOOST_TEST(first.code == 0, first.out);
+  BOOST_TEST(Contains(first.out, "kiln run: jit: 0 compilations"), first.out);
+  BOOST_TEST(!Contains(first.out, " 0 kernels linked"), first.out);
+  Result pinned = Kiln("run " + exe + " " + xp + " --jit-cache off --jit-tiering off --stats");
+  BOOST_TEST(pinned.code == 0, pinned.out);
+  BOOST_TEST(!Contains(pinned.out, "jit: 0 compilations"), pinned.out);
+  BOOST_TEST(Contains(pinned.out, " 0 kernels linked"), pinned.out);
+  size_t y = pinned.out.find("y: f32[2, 3] [");
+  BOOST_REQUIRE_MESSAGE(y != std::string::npos, pinned.out);
+  // Elementwise (exp through libmvec's SSE and AVX2 variants): the same values as printed.
+  BOOST_TEST(Contains(first.out, pinned.out.substr(y, pinned.out.find('\n', y) - y)), first.out);
+
+  Result bench = Kiln("bench " + exe + " --dim N=2 --iters 3 --warmup 0 --jit-cache off --json");
+  BOOST_TEST(bench.code == 0, bench.out);
+  auto number = [&](const std::string& key) -> long long {
+    size_t at = bench.out.find("\"" + key + "\": ");
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, key << " not in: " << bench.out);
+    return std::atoll(bench.out.c_str() + at + key.size() + 4);
+  };
+  BOOST_TEST(number("aot_kernels") > 0, bench.out);
+  // Every kernel linked tiered up (the O3 compiles; specializations would add more).
+  BOOST_TEST(number("jit_compiles") >= number("aot_kernels"), bench.out);
+#endif
+}
+
 // The default external compiler (oneDNN) claims a convolution (a 1x1 one, the product
 // computed here); kiln run binds the built-in oneDNN runtime. --external=none keeps it on the
 // JIT. A MatMul (of run-time tensors, or with its weights an initializer, then prepacked) has
