@@ -29,7 +29,9 @@ void kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, KilnParallelBo
 /// Runs `body(begin + i, begin + i + 1, ctx)` once on each thread i of a team of n threads,
 /// all at once, 1 <= n <= max_threads: n is min(max_threads, OpenMP's threads) and OpenMP may
 /// give fewer; n is 1 (the calling thread) when called from inside a parallel region (a
-/// kiln_parallel_for chunk or another team). Nothing runs when max_threads < 1. Inside `body`,
+/// kiln_parallel_for chunk or another team), and for the next 64 calls after one in which more
+/// than one barrier in 8 found a team-mate descheduled (a loaded host: each step would wait for
+/// a time slice). Nothing runs when max_threads < 1. Inside `body`,
 /// kiln_team_size() is n and kiln_team_barrier() synchronizes the team (ForKind::kTeam loops).
 /// Returns after every thread has finished. Thread-safe; the team's threads run inside the
 /// calling thread's KernelErrorScope, and its barriers stop the team once the calling thread's
