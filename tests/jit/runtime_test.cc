@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include <omp.h>
@@ -252,6 +253,30 @@ BOOST_AUTO_TEST_CASE(a_deadline_stops_every_member_of_a_team_at_the_same_barrier
     kiln_parallel_team(0, 1, &StopBody, &late);
   }
   BOOST_TEST(late.passed[0].load() == 0);
+}
+
+// A team whose member 1 is "descheduled" (sleeps 2 ms) before each of 16 barriers: member 0
+// has to sleep at each, so the next 64 team calls run on their caller alone; then a team again.
+BOOST_AUTO_TEST_CASE(teams_step_aside_after_a_call_that_kept_waiting_for_a_team_mate) {
+  auto size_of_next_team = [] {
+    std::atomic<int64_t> size{0};
+    kiln_parallel_team(0, 2, [](int64_t, int64_t, void* ctx) {
+      static_cast<std::atomic<int64_t>*>(ctx)->store(kiln_team_size());
+    }, &size);
+    return size.load();
+  };
+  // Earlier tests may have left teams aside (their barriers slept on a loaded host).
+  int64_t n = 0;
+  for (int call = 0; call <= 64 && n != 2; ++call) n = size_of_next_team();
+  BOOST_REQUIRE(n == 2);
+  kiln_parallel_team(0, 2, [](int64_t begin, int64_t, void*) {
+    for (int r = 0; r < 16; ++r) {
+      if (begin == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      kiln_team_barrier();
+    }
+  }, nullptr);
+  for (int call = 0; call < 64; ++call) BOOST_REQUIRE(size_of_next_team() == 1);
+  BOOST_TEST(size_of_next_team() == 2);
 }
 
 }  // namespace
