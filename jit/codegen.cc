@@ -149,6 +149,7 @@ Status CodeGenerator::EmitFor(const StmtNode& s) {
   ASSIGN_OR_RETURN(llvm::Value * extent, EmitExpr(s.exprs[1]));
   llvm::Value* end = b_.CreateAdd(min, extent, s.var.name() + ".end", false, true);
   if (s.for_kind == ForKind::kParallel) return EmitParallelFor(s, min, end);
+  if (s.for_kind == ForKind::kTeam) return EmitTeamFor(s, min, extent);
   if (s.for_kind == ForKind::kVectorized) {
     ASSIGN_OR_RETURN(bool emitted, EmitVectorLoop(s, min, extent));
     if (emitted) return Status::Ok();

@@ -89,6 +89,10 @@ std::string ModuleText(const KernelModule& generated);
 
 /// Name of the runtime parallel-for every parallel loop calls (see jit/runtime.h).
 inline constexpr const char* kParallelForSymbol = "kiln_parallel_for";
+/// Names of the runtime team functions a kTeam loop, TeamSize and TeamBarrier call.
+inline constexpr const char* kParallelTeamSymbol = "kiln_parallel_team";
+inline constexpr const char* kTeamSizeSymbol = "kiln_team_size";
+inline constexpr const char* kTeamBarrierSymbol = "kiln_team_barrier";
 /// Name of the runtime function a failed CheckIndex calls (see jit/runtime.h).
 inline constexpr const char* kIndexErrorSymbol = "kiln_index_error";
 /// Name of the runtime function a failed CheckInRange calls (see jit/runtime.h).

@@ -58,6 +58,7 @@ llvm::Type* CodeGenerator::MemoryType(DType t) {
 StatusOr<llvm::Value*> CodeGenerator::EmitExpr(const Expr& e) {
   const ExprNode& n = *e;
   if (n.op <= ExprOp::kDim) return EmitLeaf(n, e);
+  if (n.op == ExprOp::kTeamSize || n.op == ExprOp::kTeamBarrier) return EmitTeamCall(n.op);
   if (n.op == ExprOp::kReduce) return EmitReduce(n);
   std::vector<llvm::Value*> args;
   for (const Expr& arg : n.args) {
@@ -356,6 +357,24 @@ llvm::Value* CodeGenerator::EmitSigmoid(llvm::Value* x) {
   llvm::Value* positive = b_.CreateFDiv(one, denominator);
   llvm::Value* negative = b_.CreateFDiv(e, denominator);
   return b_.CreateSelect(b_.CreateFCmpOGE(x, llvm::ConstantFP::get(type, 0.0)), positive, negative);
+}
+
+// kiln_team_size() (reads only the calling thread's seat) or kiln_team_barrier(), which
+// carries no attributes: LLVM must assume it reads and writes any memory, so no access to a
+// buffer moves across it.
+llvm::Value* CodeGenerator::EmitTeamCall(ExprOp op) {
+  if (op == ExprOp::kTeamSize) {
+    llvm::FunctionCallee size = module_.getOrInsertFunction(kTeamSizeSymbol, b_.getInt64Ty());
+    if (auto* f = llvm::dyn_cast<llvm::Function>(size.getCallee())) {
+      f->setDoesNotThrow();
+      f->setOnlyAccessesInaccessibleMemory();
+      f->addFnAttr(llvm::Attribute::WillReturn);
+    }
+    return b_.CreateCall(size);
+  }
+  llvm::FunctionCallee barrier = module_.getOrInsertFunction(kTeamBarrierSymbol, b_.getInt32Ty());
+  if (auto* f = llvm::dyn_cast<llvm::Function>(barrier.getCallee())) f->setDoesNotThrow();
+  return b_.CreateICmpNE(b_.CreateCall(barrier), b_.getInt32(0));
 }
 
 // A libm call marked pure so the vectorizer may replace it with its libmvec variant.

@@ -8,6 +8,7 @@
 #include <llvm/IR/Module.h>
 
 #include <functional>
+#include <utility>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -69,6 +70,10 @@ class CodeGenerator {
 
   // codegen_parallel.cc: parallel loops.
   Status EmitParallelFor(const StmtNode& s, llvm::Value* begin, llvm::Value* end);
+  Status EmitTeamFor(const StmtNode& s, llvm::Value* begin, llvm::Value* extent);
+  // The body of `s` outlined as `void (i64 begin, i64 end, ptr ctx)` with what it captures
+  // stored in a context struct; returns {function, context}.
+  StatusOr<std::pair<llvm::Function*, llvm::Value*>> OutlineLoopBody(const StmtNode& s);
   StatusOr<llvm::Function*> EmitOutlinedBody(const StmtNode& s,
                                              const std::vector<const BufferNode*>& buffers,
                                              const std::vector<const ExprNode*>& vars,
@@ -95,6 +100,7 @@ class CodeGenerator {
   // `position` null: CheckIndex; else CheckInRange.
   llvm::Value* EmitCheckIndex(const ExprNode& n, llvm::Value* index, llvm::Value* bound,
                               llvm::Value* position);
+  llvm::Value* EmitTeamCall(ExprOp op);  // kTeamSize, kTeamBarrier
   llvm::Value* Combine(ReduceOp op, DType t, llvm::Value* acc, llvm::Value* v);
   llvm::Value* ArgBetter(ReduceOp op, DType t, llvm::Value* v, llvm::Value* best);
   llvm::Value* ReduceInit(ReduceOp op, DType t);

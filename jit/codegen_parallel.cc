@@ -33,8 +33,10 @@ class UseCollector {
   void Expr(const jit::Expr& e) {
     if (!e || !seen_.insert(e.get()).second) return;
     if (e->op == ExprOp::kVar) vars.push_back(e.get());
-    if (e->op == ExprOp::kLoad || e->op == ExprOp::kReduce || e->op == ExprOp::kCheckIndex) {
-      loads_or_loops = true;  // a check must not fire for a loop that never runs
+    if (e->op == ExprOp::kLoad || e->op == ExprOp::kReduce || e->op == ExprOp::kCheckIndex ||
+        e->op == ExprOp::kTeamSize || e->op == ExprOp::kTeamBarrier) {
+      loads_or_loops = true;  // a check must not fire for a loop that never runs; a team call
+                              // is made by the team's threads only
     }
     if (e->buffer) AddBuffer(e->buffer.get());
     for (const jit::Expr& arg : e->args) Expr(arg);
@@ -334,6 +336,26 @@ Status CodeGenerator::EmitParallelFor(const StmtNode& s, llvm::Value* begin, llv
   llvm::Value* grain = b_.CreateBinaryIntrinsic(
       llvm::Intrinsic::smax,
       b_.CreateSDiv(b_.getInt64(kMinWorkPerChunk), RuntimeWork(s, begin, end)), b_.getInt64(1));
+  ASSIGN_OR_RETURN(auto outlined, OutlineLoopBody(s));
+  llvm::Type* i64 = b_.getInt64Ty();
+  llvm::FunctionCallee parallel_for = module_.getOrInsertFunction(
+      kParallelForSymbol, b_.getVoidTy(), i64, i64, i64, b_.getPtrTy(), b_.getPtrTy());
+  b_.CreateCall(parallel_for, {begin, end, grain, outlined.first, outlined.second});
+  return Status::Ok();
+}
+
+// A team loop: kiln_parallel_team runs the outlined body for one index per team thread.
+Status CodeGenerator::EmitTeamFor(const StmtNode& s, llvm::Value* begin, llvm::Value* extent) {
+  ASSIGN_OR_RETURN(auto outlined, OutlineLoopBody(s));
+  llvm::Type* i64 = b_.getInt64Ty();
+  llvm::FunctionCallee team = module_.getOrInsertFunction(
+      kParallelTeamSymbol, b_.getVoidTy(), i64, i64, b_.getPtrTy(), b_.getPtrTy());
+  b_.CreateCall(team, {begin, extent, outlined.first, outlined.second});
+  return Status::Ok();
+}
+
+StatusOr<std::pair<llvm::Function*, llvm::Value*>> CodeGenerator::OutlineLoopBody(
+    const StmtNode& s) {
   UseCollector uses;
   uses.Stmt(s.body[0].get());
   // Captured values in a fixed order; constants (e.g. unit strides) stay constants in the body.
@@ -360,11 +382,7 @@ Status CodeGenerator::EmitParallelFor(const StmtNode& s, llvm::Value* begin, llv
     b_.CreateStore(values[i], b_.CreateStructGEP(ctx_type, ctx, i));
   }
   ASSIGN_OR_RETURN(llvm::Function * body, EmitOutlinedBody(s, uses.buffers, uses.vars, ctx_type));
-  llvm::Type* i64 = b_.getInt64Ty();
-  llvm::FunctionCallee parallel_for = module_.getOrInsertFunction(
-      kParallelForSymbol, b_.getVoidTy(), i64, i64, i64, b_.getPtrTy(), b_.getPtrTy());
-  b_.CreateCall(parallel_for, {begin, end, grain, body, ctx});
-  return Status::Ok();
+  return std::make_pair(body, static_cast<llvm::Value*>(ctx));
 }
 
 // `void body(i64 begin, i64 end, ptr ctx)`: reloads the captured values and runs iterations
@@ -386,8 +404,10 @@ StatusOr<llvm::Function*> CodeGenerator::EmitOutlinedBody(
   fn_ = body;
   b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", body));
   env_ = ReloadCaptures(saved_env, buffers, vars, ctx_type, body->getArg(2));
-  // Iterations are independent, so an innermost parallel loop may also be vectorized.
-  ForKind kind = HasLoop(s.body[0].get()) ? ForKind::kSerial : ForKind::kVectorized;
+  // Iterations are independent, so an innermost parallel loop may also be vectorized (a team
+  // body runs one iteration and may hold a barrier: kept serial).
+  ForKind kind = HasLoop(s.body[0].get()) || s.for_kind == ForKind::kTeam ? ForKind::kSerial
+                                                                            : ForKind::kVectorized;
   Status status = EmitLoop(body->getArg(0), body->getArg(1), kind, false, s.var.name(),
                            [&](llvm::Value* index) {
                              env_.vars[s.var.get()] = index;

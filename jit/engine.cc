@@ -85,6 +85,15 @@ std::vector<bool> AddHostSymbols(llvm::orc::LLJIT& jit, const std::vector<const 
   runtime[jit.mangleAndIntern(kParallelForSymbol)] = {
       llvm::orc::ExecutorAddr::fromPtr(ParallelForAddress()),
       llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
+  runtime[jit.mangleAndIntern(kParallelTeamSymbol)] = {
+      llvm::orc::ExecutorAddr::fromPtr(ParallelTeamAddress()),
+      llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
+  runtime[jit.mangleAndIntern(kTeamSizeSymbol)] = {
+      llvm::orc::ExecutorAddr::fromPtr(TeamSizeAddress()),
+      llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
+  runtime[jit.mangleAndIntern(kTeamBarrierSymbol)] = {
+      llvm::orc::ExecutorAddr::fromPtr(TeamBarrierAddress()),
+      llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};
   runtime[jit.mangleAndIntern(kIndexErrorSymbol)] = {
       llvm::orc::ExecutorAddr::fromPtr(IndexErrorAddress()),
       llvm::JITSymbolFlags::Exported | llvm::JITSymbolFlags::Callable};

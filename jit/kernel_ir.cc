@@ -135,7 +135,7 @@ DType InferLeaf(const ExprNode& n, std::string* why) {
 }
 
 size_t ExpectedArgs(ExprOp op) {
-  if (op <= ExprOp::kDim) return 0;
+  if (op <= ExprOp::kDim || op >= ExprOp::kTeamSize) return 0;
   if (op == ExprOp::kNot || (op >= ExprOp::kNeg && op <= ExprOp::kIsInf) || op == ExprOp::kCast) {
     return 1;
   }
@@ -176,7 +176,7 @@ Buffer Buffer::Local(std::string name, DType dtype, std::vector<int64_t> shape) 
 }
 
 DType InferType(const ExprNode& n, std::string* why) {
-  if (n.op > ExprOp::kCheckIndex || n.reduce_op > ReduceOp::kArgMin) {
+  if (n.op > ExprOp::kTeamBarrier || n.reduce_op > ReduceOp::kArgMin) {
     *why = "unknown operation " + std::to_string(static_cast<int>(n.op));
     return DType::kInvalid;
   }
@@ -219,6 +219,8 @@ DType InferType(const ExprNode& n, std::string* why) {
     return DType::kInvalid;
   }
   if (n.op == ExprOp::kReduce) return InferReduce(n, why);
+  if (n.op == ExprOp::kTeamSize) return DType::kI64;
+  if (n.op == ExprOp::kTeamBarrier) return DType::kBool;
   if (n.op == ExprOp::kCheckIndex) {
     bool i64 = true;
     for (const Expr& arg : n.args) i64 = i64 && arg.dtype() == DType::kI64;
@@ -355,6 +357,18 @@ Expr CheckInRange(Expr value, Expr bound, Expr position, std::string site) {
   return Make(std::move(node));
 }
 
+Expr TeamSize() {
+  ExprNode node;
+  node.op = ExprOp::kTeamSize;
+  return Make(std::move(node));
+}
+
+Expr TeamBarrier() {
+  ExprNode node;
+  node.op = ExprOp::kTeamBarrier;
+  return Make(std::move(node));
+}
+
 Expr Reduce(ReduceOp op, std::vector<IterVar> axes, Expr body) {
   ExprNode node;
   node.op = ExprOp::kReduce;
@@ -455,8 +469,8 @@ const char* ExprOpName(ExprOp op) {
       "le",   "gt",       "ge",       "and",   "or",      "not",    "neg",  "abs",   "exp",
       "log",  "sqrt",     "rsqrt",    "tanh",  "sigmoid", "erf",    "sin",  "cos",   "floor",
       "ceil", "round",    "isnan",    "isinf", "select",  "muladd", "cast", "reduce",
-      "check_index"};
-  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(ExprOp::kCheckIndex) + 1);
+      "check_index", "team_size", "team_barrier"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(ExprOp::kTeamBarrier) + 1);
   auto i = static_cast<size_t>(op);
   return i < sizeof(kNames) / sizeof(kNames[0]) ? kNames[i] : "?";
 }
@@ -468,9 +482,9 @@ const char* ReduceOpName(ReduceOp op) {
 }
 
 const char* ForKindName(ForKind kind) {
-  static constexpr const char* kNames[] = {"serial", "parallel", "vectorized", "unrolled"};
+  static constexpr const char* kNames[] = {"serial", "parallel", "vectorized", "unrolled", "team"};
   auto i = static_cast<size_t>(kind);
-  return i < 4 ? kNames[i] : "?";
+  return i < 5 ? kNames[i] : "?";
 }
 
 }  // namespace kiln::jit

@@ -126,6 +126,8 @@ enum class ExprOp : uint8_t {
   kReduce,    // args {body, extent_0, ...}; axes bound over [0, extent_i); see ReduceOp
   kCheckIndex,  // args {index, bound} or {value, bound, position}, all i64; `name` is the site
                 // (see CheckIndex, CheckInRange); result i64
+  kTeamSize,     // no args; i64: the number of threads of the enclosing kTeam loop (TeamSize)
+  kTeamBarrier,  // no args; bool: waits for the enclosing kTeam loop's threads (TeamBarrier)
 };
 // clang-format on
 
@@ -159,6 +161,11 @@ enum class ForKind : uint8_t {
   kVectorized,  // asserts iterations are independent (as kParallel does) and forces LLVM's
                 // loop vectorizer on; effective on innermost loops
   kUnrolled,    // fully unrolled when the extent is constant, else by a small factor
+  kTeam,        // runs the body once on each thread of a team of n threads, 1 <= n <= extent,
+                // concurrently, var = min + the thread's index in [0, n); n is what the runtime
+                // offers (fewer when OpenMP gives fewer, 1 inside a parallel region or a team)
+                // and the body reads it with TeamSize(); TeamBarrier() synchronizes the team.
+                // An extent below 1 runs nothing. See jit/runtime.h, kiln_parallel_team.
 };
 
 /// A statement node. Fields not used by `op` keep their defaults.
@@ -276,6 +283,18 @@ Expr CheckIndex(Expr index, Expr bound, std::string site);
 /// element of the tensor it was (ReverseSequence: the batch index), and the result is clamped
 /// into [0, bound - 1]. Since kernel IR 1.3 (a check_index with three operands).
 Expr CheckInRange(Expr value, Expr bound, Expr position, std::string site);
+
+/// Inside a kTeam loop's body (not inside a kParallel loop nested in it): the team's size n
+/// (i64, >= 1), the same value on every thread of the team. Since kernel IR 1.4.
+Expr TeamSize();
+/// Inside a kTeam loop's body (as TeamSize): waits until every thread of the team has reached
+/// its barrier, so what one thread stored before it is visible to all after it, and returns
+/// true; every thread must execute the same number of TeamBarriers (keep them out of
+/// thread-dependent conditions). Returns false, on every thread of the team and for every later
+/// TeamBarrier of that team at once, when the run's deadline (base/deadline.h) had passed at the
+/// barrier: the body should then skip the rest of its work (the VM discards the outputs). With
+/// n == 1 it waits for nothing. Since kernel IR 1.4.
+Expr TeamBarrier();
 
 /// A reduction axis: `var` ranges over [0, extent).
 struct IterVar {

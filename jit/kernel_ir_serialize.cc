@@ -13,10 +13,10 @@ namespace kiln::jit {
 namespace {
 
 constexpr char kMagic[4] = {'K', 'K', 'I', 'R'};
-constexpr int kNumExprOps = static_cast<int>(ExprOp::kCheckIndex) + 1;
+constexpr int kNumExprOps = static_cast<int>(ExprOp::kTeamBarrier) + 1;
 constexpr int kNumReduceOps = static_cast<int>(ReduceOp::kArgMin) + 1;
 constexpr int kNumStmtOps = static_cast<int>(StmtOp::kSeq) + 1;
-constexpr int kNumForKinds = static_cast<int>(ForKind::kUnrolled) + 1;
+constexpr int kNumForKinds = static_cast<int>(ForKind::kTeam) + 1;
 
 // ---- Writer. ----
 

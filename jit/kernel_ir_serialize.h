@@ -15,8 +15,9 @@ namespace kiln::jit {
 inline constexpr const char* kPayloadFormat = "kiln-kir-1";
 /// Format version written; a reader loads the same major and any minor up to its own.
 inline constexpr uint16_t kKirMajorVersion = 1;
-// 1.1 added preconditions, 1.2 check_index, 1.3 check_index with a position (CheckInRange).
-inline constexpr uint16_t kKirMinorVersion = 3;
+// 1.1 added preconditions, 1.2 check_index, 1.3 check_index with a position (CheckInRange),
+// 1.4 team loops (ForKind::kTeam) with team_size and team_barrier.
+inline constexpr uint16_t kKirMinorVersion = 4;
 
 /// How a kernel's symbolic dim gets its value at run time: the size of dim `axis` of the
 /// kernel parameter `buffer` (an index into Kernel::buffers).

@@ -97,6 +97,10 @@ class Validator {
     }
     if (n.op == ExprOp::kLoad || n.op == ExprOp::kDim) RETURN_IF_ERROR(CheckBuffer(n.buffer));
     if (n.op == ExprOp::kReduce) return CheckReduce(e);
+    if ((n.op == ExprOp::kTeamSize || n.op == ExprOp::kTeamBarrier) && !in_team_) {
+      return Fail(std::string(ExprOpName(n.op)) +
+                  " outside a team loop's body (or inside a parallel loop within it)");
+    }
     for (const Expr& arg : n.args) RETURN_IF_ERROR(CheckExpr(arg));
     return CheckType(n);
   }
@@ -167,10 +171,16 @@ class Validator {
     if (s.exprs.size() != 2) return Fail("for needs min and extent");
     RETURN_IF_ERROR(CheckI64(s.exprs[0], "loop min"));
     RETURN_IF_ERROR(CheckI64(s.exprs[1], "loop extent"));
-    if (s.for_kind > ForKind::kUnrolled) return Fail("unknown loop kind");
+    if (s.for_kind > ForKind::kTeam) return Fail("unknown loop kind");
     RETURN_IF_ERROR(Bind(s.var));
     if (s.var.dtype() != DType::kI64) return Fail("loop var is not i64");
+    // A team's size and barrier belong to the team's own threads: a parallel loop inside it
+    // runs its iterations elsewhere (or in any order), so they are out of reach there.
+    const bool outer_team = in_team_;
+    if (s.for_kind == ForKind::kTeam) in_team_ = true;
+    if (s.for_kind == ForKind::kParallel) in_team_ = false;
     RETURN_IF_ERROR(CheckBody(s, 0));
+    in_team_ = outer_team;
     vars_.erase(s.var.get());
     path_.pop_back();
     return Status::Ok();
@@ -256,6 +266,7 @@ class Validator {
   std::unordered_set<const BufferNode*> buffers_;
   std::vector<std::string> path_;
   int depth_ = 0;
+  bool in_team_ = false;  // inside a kTeam loop's body, no kParallel loop in between
 };
 
 }  // namespace

@@ -26,6 +26,29 @@ typedef void (*KilnParallelBody)(int64_t begin, int64_t end, void* ctx);
 /// The threads of the team run inside the calling thread's KernelErrorScope.
 void kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, KilnParallelBody body, void* ctx);
 
+/// Runs `body(begin + i, begin + i + 1, ctx)` once on each thread i of a team of n threads,
+/// all at once, 1 <= n <= max_threads: n is min(max_threads, OpenMP's threads) and OpenMP may
+/// give fewer; n is 1 (the calling thread) when called from inside a parallel region (a
+/// kiln_parallel_for chunk or another team), and for the next 64 calls after one in which more
+/// than one barrier in 8 found a team-mate descheduled (a loaded host: each step would wait for
+/// a time slice). Nothing runs when max_threads < 1. Inside `body`,
+/// kiln_team_size() is n and kiln_team_barrier() synchronizes the team (ForKind::kTeam loops).
+/// Returns after every thread has finished. Thread-safe; the team's threads run inside the
+/// calling thread's KernelErrorScope, and its barriers stop the team once the calling thread's
+/// run deadline (base/deadline.h) has passed.
+void kiln_parallel_team(int64_t begin, int64_t max_threads, KilnParallelBody body, void* ctx);
+
+/// The size n of the calling thread's innermost team (1 outside any team).
+int64_t kiln_team_size(void);
+
+/// Waits until all n threads of the calling thread's team have called it as often as this one,
+/// then returns 1, or 0 when the run's deadline had passed at that barrier (decided once, by the
+/// last thread to arrive, so the whole team agrees); after a 0 every later call of that team
+/// returns 0 at once, so threads that skip their remaining work still never wait for each
+/// other. Waiting spins briefly, then sleeps on a futex: a descheduled team-mate costs the
+/// waiter no CPU. With n == 1 (or outside a team) it only checks the deadline.
+int32_t kiln_team_barrier(void);
+
 /// Called by a kernel's CheckIndex (ExprOp::kCheckIndex) when `index` (as read, before negative
 /// values are counted from the end) is outside [-bound, bound): records the first such report
 /// in the innermost KernelErrorScope of the calling thread (ignored when there is none).
@@ -42,6 +65,10 @@ namespace kiln::jit {
 
 /// Address of kiln_parallel_for, for the engine's symbol table (it need not be exported).
 void* ParallelForAddress();
+/// Addresses of kiln_parallel_team, kiln_team_size and kiln_team_barrier, likewise.
+void* ParallelTeamAddress();
+void* TeamSizeAddress();
+void* TeamBarrierAddress();
 /// Address of kiln_index_error, likewise.
 void* IndexErrorAddress();
 /// Address of kiln_range_error, likewise.

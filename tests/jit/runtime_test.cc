@@ -1,11 +1,15 @@
 // kiln_parallel_for: every iteration exactly once, pieces skipped once the run's deadline passed,
-// and kiln_index_error reports reaching the calling thread's KernelErrorScope from the team.
+// and kiln_index_error reports reaching the calling thread's KernelErrorScope from the team;
+// kiln_parallel_team: every member once, barriers that order phases, one thread inside a
+// parallel region, and a deadline that stops the whole team at the same barrier.
 #define BOOST_TEST_MODULE runtime_test
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include <omp.h>
@@ -126,6 +130,153 @@ BOOST_AUTO_TEST_CASE(index_errors_without_a_scope_are_dropped) {
   kiln_parallel_for(0, 1000, 10, &ReportingBody, nullptr);
   KernelErrorScope errors;
   BOOST_TEST(!errors.failed());
+}
+
+
+// ---- Teams ----
+
+struct Phases {
+  static constexpr int kMaxThreads = 8;
+  static constexpr int kRounds = 500;
+  std::atomic<int> members{0}, size_mismatches{0}, stale_reads{0}, false_barriers{0};
+  std::atomic<int64_t> seen_size{0};
+  std::atomic<int64_t> slot[kMaxThreads] = {};
+  std::atomic<int> index_hits[kMaxThreads] = {};
+};
+
+// Round r: every member writes r into its slot, passes a barrier, then must read r in every
+// slot (no member is still in round r - 1, none is already in r + 1 before the next barrier).
+void PhaseBody(int64_t begin, int64_t end, void* ctx) {
+  auto* p = static_cast<Phases*>(ctx);
+  ++p->members;
+  const int64_t n = kiln_team_size();
+  if (end != begin + 1 || begin < 100 || begin - 100 >= n) ++p->size_mismatches;
+  if (begin >= 100 && begin - 100 < Phases::kMaxThreads) ++p->index_hits[begin - 100];
+  int64_t expected = 0;
+  if (!p->seen_size.compare_exchange_strong(expected, n) && expected != n) ++p->size_mismatches;
+  for (int r = 1; r <= Phases::kRounds; ++r) {
+    p->slot[begin - 100].store(r, std::memory_order_relaxed);
+    if (kiln_team_barrier() != 1) ++p->false_barriers;
+    for (int64_t t = 0; t < n; ++t) {
+      if (p->slot[t].load(std::memory_order_relaxed) != r) ++p->stale_reads;
+    }
+    if (kiln_team_barrier() != 1) ++p->false_barriers;
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_team_runs_each_member_once_and_its_barriers_order_phases) {
+  Phases p;
+  kiln_parallel_team(100, 4, &PhaseBody, &p);
+  const int64_t n = p.seen_size.load();
+  BOOST_TEST(n >= 1);
+  BOOST_TEST(n <= std::min(4, omp_get_max_threads()));
+  BOOST_TEST(n == 2);  // OMP_NUM_THREADS=2 (BUILD)
+  BOOST_TEST(p.members.load() == n);
+  for (int64_t t = 0; t < n; ++t) BOOST_TEST(p.index_hits[t].load() == 1);
+  BOOST_TEST(p.size_mismatches.load() == 0);
+  BOOST_TEST(p.stale_reads.load() == 0);
+  BOOST_TEST(p.false_barriers.load() == 0);
+  // Outside a team: size 1, and the barrier waits for nothing.
+  BOOST_TEST(kiln_team_size() == 1);
+  BOOST_TEST(kiln_team_barrier() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_team_of_at_most_one_or_inside_a_parallel_region_is_the_caller) {
+  Phases one;
+  kiln_parallel_team(100, 1, &PhaseBody, &one);
+  BOOST_TEST(one.members.load() == 1);
+  BOOST_TEST(one.seen_size.load() == 1);
+  BOOST_TEST(one.stale_reads.load() == 0);
+  Phases none;
+  kiln_parallel_team(100, 0, &PhaseBody, &none);
+  BOOST_TEST(none.members.load() == 0);
+  // From every chunk of a parallel loop: a team of one on that thread (no barrier across the
+  // chunks, which would hang if chunks ran one after another).
+  std::atomic<int> sizes{0}, calls{0};
+  struct Outer {
+    std::atomic<int>* sizes;
+    std::atomic<int>* calls;
+  } outer{&sizes, &calls};
+  kiln_parallel_for(0, 2, 1, [](int64_t begin, int64_t end, void* ctx) {
+    for (int64_t i = begin; i < end; ++i) {
+      kiln_parallel_team(0, 4, [](int64_t, int64_t, void* c) {
+        auto* o = static_cast<Outer*>(c);
+        ++*o->calls;
+        *o->sizes += static_cast<int>(kiln_team_size());
+        for (int r = 0; r < 100; ++r) kiln_team_barrier();
+      }, ctx);
+    }
+  }, &outer);
+  BOOST_TEST(calls.load() == 2);
+  BOOST_TEST(sizes.load() == 2);
+}
+
+// Each member counts the barriers that returned 1 and checks that, after the first 0, every
+// later one returns 0 at once. Member 0 advances the fake clock 1 ms per round.
+struct Stops {
+  static constexpr int kRounds = 1000;
+  std::atomic<int> passed[Phases::kMaxThreads] = {};
+  std::atomic<int> resumed{0}, members{0};
+};
+
+void StopBody(int64_t begin, int64_t, void* ctx) {
+  auto* s = static_cast<Stops*>(ctx);
+  ++s->members;
+  bool stopped = false;
+  for (int r = 0; r < Stops::kRounds; ++r) {
+    if (begin == 0) fake_ms += 1;
+    const int32_t go = kiln_team_barrier();
+    if (go == 1 && stopped) ++s->resumed;
+    if (go == 1) ++s->passed[begin];
+    stopped = stopped || go == 0;
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_deadline_stops_every_member_of_a_team_at_the_same_barrier) {
+  ScopedDeadlineClockForTesting clock(&FakeNow);
+  Stops s;
+  {
+    ScopedDeadline deadline(FakeNow() + std::chrono::milliseconds(30));
+    kiln_parallel_team(0, 2, &StopBody, &s);  // returning at all: nobody waits forever
+  }
+  const int n = s.members.load();
+  BOOST_TEST(n >= 1);
+  BOOST_TEST(s.resumed.load() == 0);
+  const int passed = s.passed[0].load();
+  BOOST_TEST(passed >= 1);
+  BOOST_TEST(passed < Stops::kRounds);
+  for (int t = 1; t < n; ++t) BOOST_TEST(s.passed[t].load() == passed);
+  // A deadline already past stops the first barrier, on one thread as on a team.
+  Stops late;
+  {
+    ScopedDeadline deadline(FakeNow() - std::chrono::milliseconds(1));
+    kiln_parallel_team(0, 1, &StopBody, &late);
+  }
+  BOOST_TEST(late.passed[0].load() == 0);
+}
+
+// A team whose member 1 is "descheduled" (sleeps 2 ms) before each of 16 barriers: member 0
+// has to sleep at each, so the next 64 team calls run on their caller alone; then a team again.
+BOOST_AUTO_TEST_CASE(teams_step_aside_after_a_call_that_kept_waiting_for_a_team_mate) {
+  auto size_of_next_team = [] {
+    std::atomic<int64_t> size{0};
+    kiln_parallel_team(0, 2, [](int64_t, int64_t, void* ctx) {
+      static_cast<std::atomic<int64_t>*>(ctx)->store(kiln_team_size());
+    }, &size);
+    return size.load();
+  };
+  // Earlier tests may have left teams aside (their barriers slept on a loaded host).
+  int64_t n = 0;
+  for (int call = 0; call <= 64 && n != 2; ++call) n = size_of_next_team();
+  BOOST_REQUIRE(n == 2);
+  kiln_parallel_team(0, 2, [](int64_t begin, int64_t, void*) {
+    for (int r = 0; r < 16; ++r) {
+      if (begin == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      kiln_team_barrier();
+    }
+  }, nullptr);
+  for (int call = 0; call < 64; ++call) BOOST_REQUIRE(size_of_next_team() == 1);
+  BOOST_TEST(size_of_next_team() == 2);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // not reach (reverse and bidirectional, sequence_lens, clip, peepholes with initial states,
 // layout 1, linear_before_reset, activations with alpha/beta).
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <string>
@@ -12,6 +14,9 @@
 #define BOOST_TEST_MODULE expand_rnn_test
 #include <boost/test/unit_test.hpp>
 
+#include "base/deadline.h"
+#include "compiler/compile.h"
+#include "tests/compiler/e2e_util.h"
 #include "tests/compiler/lower/op_test_util.h"
 #include "tests/compiler/onnx/run_text.h"
 #include "tests/compiler/test_util.h"
@@ -338,12 +343,14 @@ struct Layer {
   int64_t layout, hidden;
   bool bias, states;
   double clip;  // 0: none
+  int64_t batch = 3, seq = 5;
 };
 
 std::string Describe(const Layer& c) {
   return c.op + " " + c.direction + " layout " + std::to_string(c.layout) + " hidden " +
          std::to_string(c.hidden) + (c.bias ? " B" : "") + (c.states ? " H0/C0" : "") +
-         (c.clip > 0 ? " clip" : "");
+         (c.clip > 0 ? " clip" : "") + " batch " + std::to_string(c.batch) + " seq " +
+         std::to_string(c.seq);
 }
 
 // Compiles `c` as an ONNX model, checks that it became one RecurrentSequence kernel and no
@@ -352,7 +359,7 @@ void CheckLayer(const Layer& c) {
   const bool lstm = c.op == "LSTM", gru = c.op == "GRU";
   const int64_t G = lstm ? 4 : gru ? 3 : 1, D = c.direction == "bidirectional" ? 2 : 1;
   const int64_t H = c.hidden;
-  Dims n{5, 3, 4, H, D};
+  Dims n{c.seq, c.batch, 4, H, D};
   auto major = [&](std::vector<int64_t> time_major) {  // [seq|dirs, batch, ...] -> layout
     if (c.layout == 1) std::swap(time_major[0], time_major[1]);
     return time_major;
@@ -464,6 +471,67 @@ BOOST_AUTO_TEST_CASE(whole_layers_run_as_one_kernel) {
   for (const Layer& c : layers) {
     BOOST_TEST_CONTEXT(Describe(c)) { CheckLayer(c); }
   }
+}
+
+// One sequence (unidirectional, batch 1) with hidden x gates x hidden >= 2^16 multiply-adds per
+// step runs on a team (OMP_NUM_THREADS=2 in BUILD): each thread owns a range of 16-unit panels,
+// with a barrier per step. Whole and partial last panels (136 = 8 x 16 + 8, 260 = 16 x 16 + 4),
+// both directions of time, initial states and clip, and one step (where the copy of the last h
+// into Y_h must wait for every thread to have read Y_h). Batch 2 of the same size stays on the
+// per-row path.
+BOOST_AUTO_TEST_CASE(one_sequence_splits_its_panels_over_a_team) {
+  const Layer layers[] = {
+      {"LSTM", "forward", 0, 136, true, true, 0, 1, 5},
+      {"LSTM", "reverse", 1, 128, true, true, 3.0, 1, 4},
+      {"GRU", "reverse", 0, 160, true, true, 0, 1, 5},
+      {"GRU", "forward", 1, 160, false, false, 0, 2, 3},
+      {"RNN", "forward", 0, 260, true, true, 0, 1, 1},
+  };
+  for (const Layer& c : layers) {
+    BOOST_TEST_CONTEXT(Describe(c)) { CheckLayer(c); }
+  }
+}
+
+// Clocks for the deadline test (ScopedDeadlineClockForTesting): each read "takes" 1 ms.
+std::atomic<int64_t> ticks_ms{0};
+Clock::time_point TickingNow() {
+  return Clock::time_point(std::chrono::milliseconds(ticks_ms.fetch_add(1) + 1));
+}
+
+// A run whose deadline passes in the middle of a team's sequence: the barrier that notices it
+// stops every thread of the team at the same step (none waits for a team-mate that skipped the
+// rest), the VM reports DeadlineExceeded, and the kernel read the clock about once per step
+// until then, not for all 400 steps. The same run without a deadline completes.
+BOOST_AUTO_TEST_CASE(a_deadline_mid_sequence_stops_the_team) {
+  const int64_t seq = 400, hidden = 128;
+  std::string text =
+      "<ir_version: 8, opset_import: [\"\" : 14, \"kiln\" : 1]>\ng (float[400,1,512] XW, "
+      "float[1,8,128,4,16] RP) => (float[400,1,1,128] Y, float[1,1,128] Yh, float[1,1,128] Yc) "
+      "{\nY, Yh, Yc = kiln.RecurrentSequence <kind = 0, hidden_size = 128> (XW, RP)\n}";
+  CompileOptions options;
+  options.external = "none";
+  std::string bytes = ModelBytes(text);
+  StatusOr<std::vector<uint8_t>> exe_bytes = CompileOnnxBytes(bytes.data(), bytes.size(), options);
+  BOOST_TEST_REQUIRE(exe_bytes.ok(), exe_bytes.status().ToString());
+  auto exe = LoadWithJit(*exe_bytes);
+  BOOST_TEST_REQUIRE(exe.ok(), exe.status().ToString());
+  auto xw = RandomTensor(DType::kF32, {seq, 1, 4 * hidden}, -1, 1, 51);
+  auto rp = RandomTensor(DType::kF32, {1, 8, hidden, 4, 16}, -0.1, 0.1, 52);
+  std::vector<Tensor> in = {ToTensor(*xw), ToTensor(*rp)};
+  auto ctx = Context::Create(*exe);
+  BOOST_TEST_REQUIRE(ctx.ok(), ctx.status().ToString());
+  auto full = (*ctx)->Invoke((*exe)->entry_function(), in);  // compiles the kernel, too
+  BOOST_TEST_REQUIRE(full.ok(), full.status().ToString());
+
+  ScopedDeadlineClockForTesting clock(&TickingNow);
+  const int64_t start = ticks_ms.load();
+  InvokeOptions run;
+  run.deadline = Clock::time_point(std::chrono::milliseconds(start + 40));
+  auto out = (*ctx)->Invoke((*exe)->entry_function(), in, run);
+  BOOST_TEST((out.status().code() == StatusCode::kDeadlineExceeded), out.status().ToString());
+  const int64_t reads = ticks_ms.load() - start;
+  BOOST_TEST(reads >= 40);
+  BOOST_TEST(reads < 100);  // the kernel stopped reading the clock (and stepping) once stopped
 }
 
 // kiln::RecurrentSequence written by hand (a model importing the "kiln" domain): weights that
