@@ -167,6 +167,7 @@ BOOST_AUTO_TEST_CASE(a_corrupt_record_fails_creation_naming_region_and_field) {
              "region 'test_region': region blob: tuning.shapes[0].tiles[0]: ops[99] does not "
              "exist (" + std::to_string(p.ops.size()) + " ops)");
   std::vector<uint8_t> garbage = base.code.blob;
+  BOOST_REQUIRE(!garbage.empty());
   garbage.back() = 0xff;  // the layout count's last byte: far more records than bytes
   r = WithBlob(base, garbage);
   BOOST_REQUIRE(!r.ok());
