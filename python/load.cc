@@ -103,6 +103,7 @@ StatusOr<std::vector<uint8_t>> CompileModel(const ModelSource& model,
   options.dim_pins = request.dims;
   options.external = request.external;
   options.num_threads = request.threads;
+  options.tune = request.tune;
   if (model.is_path) return kiln::CompileOnnxFile(model.path, options);
   return kiln::CompileOnnxBytes(model.bytes.data(), model.bytes.size(), options);
 }

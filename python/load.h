@@ -36,6 +36,7 @@ struct CompileRequest {
   std::string external = "onednn";
   int threads = 0;
   std::optional<std::vector<std::string>> targets;
+  bool tune = false;  // kiln.compile(tune=True): `kiln compile --tune`
 };
 
 /// Fills a CompileRequest from Python (`dims` None or {str: int}; `targets` None, a str or a

@@ -146,10 +146,11 @@ void DefineModule(py::module_& m) {
   m.def(
       "compile",
       [](py::object model, py::object dims, py::object external, py::object threads,
-         py::object targets) {
+         py::object targets, bool tune) {
         ModelSource source = ToModelSource(model);
         CompileRequest request = ToCompileRequest(
             dims, external, threads.is_none() ? 0 : py::cast<int>(threads), targets);
+        request.tune = tune;
         StatusOr<std::vector<uint8_t>> bytes = Internal("not compiled");
         {
           py::gil_scoped_release release;
@@ -159,13 +160,15 @@ void DefineModule(py::module_& m) {
         return py::bytes(reinterpret_cast<const char*>(b.data()), b.size());
       },
       py::arg("model"), py::arg("dims") = py::none(), py::arg("external") = "onednn",
-      py::arg("threads") = py::none(), py::arg("targets") = py::none(),
+      py::arg("threads") = py::none(), py::arg("targets") = py::none(), py::arg("tune") = false,
       "Compiles an ONNX model (path or bytes) to .kiln bytes, as `kiln compile` does: dims "
       "pins symbolic dims ({\"batch\": 1}), external picks the external compiler (\"onednn\" or "
       "\"none\"), threads bounds constant folding's threads, targets names the CPUs to embed "
       "code for (as `kiln compile --target`: None is kiln's default, x86-64-v3 on x86-64, whose "
       "first inference links instead of JIT-compiling; \"none\" or [] embeds kernel IR only; "
-      "\"native\", \"x86-64-v4\", or a list).");
+      "\"native\", \"x86-64-v4\", or a list); tune=True makes now, on this host and `threads`' "
+      "team, the measurements loading a oneDNN region would make, and records them in the "
+      "executable (as `kiln compile --tune`).");
 }
 
 }  // namespace kiln::python

@@ -125,6 +125,22 @@ def test_compile_embeds_code_by_default_as_kiln_compile_does(rng):
         kiln.compile(model.onnx, targets=[3])
 
 
+def test_compile_tune_records_measurements_that_load_and_compute_the_same(rng):
+    # kiln.compile(tune=True) is `kiln compile --tune`: the oneDNN region of ConvNet (a 3x3
+    # stride-1 Conv, a Winograd candidate, at batch 1) gets its load-time measurements recorded
+    # in the blob, so the bytes differ from an untuned compile and both compute the same.
+    model = models.ConvNet()
+    image = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    plain = kiln.compile(model.onnx, targets="none", threads=1)
+    tuned = kiln.compile(model.onnx, targets="none", threads=1, tune=True)
+    assert tuned != plain
+    for exe in (plain, tuned):
+        session = kiln.Runtime(threads=1, jit_cache="off").load(exe)
+        assert_matches(session.run(None, {"image": image}), model.reference(image))
+    with pytest.raises(TypeError):
+        kiln.compile(model.onnx, tune="yes")
+
+
 def test_sessions_with_the_same_options_share_a_runtime():
     a = kiln.InferenceSession(models.Flatten().onnx, jit_cache="off", threads=2)
     b = kiln.InferenceSession(models.Mlp().onnx, jit_cache="off", threads=2)
