@@ -508,26 +508,20 @@ BOOST_AUTO_TEST_CASE(a_deadline_mid_sequence_stops_the_team) {
       "<ir_version: 8, opset_import: [\"\" : 14, \"kiln\" : 1]>\ng (float[400,1,512] XW, "
       "float[1,8,128,4,16] RP) => (float[400,1,1,128] Y, float[1,1,128] Yh, float[1,1,128] Yc) "
       "{\nY, Yh, Yc = kiln.RecurrentSequence <kind = 0, hidden_size = 128> (XW, RP)\n}";
-  CompileOptions options;
-  options.external = "none";
-  std::string bytes = ModelBytes(text);
-  StatusOr<std::vector<uint8_t>> exe_bytes = CompileOnnxBytes(bytes.data(), bytes.size(), options);
-  BOOST_TEST_REQUIRE(exe_bytes.ok(), exe_bytes.status().ToString());
-  auto exe = LoadWithJit(*exe_bytes);
-  BOOST_TEST_REQUIRE(exe.ok(), exe.status().ToString());
+  std::shared_ptr<const Executable> exe = CompileAndLoadText(text);
   auto xw = RandomTensor(DType::kF32, {seq, 1, 4 * hidden}, -1, 1, 51);
   auto rp = RandomTensor(DType::kF32, {1, 8, hidden, 4, 16}, -0.1, 0.1, 52);
   std::vector<Tensor> in = {ToTensor(*xw), ToTensor(*rp)};
-  auto ctx = Context::Create(*exe);
+  auto ctx = Context::Create(exe);
   BOOST_TEST_REQUIRE(ctx.ok(), ctx.status().ToString());
-  auto full = (*ctx)->Invoke((*exe)->entry_function(), in);  // compiles the kernel, too
+  auto full = (*ctx)->Invoke(exe->entry_function(), in);  // compiles the kernel, too
   BOOST_TEST_REQUIRE(full.ok(), full.status().ToString());
 
   ScopedDeadlineClockForTesting clock(&TickingNow);
   const int64_t start = ticks_ms.load();
   InvokeOptions run;
   run.deadline = Clock::time_point(std::chrono::milliseconds(start + 40));
-  auto out = (*ctx)->Invoke((*exe)->entry_function(), in, run);
+  auto out = (*ctx)->Invoke(exe->entry_function(), in, run);
   BOOST_TEST((out.status().code() == StatusCode::kDeadlineExceeded), out.status().ToString());
   const int64_t reads = ticks_ms.load() - start;
   BOOST_TEST(reads >= 40);

@@ -10,9 +10,7 @@
 
 namespace kiln::compiler::testing {
 
-std::vector<TensorDataRef> CompileAndRunText(const std::string& text,
-                                             const std::vector<TensorDataRef>& inputs,
-                                             std::string* listing) {
+std::shared_ptr<const Executable> CompileAndLoadText(const std::string& text) {
   CompileOptions options;
   options.external = "none";
   std::string bytes = ModelBytes(text);
@@ -20,8 +18,15 @@ std::vector<TensorDataRef> CompileAndRunText(const std::string& text,
   BOOST_TEST_REQUIRE(exe_bytes.ok(), exe_bytes.status().ToString());
   auto exe = LoadWithJit(*exe_bytes);
   BOOST_TEST_REQUIRE(exe.ok(), exe.status().ToString());
-  if (listing) *listing = InspectExecutable(**exe);
-  auto outs = RunExecutable(*exe, inputs);
+  return *exe;
+}
+
+std::vector<TensorDataRef> CompileAndRunText(const std::string& text,
+                                             const std::vector<TensorDataRef>& inputs,
+                                             std::string* listing) {
+  std::shared_ptr<const Executable> exe = CompileAndLoadText(text);
+  if (listing) *listing = InspectExecutable(*exe);
+  auto outs = RunExecutable(exe, inputs);
   BOOST_TEST_REQUIRE(outs.ok(), outs.status().ToString());
   return *outs;
 }

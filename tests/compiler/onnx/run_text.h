@@ -6,9 +6,16 @@
 #include <string>
 #include <vector>
 
+#include <memory>
+
 #include "compiler/ir/graph.h"
+#include "vm/executable.h"
 
 namespace kiln::compiler::testing {
+
+/// Compiles `text` with the JIT only and loads it (for tests that drive the executable
+/// themselves: contexts, deadlines).
+std::shared_ptr<const Executable> CompileAndLoadText(const std::string& text);
 
 /// Compiles `text` with the JIT only, runs it once on `inputs` and returns its outputs; with
 /// `listing`, also stores there the executable as `kiln inspect` prints it (every function's
