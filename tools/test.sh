@@ -12,8 +12,12 @@ bash tools/setup.sh || { echo "setup failed"; echo "0 passed, 1 failed"; exit 1;
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+# Each stage prints its wall time ("== NAME: N s"): the CI budget is 90 minutes, and a stage that
+# grows (a cache that stopped hitting) shows in the log of the run that grew.
+start=$SECONDS
 bazel test --jobs=2 --test_summary=short //... 2>&1 | tee "$log"
 bazel_rc=${PIPESTATUS[0]}
+echo "== bazel test: $((SECONDS - start)) s"
 
 passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
 failed=$(grep -cE '^//[^ ]+ +.*(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$log")
@@ -48,7 +52,11 @@ if [[ $fuzz_seconds -le 0 ]]; then
   skipped+=("fuzzing (KILN_FUZZ_SECONDS=${fuzz_seconds})")
 else
   echo "== fuzzing: each fuzzer for ${fuzz_seconds}s"
-  if bash tests/fuzz/run.sh "$fuzz_seconds"; then
+  start=$SECONDS
+  bash tests/fuzz/run.sh "$fuzz_seconds"
+  fuzz_rc=$?
+  echo "== fuzzing: $((SECONDS - start)) s"
+  if [[ $fuzz_rc -eq 0 ]]; then
     passed=$((passed + 1))
   else
     failed=$((failed + 1))
@@ -64,5 +72,6 @@ if [[ ${#skipped[@]} -gt 0 ]]; then
   done
   echo "$line"
 fi
+echo "total: ${SECONDS} s"
 echo "${passed} passed, ${failed} failed"
 [[ $failed -eq 0 ]]

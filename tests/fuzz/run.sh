@@ -78,14 +78,23 @@ fuzz_bazel=(bazel "--output_base=$fuzz_base" --max_idle_secs=300)
 bin=$("${fuzz_bazel[@]}" info --config=fuzz bazel-bin 2>/dev/null) ||
   fail "bazel info bazel-bin failed for the fuzz output base"
 
-# (3) Each fuzzer for a bounded time, in the work dir (libFuzzer may write files to its cwd).
+# (3) Each fuzzer for a bounded time, in the work dir (libFuzzer may write files to its cwd), two
+# at a time (one per core; the run's wall time is what the CI budget counts), then each one's
+# summary in order.
 rc=0
-fuzz() {  # fuzz NAME BINARY CORPUS
+fuzz() {  # fuzz NAME BINARY CORPUS: runs in the background; report NAME reads its status
   local name=$1 fuzzer=$2 corpus=$3 log="$work/$1.log"
   echo "fuzz: $name, $(ls "$corpus" | wc -l) seeds, ${seconds}s"
-  (cd "$work" && "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
+  echo "$fuzzer" >"$work/$name.bin"
+  ( (cd "$work" && "$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
     -print_final_stats=1 -artifact_prefix="$work/artifacts/${name}-" "$corpus") >"$log" 2>&1
-  local status=$?
+    echo $? >"$work/$name.status") &
+}
+report() {  # report NAME: libFuzzer's stats lines, and any failure with its reproducers
+  local name=$1 log="$work/$1.log" fuzzer status
+  fuzzer=$(cat "$work/$name.bin")
+  status=$(cat "$work/$name.status" 2>/dev/null || echo "no status")
+  echo "fuzz: $name"
   # Coverage of the seeds alone, then the final stats line (execs, coverage, corpus, speed).
   grep -E '^#[0-9]+[[:space:]]+(INITED|DONE) ' "$log"
   grep -E '^Done [0-9]+ runs' "$log" | tail -n 1
@@ -93,7 +102,7 @@ fuzz() {  # fuzz NAME BINARY CORPUS
   local found
   found=$(cd "$work/artifacts" && ls -d "${name}"-crash-* "${name}"-leak-* "${name}"-timeout-* \
     "${name}"-oom-* 2>/dev/null)
-  if [[ $status -ne 0 || -n $found ]]; then
+  if [[ $status != 0 || -n $found ]]; then
     mkdir -p "$keep"
     for f in $found; do
       cp "$work/artifacts/$f" "$keep/" && echo "fuzz: reproduce with $fuzzer $keep/$f" >&2
@@ -105,7 +114,12 @@ fuzz() {  # fuzz NAME BINARY CORPUS
   fi
 }
 fuzz load_fuzzer "$bin/tests/fuzz/load_fuzzer" "$work/load"
+fuzz kernel_compile_fuzzer "$bin/tests/fuzz/kernel_compile_fuzzer" "$work/compile"
+wait
 fuzz npy_fuzzer "$bin/tests/fuzz/npy_fuzzer" "$work/npy"
 fuzz region_fuzzer "$bin/tests/external/onednn/region_fuzzer" "$work/region"
-fuzz kernel_compile_fuzzer "$bin/tests/fuzz/kernel_compile_fuzzer" "$work/compile"
+wait
+for name in load_fuzzer kernel_compile_fuzzer npy_fuzzer region_fuzzer; do
+  report "$name"
+done
 exit $rc
