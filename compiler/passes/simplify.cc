@@ -243,6 +243,97 @@ StatusOr<int> DedicateDequantize(Graph& g, NodeId n) {
   return copies;
 }
 
+// Whether `v` holds an [N, C, spatial...] tensor: the output of a convolution, pool or batch
+// norm, possibly through a few unary activations (which keep the layout's meaning).
+bool ChannelsFirst(const Graph& g, ValueId v) {
+  static const std::set<std::string> kSources = {"Conv", "ConvTranspose", "MaxPool", "AveragePool",
+                                                 "LpPool", "BatchNormalization"};
+  static const std::set<std::string> kUnary = {"Relu",    "LeakyRelu", "Clip", "Sigmoid",
+                                               "Tanh",    "Elu",       "Selu", "HardSigmoid",
+                                               "HardSwish", "Softplus", "Identity"};
+  for (int depth = 0; depth < 4 && v != kNoValue; ++depth) {
+    const Value& val = g.value(v);
+    if (val.kind != ValueKind::kNodeOutput || val.producer == kNoNode || val.data) return false;
+    const Node& p = g.node(val.producer);
+    if (!IsDefault(p) || p.inputs.empty()) return false;
+    if (kSources.count(p.op_type)) return true;
+    if (!kUnary.count(p.op_type)) return false;
+    v = p.inputs[0];
+  }
+  return false;
+}
+
+// The axes of ReduceMax node `n` when they are known at compile time and non-empty (the
+// attribute before opset 18, the constant input 1 from 18), normalized; empty otherwise.
+std::set<int64_t> ReducedAxes(const Graph& g, const Node& n, int64_t rank) {
+  std::vector<int64_t> axes;
+  if (g.OpsetFor("") >= 18) {
+    const TensorData* data = n.inputs.size() > 1 ? ConstantData(g, n.inputs[1]) : nullptr;
+    if (!data) return {};
+    StatusOr<std::vector<int64_t>> values = data->ToInt64s();
+    if (!values.ok()) return {};
+    axes = *values;
+  } else {
+    const Attribute* a = n.FindAttribute("axes");
+    if (!a || a->type() != Attribute::Type::kInts) return {};
+    axes = a->ints();
+  }
+  std::set<int64_t> normalized;
+  for (int64_t a : axes) {
+    if (a < -rank || a >= rank) return {};
+    normalized.insert(a < 0 ? a + rank : a);
+  }
+  return normalized;
+}
+
+// ReduceMax over every spatial dim of a channels-first float tensor is a GlobalMaxPool (then a
+// Flatten from axis 1 when keepdims = 0): PointNet's max over points after its shared-MLP
+// convolutions. As a pool it joins its convolutions' oneDNN region and reads their blocked
+// layout; as a ReduceMax it cut the region, whose 2x512x1024 output was reordered to plain
+// layout (1.0 ms) for the JIT to reduce it (0.47 ms). Returns whether it rewrote `n`.
+StatusOr<bool> ReduceMaxToGlobalPool(Graph& g, NodeId n) {
+  const Node& node = g.node(n);
+  if (node.op_type != "ReduceMax" || node.outputs.size() != 1 || node.outputs[0] == kNoValue)
+    return false;
+  const Value& x = g.value(node.inputs[0]);
+  if (!x.shape || x.shape->size() < 3) return false;
+  if (x.dtype != DType::kF32 && x.dtype != DType::kF16 && x.dtype != DType::kF64) return false;
+  const int64_t rank = static_cast<int64_t>(x.shape->size());
+  std::set<int64_t> spatial;
+  for (int64_t d = 2; d < rank; ++d) spatial.insert(d);
+  if (ReducedAxes(g, node, rank) != spatial || !ChannelsFirst(g, node.inputs[0])) return false;
+  const Attribute* keep = node.FindAttribute("keepdims");
+  if (keep && keep->type() != Attribute::Type::kInt) return false;
+  const bool keepdims = !keep || keep->i() != 0;
+  SymbolicShape pooled = *x.shape;
+  for (int64_t d = 2; d < rank; ++d) pooled[d] = DimExpr(1);
+  const DType dtype = x.dtype;
+  const ValueId out = node.outputs[0];
+  if (node.inputs.size() > 1) g.SetNodeInput(n, 1, kNoValue);
+  Node& pool = g.mutable_node(n);
+  pool.op_type = "GlobalMaxPool";
+  pool.attributes.clear();
+  pool.inputs.resize(1);
+  pool.dim_facts.clear();
+  if (keepdims) return true;  // same output value and shape
+  std::string name = g.value(out).name + "_pooled";
+  for (int k = 1; g.FindValue(name); ++k) name = g.value(out).name + "_pooled_" + std::to_string(k);
+  ASSIGN_OR_RETURN(ValueId mid, g.AddValue(name, ValueKind::kNodeOutput));
+  g.mutable_value(mid).dtype = dtype;
+  g.mutable_value(mid).shape = pooled;
+  g.mutable_node(n).outputs[0] = mid;
+  g.mutable_value(mid).producer = n;
+  g.mutable_value(out).producer = kNoNode;
+  Node flatten;
+  flatten.name = g.UniqueNodeName(g.node(n).name + "_flatten");
+  flatten.op_type = "Flatten";
+  flatten.attributes["axis"] = Attribute::Int(1);
+  flatten.inputs = {mid};
+  flatten.outputs = {out};
+  RETURN_IF_ERROR(g.AddNode(std::move(flatten)).status());
+  return true;
+}
+
 }  // namespace
 
 Status Simplify(Graph& g, SimplifyStats* stats) {
@@ -309,6 +400,10 @@ Status Simplify(Graph& g, SimplifyStats* stats) {
       ++st.pads_bypassed;
     } else if (node.op_type == "Pad" && FoldPadIntoWindow(g, node)) {
       ++st.pads_folded;
+    } else if (node.op_type == "ReduceMax") {
+      // Last in the iteration: a new node may move `node`.
+      ASSIGN_OR_RETURN(bool pooled, ReduceMaxToGlobalPool(g, n));
+      st.reduce_max_pooled += pooled;
     }
   }
   return Status::Ok();

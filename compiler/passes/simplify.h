@@ -1,8 +1,8 @@
 // Graph simplification after shape inference: chains of Transposes become one, chains of
 // Reshape-like views read the original tensor, Pads that pad nothing are bypassed, a constant
 // spatial Pad read only by a Conv / AveragePool / MaxPool becomes that window's own padding,
-// each reader of a run-time DequantizeLinear reads a copy of its own, and CastLike becomes
-// Cast. What no longer reaches an output stays in the graph: RemoveDeadNodes (dead_nodes.h)
+// each reader of a run-time DequantizeLinear reads a copy of its own, CastLike becomes
+// Cast, and a ReduceMax over every spatial dim of a convolution's output becomes GlobalMaxPool. What no longer reaches an output stays in the graph: RemoveDeadNodes (dead_nodes.h)
 // drops it.
 #ifndef KILN_COMPILER_PASSES_SIMPLIFY_H_
 #define KILN_COMPILER_PASSES_SIMPLIFY_H_
@@ -19,6 +19,8 @@ struct SimplifyStats {
   int pads_folded = 0;        // constant Pad into its Conv / AveragePool / MaxPool reader's pads
   int dequantize_dedicated = 0;  // copies of a DequantizeLinear, one per further reader
   int castlikes_to_cast = 0;  // CastLike(x, like) -> Cast(x, to = like's dtype)
+  int reduce_max_pooled = 0;  // ReduceMax(conv output, axes = spatial) -> GlobalMaxPool
+                              // (+ Flatten(axis = 1) for keepdims = 0)
 };
 
 /// Runs on an inferred main graph. Output shapes never change, so shape inference need not

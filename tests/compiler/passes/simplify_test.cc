@@ -13,6 +13,7 @@
 #include <boost/test/data/monomorphic.hpp>
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -386,6 +387,192 @@ BOOST_DATA_TEST_CASE(folded_models_give_the_written_answer,
     }
   }
   BOOST_TEST(bad == 0);
+}
+
+// ---- ReduceMax over the spatial dims of a convolution's output -> GlobalMaxPool ----
+
+// x [2, 3, spatial...] -> c = 1x1 Conv (the stem above: channel m is 0.5 * x channel
+// (m + 1) % 3) -> Relu (unless `relu` is off) -> y = ReduceMax. `source` "input" reduces x itself.
+struct MaxCase {
+  const char* name;
+  Ints spatial;          // x's spatial dims
+  std::string axes;      // ONNX text of the axes ("" : attribute omitted)
+  bool keepdims = true;  // the attribute (omitted when true)
+  int opset = 13;        // 18: axes as input 1
+  std::string source = "conv_relu";  // "conv", "conv_relu", "input"
+  bool runtime_axes = false;         // opset 18: axes is a graph input
+  bool pooled = true;                // Simplify rewrites it
+};
+std::ostream& operator<<(std::ostream& os, const MaxCase& c) { return os << c.name; }
+
+Ints XDims(const MaxCase& c) {
+  Ints d = {2, 3};
+  d.insert(d.end(), c.spatial.begin(), c.spatial.end());
+  return d;
+}
+
+// The axes the case reduces, normalized (all dims when omitted).
+std::vector<int> MaxAxes(const MaxCase& c) {
+  const int rank = static_cast<int>(XDims(c).size());
+  std::vector<int> axes;
+  std::string t = c.axes;
+  for (size_t i = 0; i < t.size();) {
+    size_t j = t.find_first_of(",]", i);
+    std::string tok = t.substr(i, j == std::string::npos ? std::string::npos : j - i);
+    tok.erase(0, tok.find_first_not_of(" ["));
+    if (!tok.empty()) {
+      int a = std::stoi(tok);
+      axes.push_back(a < 0 ? a + rank : a);
+    }
+    if (j == std::string::npos) break;
+    i = j + 1;
+  }
+  if (axes.empty())
+    for (int d = 0; d < rank; ++d) axes.push_back(d);
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+Ints MaxOutDims(const MaxCase& c) {
+  Ints x = XDims(c), out;
+  if (c.source != "input") x[1] = 4;
+  std::vector<int> axes = MaxAxes(c);
+  for (int d = 0; d < static_cast<int>(x.size()); ++d) {
+    bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+    if (!reduced) out.push_back(x[d]);
+    else if (c.keepdims) out.push_back(1);
+  }
+  return out;
+}
+
+std::string MaxModelText(const MaxCase& c) {
+  const Ints x = XDims(c);
+  Ints wdims = {4, 3};
+  for (size_t k = 0; k < c.spatial.size(); ++k) wdims.push_back(1);
+  std::string in = TypeText("float", x, "x");
+  if (c.runtime_axes) in += ", int64[1] axes";
+  std::string inits = TypeText("float", wdims, "w0") + " = {" + Join(StemWeights(), "%g") + "}";
+  const bool axes_input = c.opset >= 18 && !c.axes.empty();
+  if (axes_input && !c.runtime_axes) {
+    int n = static_cast<int>(std::count(c.axes.begin(), c.axes.end(), ',')) + 1;
+    std::string values = c.axes.substr(1, c.axes.size() - 2);
+    inits += ", int64[" + std::to_string(n) + "] axes = {" + values + "}";
+  }
+  std::string body;
+  std::string data = "x";
+  if (c.source != "input") {
+    body += "c = Conv(x, w0)\n";
+    data = "c";
+    if (c.source == "conv_relu") body += "r = Relu(c)\n", data = "r";
+  }
+  std::string attrs;
+  if (!axes_input && !c.axes.empty()) attrs += "axes = " + c.axes;
+  if (!c.keepdims) attrs += std::string(attrs.empty() ? "" : ", ") + "keepdims = 0";
+  body += "y = ReduceMax" + (attrs.empty() ? std::string() : " <" + attrs + ">") + " (" + data +
+          (axes_input ? ", axes" : "") + ")\n";
+  return "<ir_version: 8, opset_import: [\"\" : " + std::to_string(c.opset) + "]>\n g (" + in +
+         ") => (" + TypeText("float", MaxOutDims(c), "y") + ") <" + inits + "> {\n" + body + "}";
+}
+
+MaxCase MakeMax(const char* name, Ints spatial, std::string axes, bool keepdims, bool pooled) {
+  MaxCase c;
+  c.name = name;
+  c.spatial = std::move(spatial);
+  c.axes = std::move(axes);
+  c.keepdims = keepdims;
+  c.pooled = pooled;
+  return c;
+}
+
+std::vector<MaxCase> MaxCases() {
+  std::vector<MaxCase> v = {
+      // PointNet: max over points after a shared MLP.
+      MakeMax("points_keepdims_0", {37}, "[2]", false, true),
+      MakeMax("points_keepdims_1", {37}, "[2]", true, true),
+      MakeMax("image_negative_axes", {5, 6}, "[-1, -2]", false, true),
+      MakeMax("one_of_two_spatial_dims", {5, 6}, "[3]", false, false),
+      MakeMax("channels_too", {37}, "[1, 2]", false, false),
+      MakeMax("every_dim_by_default", {37}, "", false, false),
+  };
+  MaxCase conv = MakeMax("conv_without_relu", {5, 6}, "[2, 3]", true, true);
+  conv.source = "conv";
+  v.push_back(conv);
+  MaxCase input = MakeMax("graph_input_not_a_conv", {37}, "[2]", false, false);
+  input.source = "input";
+  v.push_back(input);
+  MaxCase o18 = MakeMax("opset18_axes_input", {37}, "[2]", false, true);
+  o18.opset = 18;
+  v.push_back(o18);
+  MaxCase runtime = MakeMax("opset18_runtime_axes", {37}, "[2]", false, false);
+  runtime.opset = 18, runtime.runtime_axes = true;
+  v.push_back(runtime);
+  return v;
+}
+
+int CountOps(const Graph& g, const std::string& op) {
+  int k = 0;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) k += g.node(n).op_type == op;
+  return k;
+}
+
+BOOST_DATA_TEST_CASE(a_spatial_reduce_max_of_a_conv_becomes_a_global_max_pool,
+                     data::make(MaxCases()), c) {
+  StatusOr<Graph> g = ImportOnnxBytes(testing::ModelBytes(MaxModelText(c)));
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
+  BOOST_REQUIRE(InferShapes(*g).ok());
+  const SymbolicShape y_shape = *g->value(*g->FindValue("y")).shape;
+  SimplifyStats stats;
+  Status s = Simplify(*g, &stats);
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  BOOST_REQUIRE(RemoveDeadNodes(*g).ok());
+  Status valid = g->Verify();
+  BOOST_REQUIRE_MESSAGE(valid.ok(), valid.ToString());
+  BOOST_TEST(stats.reduce_max_pooled == (c.pooled ? 1 : 0));
+  BOOST_TEST(CountOps(*g, "ReduceMax") == (c.pooled ? 0 : 1));
+  BOOST_TEST(CountOps(*g, "GlobalMaxPool") == (c.pooled ? 1 : 0));
+  BOOST_TEST(CountOps(*g, "Flatten") == (c.pooled && !c.keepdims ? 1 : 0));
+  BOOST_TEST(*g->value(*g->FindValue("y")).shape == y_shape);  // y keeps its shape
+}
+
+// The rewritten models give the exact maximum (max is exact; the stem scales by 0.5) with
+// both back ends, and with oneDNN the pool joins the convolution's region.
+BOOST_DATA_TEST_CASE(pooled_reduce_max_models_give_the_exact_maximum,
+                     data::make(MaxCases()) * data::make({"onednn", "none"}), c, external) {
+  if (!c.pooled) return;
+  std::string bytes = testing::ModelBytes(MaxModelText(c));
+  CompileOptions o;
+  o.external = external;
+  CompileStats stats;
+  StatusOr<std::vector<uint8_t>> kiln =
+      kiln::CompileOnnxBytes(bytes.data(), bytes.size(), o, &stats);
+  BOOST_REQUIRE_MESSAGE(kiln.ok(), kiln.status().ToString());
+  if (std::string(external) == "onednn")
+    BOOST_TEST(stats.external_nodes == stats.nodes_after_passes);  // one region, pool included
+  LoadOptions lo;
+  lo.externals = WithOneDnn();
+  auto exe = testing::LoadWithJit(*kiln, std::move(lo));
+  BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().ToString());
+  const Ints xd = XDims(c);
+  TensorDataRef x = testing::RandomTensor(DType::kF32, xd, -1, 1, 11);
+  auto out = testing::RunExecutable(*exe, {x});
+  BOOST_REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+  // want[b][m] = max over positions of relu(0.5 * x[b][(m + 1) % 3][p]).
+  const std::vector<double> xv = x->ToDoubles();
+  int64_t positions = 1;
+  for (size_t d = 2; d < xd.size(); ++d) positions *= xd[d];
+  std::vector<double> want;
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t m = 0; m < 4; ++m) {
+      double best = -std::numeric_limits<double>::infinity();
+      for (int64_t p = 0; p < positions; ++p) {
+        double v = 0.5 * xv[(b * 3 + (m + 1) % 3) * positions + p];
+        best = std::max(best, c.source == "conv_relu" ? std::max(v, 0.0) : v);
+      }
+      want.push_back(best);
+    }
+  }
+  BOOST_TEST((*out)[0]->dims() == MaxOutDims(c), boost::test_tools::per_element());
+  BOOST_TEST((*out)[0]->ToDoubles() == want, boost::test_tools::per_element());
 }
 
 }  // namespace
