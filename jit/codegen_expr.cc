@@ -44,19 +44,15 @@ struct F32Math {
     llvm::Value* biased = b.CreateAdd(n, llvm::ConstantInt::get(int_type, 127));
     return b.CreateBitCast(b.CreateShl(biased, llvm::ConstantInt::get(int_type, 23)), type);
   }
-  // exp(x), max 1 ulp (tests/jit/codegen_expr_test.cc). Cody-Waite: n = round(x / ln 2), the
-  // rest x - n ln 2 in two parts (n times the high part is exact), a degree-6 polynomial fitted
-  // for this code on [-ln 2 / 2, ln 2 / 2] (relative error 1.9e-9), times 2^n. `full_range`:
-  // any x; x is clamped to [-104, 89] (beyond them the result is 0 or inf anyway) and 2^n is
-  // applied in two halves so that denormal results and n = 128 come out right; NaN is passed
-  // through. Otherwise the caller guarantees x in [-87, 88] (one normal 2^n).
-  llvm::Value* Exp(llvm::Value* x, bool full_range) const {
-    llvm::Value* xc = x;
-    if (full_range) {
-      xc = b.CreateBinaryIntrinsic(
-          llvm::Intrinsic::minnum, b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, x, C(-104.0)),
-          C(89.0));  // NaN becomes -104 here, so the integer conversion below stays defined
-    }
+  // exp(x) for any x, max 1 ulp (tests/jit/codegen_expr_test.cc). Cody-Waite: n = round(x /
+  // ln 2), the rest x - n ln 2 in two parts (n times the high part is exact), a degree-6
+  // polynomial fitted for this code on [-ln 2 / 2, ln 2 / 2] (relative error 1.9e-9), times 2^n.
+  // x is clamped to [-104, 89] (beyond them the result is 0 or inf anyway) and 2^n is applied in
+  // two halves so that denormal results and n = 128 come out right; NaN is passed through.
+  llvm::Value* Exp(llvm::Value* x) const {
+    llvm::Value* xc = b.CreateBinaryIntrinsic(
+        llvm::Intrinsic::minnum, b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, x, C(-104.0)),
+        C(89.0));  // NaN becomes -104 here, so the integer conversion below stays defined
     llvm::Value* n =
         b.CreateUnaryIntrinsic(llvm::Intrinsic::roundeven, b.CreateFMul(xc, C(0x1.715476p+0)));
     llvm::Value* f = Fma(n, C(-0x1.62e4p-1), xc);
@@ -64,7 +60,6 @@ struct F32Math {
     llvm::Value* p = Horner(
         {0x1.6ab97ap-10, 0x1.126d0cp-7, 0x1.55589ap-5, 0x1.55540ap-3, 0x1.fffffap-2, 1.0, 1.0}, f);
     llvm::Value* ni = b.CreateFPToSI(n, type->getWithNewType(b.getInt32Ty()));
-    if (!full_range) return b.CreateFMul(p, Pow2(ni));
     llvm::Value* half = b.CreateAShr(ni, llvm::ConstantInt::get(ni->getType(), 1));
     llvm::Value* r = b.CreateFMul(b.CreateFMul(p, Pow2(half)), Pow2(b.CreateSub(ni, half)));
     return b.CreateSelect(b.CreateFCmpUNO(x, x), x, r);
@@ -382,7 +377,7 @@ llvm::Value* CodeGenerator::EmitFloatMath(ExprOp op, llvm::Value* x) {
     case ExprOp::kSigmoid:
       return EmitSigmoid(x);
     case ExprOp::kErf:
-      return x->getType()->getScalarType()->isFloatTy() ? EmitErfF32(x) : CallLibm("erff", "erf", x);
+      return CallLibm("erff", "erf", x);
     case ExprOp::kSin:
       return unary(llvm::Intrinsic::sin);
     case ExprOp::kCos:
@@ -400,7 +395,7 @@ llvm::Value* CodeGenerator::EmitFloatMath(ExprOp op, llvm::Value* x) {
 // scalar tail from calling libm; f64: llvm.exp (libmvec when vectorized).
 llvm::Value* CodeGenerator::EmitExp(llvm::Value* x) {
   if (x->getType()->getScalarType()->isFloatTy()) {
-    return F32Math{b_, x->getType()}.Exp(x, /*full_range=*/true);
+    return F32Math{b_, x->getType()}.Exp(x);
   }
   return b_.CreateUnaryIntrinsic(llvm::Intrinsic::exp, x);
 }
@@ -415,34 +410,6 @@ llvm::Value* CodeGenerator::EmitSigmoid(llvm::Value* x) {
   llvm::Value* positive = b_.CreateFDiv(one, denominator);
   llvm::Value* negative = b_.CreateFDiv(e, denominator);
   return b_.CreateSelect(b_.CreateFCmpOGE(x, llvm::ConstantFP::get(type, 0.0)), positive, negative);
-}
-
-// erf in f32 without a libm call (libmvec's erff costs ~1.2 ns an element, GELU's whole cost):
-// two branches computed lane-wise and selected, so the vectorizer keeps it all in registers.
-// Coefficients fitted for this code (weighted minimax, rounded to f32); max error 1.12 ulp of
-// the exact value (tests/jit/codegen_expr_test.cc checks every class of f32 against double).
-//   |x| <= 0.921875: erf(x) = x + x * P(x^2)            (P: degree 5)
-//   |x| >  0.921875: erf(x) = sign(x) * (1 - exp(-G(t))), t = min(|x|, 4), G ~ -log(erfc(t))
-// Above 4, 1 - erfc rounds to 1 in f32. NaN takes the first branch (the compare is false) and
-// stays NaN; the second never sees NaN or inf (maxnum/minnum clamp them), and its exp argument
-// lies in [-18, -0.8], where one exponent scale is exact.
-llvm::Value* CodeGenerator::EmitErfF32(llvm::Value* x) {
-  F32Math m{b_, x->getType()};
-  constexpr double kSplit = 0.921875;
-  llvm::Value* abs_x = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
-  llvm::Value* small_p = m.Horner({-0x1.3a1990p-11, 0x1.473c2ap-8, -0x1.b68b6ep-6, 0x1.ce1a6ep-4,
-                                   -0x1.8126e6p-2, 0x1.06eba6p-3},
-                                  b_.CreateFMul(x, x));
-  llvm::Value* small = m.Fma(x, small_p, x);
-  llvm::Value* t = b_.CreateBinaryIntrinsic(
-      llvm::Intrinsic::minnum,
-      b_.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, abs_x, m.C(kSplit)), m.C(4.0));
-  llvm::Value* g = m.Horner({0x1.624fa0p-16, -0x1.c7da32p-12, 0x1.1170f0p-8, -0x1.9b9d12p-6,
-                             0x1.bb8988p-4, 0x1.444568p-1, 0x1.21280cp+0, -0x1.6f642cp-13},
-                            t);
-  llvm::Value* large = b_.CreateFSub(m.C(1.0), m.Exp(b_.CreateFNeg(g), /*full_range=*/false));
-  large = b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, large, x);
-  return b_.CreateSelect(b_.CreateFCmpOGT(abs_x, m.C(kSplit)), large, small);
 }
 
 // kiln_team_size() (reads only the calling thread's seat) or kiln_team_barrier(), which

@@ -96,7 +96,6 @@ class CodeGenerator {
   llvm::Value* EmitFloatMath(ExprOp op, llvm::Value* x);
   llvm::Value* EmitExp(llvm::Value* x);
   llvm::Value* EmitSigmoid(llvm::Value* x);
-  llvm::Value* EmitErfF32(llvm::Value* x);  // f32 (or f32 vector) erf inline, no libm call
   llvm::Value* CallLibm(const char* f32_name, const char* f64_name, llvm::Value* x);
   StatusOr<llvm::Value*> EmitReduce(const ExprNode& n);
   // `position` null: CheckIndex; else CheckInRange.

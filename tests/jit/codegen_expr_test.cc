@@ -324,60 +324,7 @@ BOOST_DATA_TEST_CASE(float_unary_ops_within_ulp_bounds,
   }
 }
 
-// f32 erf is inlined (a polynomial, an exp in registers; jit/codegen_expr.cc EmitErfF32), not
-// libm's: check it over the whole f32 range against double erf rounded to f32. Every 4099th bit
-// pattern (both signs: zeros, denormals, normals, infinities, NaNs), then a dense sweep of
-// [-5, 5] where the value is not yet +-1 and the branch split (0.921875) lies. The bound: the
-// fit's error is 1.12 ulp of the exact value, so within 2 ulp of the rounded one.
-BOOST_AUTO_TEST_CASE(f32_erf_within_2_ulp_over_every_float_class) {
-  KernelFn fn = CompileOrFail(UnaryKernel(ExprOp::kErf, DType::kF32, DType::kF32));
-  BOOST_REQUIRE(fn);
-  std::vector<float> xs;
-  for (uint64_t bits = 0; bits <= 0xFFFFFFFFu; bits += 4099) {
-    uint32_t b = static_cast<uint32_t>(bits);
-    float x;
-    std::memcpy(&x, &b, sizeof x);
-    xs.push_back(x);
-  }
-  for (int k = -500000; k <= 500000; ++k) xs.push_back(static_cast<float>(k) * 1e-5f);
-  for (float special : {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
-                        -std::numeric_limits<float>::infinity(),
-                        std::numeric_limits<float>::quiet_NaN(),
-                        std::numeric_limits<float>::denorm_min(),
-                        -std::numeric_limits<float>::denorm_min(), 0.921875f,
-                        std::nextafter(0.921875f, 1.0f), 4.0f, 3.9f, -3.9f}) {
-    xs.push_back(special);
-  }
-  int64_t n = static_cast<int64_t>(xs.size());
-  TestBuffer a(DType::kF32, {n}), out(DType::kF32, {n});
-  for (int64_t k = 0; k < n; ++k) a.Set(k, xs[k]);
-  Call(fn, {&a, &out});
-  double worst = 0;
-  int64_t failures = 0;
-  for (int64_t k = 0; k < n; ++k) {
-    double expected = static_cast<float>(std::erf(static_cast<double>(xs[k])));
-    double ulp = UlpDistance(out.At(k), expected, DType::kF32);
-    worst = std::max(worst, ulp);
-    if (ulp > 2 && ++failures <= 20) {
-      BOOST_TEST(ulp <= 2, "erf(" << xs[k] << ") = " << out.At(k) << " want " << expected);
-    }
-  }
-  BOOST_TEST(failures == 0);
-  BOOST_TEST_MESSAGE("f32 erf: worst " << worst << " ulp over " << n << " inputs");
-  // Signs, zeros and limits exactly.
-  auto at = [&](float x) {
-    return out.At(std::find_if(xs.begin(), xs.end(),
-                               [&](float v) { return std::memcmp(&v, &x, sizeof x) == 0; }) -
-                  xs.begin());
-  };
-  BOOST_TEST(SameFloat(at(0.0f), 0.0));
-  BOOST_TEST(SameFloat(at(-0.0f), -0.0));
-  BOOST_TEST(at(std::numeric_limits<float>::infinity()) == 1.0);
-  BOOST_TEST(at(-std::numeric_limits<float>::infinity()) == -1.0);
-  BOOST_TEST(std::isnan(at(std::numeric_limits<float>::quiet_NaN())));
-}
-
-// f32 exp is inlined too (F32Math::Exp): every 4099th f32 bit pattern (overflow to inf, denormal
+// f32 exp is inlined (F32Math::Exp): every 4099th f32 bit pattern (overflow to inf, denormal
 // and zero results, NaN) and a dense sweep over [-104, 89] against double exp rounded to f32.
 // The polynomial's error (1.9e-9) and the f32 evaluation keep it within 1 ulp of the rounded
 // value (a denormal result rounds twice, still within 1).

@@ -88,20 +88,24 @@ BOOST_AUTO_TEST_CASE(f64_exp_kernel_calls_libmvec) {
   if (HostHasAvx512()) BOOST_TEST(ir.find("@_ZGVeN8v_exp") != std::string::npos, ir);
 }
 
-BOOST_AUTO_TEST_CASE(tanh_and_f64_erf_kernels_call_libmvec) {
-  std::string ir = OptimizedIR(UnaryKernel("math", DType::kF32, ExprOp::kTanh));
-  BOOST_TEST(ir.find("v_tanhf") != std::string::npos, ir);
-  ir = OptimizedIR(UnaryKernel("math", DType::kF64, ExprOp::kErf));
+// erf stays libmvec's: an inline f32 erf (two polynomials and an exp, both branches computed
+// per lane) measured 45% slower on a GELU of 301K elements than _ZGVdN8v_erff on AVX2.
+BOOST_AUTO_TEST_CASE(tanh_and_erf_kernels_call_libmvec) {
+  for (ExprOp op : {ExprOp::kTanh, ExprOp::kErf}) {
+    std::string ir = OptimizedIR(UnaryKernel("math", DType::kF32, op));
+    std::string name = op == ExprOp::kTanh ? "tanhf" : "erff";
+    BOOST_TEST(ir.find("v_" + name) != std::string::npos, ir);
+  }
+  std::string ir = OptimizedIR(UnaryKernel("math", DType::kF64, ExprOp::kErf));
   BOOST_TEST(ir.find("v_erf") != std::string::npos, ir);
 }
 
-// f32 exp (softmax, sigmoid) and erf (GELU) are inline vector arithmetic: no math call at all,
-// vectorized like an add, the scalar tail included.
-BOOST_AUTO_TEST_CASE(f32_exp_and_erf_kernels_are_inline_vector_code) {
-  for (ExprOp op : {ExprOp::kExp, ExprOp::kErf, ExprOp::kSigmoid}) {
+// f32 exp (softmax, sigmoid) is inline vector arithmetic: no math call at all, vectorized like
+// an add, the scalar tail included.
+BOOST_AUTO_TEST_CASE(f32_exp_kernels_are_inline_vector_code) {
+  for (ExprOp op : {ExprOp::kExp, ExprOp::kSigmoid}) {
     std::string ir = OptimizedIR(UnaryKernel("math", DType::kF32, op));
     BOOST_TEST(ir.find("expf") == std::string::npos, ir);
-    BOOST_TEST(ir.find("erff") == std::string::npos, ir);
     BOOST_TEST(ir.find("_ZGV") == std::string::npos, ir);  // nor any other vector math call
     BOOST_TEST(ir.find(HostHasAvx512() ? "<16 x float>" : "x float>") != std::string::npos, ir);
   }
