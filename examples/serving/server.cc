@@ -54,6 +54,9 @@ class Server::Impl {
   std::unique_ptr<GrpcServer> grpc_;
   int port_ = 0;
   std::atomic<int64_t> pending_replies_{0};  // infer jobs submitted and not yet written
+  // Requests read completely and not yet routed (submitted to the pool or answered): Stop waits
+  // for them before it shuts the pool, so a request read before Stop is never refused by it.
+  std::atomic<int64_t> routing_{0};
   std::atomic<uint64_t> requests_{0}, infer_ok_{0}, rejected_{0};
 
  private:
@@ -153,10 +156,13 @@ class Session : public std::enable_shared_from_this<Session> {
       return Close();
     }
     stream_.expires_never();  // while a worker runs the request, only the reply's write is timed
-    ++server_->requests_;
+    Server::Impl* server = server_;
+    ++server->routing_;
+    ++server->requests_;
     http::request<http::string_body> req = parser_->release();
     version_ = req.version();
     Route(req);
+    --server->routing_;
   }
 
   void Route(http::request<http::string_body>& req) {
@@ -506,9 +512,15 @@ void Server::Impl::Stop() {
     beast::error_code ignored;
     acceptor_.close(ignored);
   });
+  // A request read before this point is submitted to the pool, not refused by its shutdown
+  // (server_test's stop_finishes_requests_in_flight once got 503 under TSan in that window).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+  while (routing_ > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   if (core_.pool) core_.pool->Shutdown();  // runs every queued request; replies are posted to sessions
   // Let those replies be written (each write is bounded by timeout_ms).
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeout_ms);
+  deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.timeout_ms);
   while (pending_replies_ > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
