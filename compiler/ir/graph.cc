@@ -320,6 +320,14 @@ std::string Graph::UniqueNodeName(const std::string& base) const {
   }
 }
 
+std::string Graph::UniqueValueName(const std::string& base) const {
+  if (!base.empty() && !FindValue(base)) return base;
+  for (int i = 1;; ++i) {
+    std::string n = base + "_" + std::to_string(i);
+    if (!FindValue(n)) return n;
+  }
+}
+
 StatusOr<NodeId> Graph::AddNode(Node node) {
   auto desc = "node '" + node.name + "' (" + node.op_type + ")";
   if (node.name.empty()) return InvalidFormat("a " + node.op_type + " node has an empty name");

@@ -225,6 +225,8 @@ class Graph {
   void AddOutput(ValueId v) { outputs_.push_back(v); }
   /// A node name not used yet: `base` if free, else base_1, base_2, ...
   std::string UniqueNodeName(const std::string& base) const;
+  /// A value name not used yet: `base` if free, else base_1, base_2, ...
+  std::string UniqueValueName(const std::string& base) const;
 
   // ---- Queries ----
   int num_values() const { return static_cast<int>(values_.size()); }

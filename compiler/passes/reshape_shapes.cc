@@ -41,10 +41,9 @@ StatusOr<int> ConstantReshapeShapes(Graph& g) {
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     std::vector<int64_t> target = ConstantTarget(g, g.node(n));
     if (target.empty()) continue;
-    std::string name = g.value(g.node(n).inputs[1]).name + "_constant";
-    for (int k = 1; g.FindValue(name); ++k)
-      name = g.value(g.node(n).inputs[1]).name + "_constant_" + std::to_string(k);
-    ASSIGN_OR_RETURN(ValueId c, g.AddValue(name, ValueKind::kConstant));
+    ASSIGN_OR_RETURN(ValueId c, g.AddValue(g.UniqueValueName(g.value(g.node(n).inputs[1]).name +
+                                                             "_constant"),
+                                           ValueKind::kConstant));
     Value& v = g.mutable_value(c);
     v.dtype = DType::kI64;
     v.shape = SymbolicShape{DimExpr(static_cast<int64_t>(target.size()))};

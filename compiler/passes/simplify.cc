@@ -227,10 +227,8 @@ StatusOr<int> DedicateDequantize(Graph& g, NodeId n) {
       if (g.node(r).inputs[i] == v) slots.push_back(i);
     }
     if (slots.empty()) continue;  // reads v as a capture only
-    std::string name = g.value(v).name + "_dedicated";
-    for (int k = 1; g.FindValue(name); ++k)
-      name = g.value(v).name + "_dedicated_" + std::to_string(k);
-    ASSIGN_OR_RETURN(ValueId copy, g.AddValue(name, ValueKind::kNodeOutput));
+    ASSIGN_OR_RETURN(ValueId copy, g.AddValue(g.UniqueValueName(g.value(v).name + "_dedicated"),
+                                              ValueKind::kNodeOutput));
     g.mutable_value(copy).dtype = g.value(v).dtype;
     g.mutable_value(copy).shape = g.value(v).shape;
     Node node = g.node(n);
@@ -316,9 +314,8 @@ StatusOr<bool> ReduceMaxToGlobalPool(Graph& g, NodeId n) {
   pool.inputs.resize(1);
   pool.dim_facts.clear();
   if (keepdims) return true;  // same output value and shape
-  std::string name = g.value(out).name + "_pooled";
-  for (int k = 1; g.FindValue(name); ++k) name = g.value(out).name + "_pooled_" + std::to_string(k);
-  ASSIGN_OR_RETURN(ValueId mid, g.AddValue(name, ValueKind::kNodeOutput));
+  ASSIGN_OR_RETURN(ValueId mid, g.AddValue(g.UniqueValueName(g.value(out).name + "_pooled"),
+                                           ValueKind::kNodeOutput));
   g.mutable_value(mid).dtype = dtype;
   g.mutable_value(mid).shape = pooled;
   g.mutable_node(n).outputs[0] = mid;

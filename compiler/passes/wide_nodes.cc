@@ -55,9 +55,7 @@ bool NarrowableElementwise(const Graph& g, const Node& node) {
 // A new value named after `base` (unique in g) of `dtype` and `shape`.
 StatusOr<ValueId> NewValue(Graph& g, const std::string& base, ValueKind kind, DType dtype,
                            SymbolicShape shape) {
-  std::string name = base;
-  for (int k = 1; g.FindValue(name); ++k) name = base + "_" + std::to_string(k);
-  ASSIGN_OR_RETURN(ValueId v, g.AddValue(name, kind));
+  ASSIGN_OR_RETURN(ValueId v, g.AddValue(g.UniqueValueName(base), kind));
   g.mutable_value(v).dtype = dtype;
   g.mutable_value(v).shape = std::move(shape);
   return v;
@@ -142,10 +140,9 @@ StatusOr<NodeId> SplitOffLeading(Graph& g, NodeId n, int axis, int count) {
     for (int k = 1; k < count; ++k) sum = sum + (*g.value(leading[k]).shape)[axis];
     shape[axis] = sum;
   }
-  std::string name = g.value(g.node(n).outputs[0]).name + "_leading";
-  for (int k = 1; g.FindValue(name); ++k)
-    name = g.value(g.node(n).outputs[0]).name + "_leading_" + std::to_string(k);
-  ASSIGN_OR_RETURN(ValueId part, g.AddValue(name, ValueKind::kNodeOutput));
+  ASSIGN_OR_RETURN(ValueId part,
+                   g.AddValue(g.UniqueValueName(g.value(g.node(n).outputs[0]).name + "_leading"),
+                              ValueKind::kNodeOutput));
   g.mutable_value(part).dtype = g.value(g.node(n).outputs[0]).dtype;
   g.mutable_value(part).shape = shape;
   Node node;
