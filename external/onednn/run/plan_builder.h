@@ -251,6 +251,8 @@ class Builder {
   Status Concat(const Op& op, bool plain);
   struct ConcatPart;
   bool ConcatIntoCaller(const Op& op, const Args& srcs);
+  dnnl::memory::desc ConcatLayout(const Op& op, const dnnl::memory::desc& chosen) const;
+  bool ConcatByReorders(const Op& op, const dnnl::memory::desc& dst_md, const Args& srcs);
   bool ConcatInPlace(const Op& op, const dnnl::memory::desc& dst_md, const Args& srcs);
   bool PlaceConcatInputs(const Op& op, const dnnl::memory::desc& dst_md, const Args& srcs,
                          std::vector<ConcatPart>* parts, int* target);
