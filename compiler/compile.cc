@@ -10,6 +10,7 @@
 #include "compiler/lower/gemm.h"
 #include "compiler/lower/lower.h"
 #include "compiler/onnx/importer.h"
+#include "compiler/passes/conv_transpose_phases.h"
 #include "compiler/passes/dead_nodes.h"
 #include "compiler/passes/fold_constants.h"
 #include "compiler/passes/pack_weights.h"
@@ -191,6 +192,10 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   st.simplified_nodes =
       simplified.transposes_merged + simplified.views_shortcut + simplified.pads_bypassed +
       simplified.castlikes_to_cast + simplified.pads_folded + simplified.reduce_max_pooled;
+  // ConvTranspose layers as the convolutions of their output phases (both back ends run
+  // convolutions faster), before partitioning so that oneDNN can claim them.
+  ASSIGN_OR_RETURN(int phased, ConvTransposeToPhaseConvs(graph));
+  st.simplified_nodes += phased;
   // Before partitioning: a Reshape whose target was computed from Shape(x) of a region's value
   // could not join that region (the chain closes a cycle), e.g. ShuffleNet's channel shuffle.
   ASSIGN_OR_RETURN(int reshapes, ConstantReshapeShapes(graph));
