@@ -6,22 +6,22 @@ float64 references) so that tools/zoo.py can check and time them:
     /usr/bin/python3 tools/gen_zoo_fifth.py OUT_DIR [--only a,b] [--list] [--shared DIR]
     /usr/bin/python3 tools/zoo.py --zoo OUT_DIR --models '' --rounds 3
 
-The zoos are a sample; the goal is every real model. This one samples generators and
-image-to-image nets (the first four are mostly classifiers and encoders): a DCGAN generator
-(ConvTranspose 4x4 / stride 2 / pad 1, the overlapping kind, from a 1x1 latent), an ESPCN
-super-resolution net (PixelShuffle = DepthToSpace, dynamic H/W), a fast style-transfer net
-(reflection Pad, InstanceNormalization, nearest Upsample, residual blocks, dynamic H/W), a
-dilated segmentation net (dilations 2 and 4, an ASPP head with image pooling, bilinear Resize
-back to the input size, dynamic H/W); and three transformer variants: MaxViT (MBConv with
-squeeze-excite, block and grid attention through 6-D permutes, relative position bias),
-Swin V2 (cosine attention with a learned logit scale, a continuous position bias MLP) and a
-ConvNeXt V2 block stack (global response normalization: an L2 norm over H, W divided by its
-channel mean); and a wav2vec2-like audio encoder (a strided Conv1d feature extractor with
-GroupNorm, a grouped Conv1d positional embedding of kernel 31, post-norm attention, dynamic
-samples) and a CLIP-like text encoder (causal mask, pooled at each row's ArgMax token through
-Gather). Random weights with the zoo's seed and opset 17. Uses gen_zoo_third's helpers (and
-through it gen_zoo.py: --shared DIR, default ../shared/models) and Debian's python3-torch /
-torchvision / onnx.
+The zoos are a sample; the goal is every real model. This one samples generators and image-to-
+image nets (the first four are mostly classifiers and encoders): a DCGAN generator
+(ConvTranspose 4x4 / stride 2 / pad 1, the overlapping kind, from a 1x1 latent), an ESPCN super-
+resolution net (PixelShuffle = DepthToSpace, dynamic H/W), a fast style-transfer net (reflection
+Pad, InstanceNormalization, nearest Upsample, residual blocks, dynamic H/W), a dilated
+segmentation net (dilations 2 and 4, an ASPP head with image pooling, bilinear Resize back to
+the input size, dynamic H/W); two newer vision backbones: MaxViT (MBConv with squeeze-excite,
+block and grid attention through 6-D permutes, relative position bias) and a ConvNeXt V2 block
+stack (global response normalization: an L2 norm over H, W divided by its channel mean); a HiFi-
+GAN-like vocoder (ConvTranspose1d upsampling, dilated Conv1d residual blocks, LeakyReLU, dynamic
+frames); and a wav2vec2-like audio encoder (a strided Conv1d feature extractor with GroupNorm, a
+grouped Conv1d positional embedding of kernel 31, post-norm attention, dynamic samples) and a
+CLIP-like text encoder (causal mask, pooled at each row's ArgMax token through Gather). Random
+weights with the zoo's seed and opset 17. Uses gen_zoo_third's helpers (and through it
+gen_zoo.py: --shared DIR, default ../shared/models) and Debian's python3-torch / torchvision /
+onnx. (torchvision's swin_v2_t does not export with torch 1.13: aten::zero at opset 17.)
 """
 import gen_zoo_third as third  # noqa: F401  (handles --shared, puts gen_zoo.py on the path)
 import gen_zoo as gz
@@ -240,6 +240,31 @@ class ClipText(nn.Module):
         return s.proj(pooled)
 
 
+class HifiGan(nn.Module):
+    """A HiFi-GAN-like vocoder generator (narrower): mel frames [N, 80, T] to a waveform
+    [N, 1, 64 T] through ConvTranspose1d upsampling (x8, x8; kernels 16), each followed by a
+    multi-receptive-field block of dilated Conv1d residuals (dilations 1, 3, 5) with LeakyReLU,
+    and a Tanh output."""
+
+    def __init__(s, mels=80, c=64):
+        super().__init__()
+        s.pre = nn.Conv1d(mels, c, 7, padding=3)
+        s.ups = nn.ModuleList([nn.ConvTranspose1d(c, c // 2, 16, 8, padding=4),
+                               nn.ConvTranspose1d(c // 2, c // 4, 16, 8, padding=4)])
+        s.res = nn.ModuleList(
+            nn.ModuleList(nn.Conv1d(ch, ch, 3, padding=d, dilation=d) for d in (1, 3, 5))
+            for ch in (c // 2, c // 4))
+        s.post = nn.Conv1d(c // 4, 1, 7, padding=3)
+
+    def forward(s, x):
+        h = s.pre(x)
+        for up, res in zip(s.ups, s.res):
+            h = up(F.leaky_relu(h, 0.1))
+            for conv in res:
+                h = h + conv(F.leaky_relu(h, 0.1))
+        return torch.tanh(s.post(F.leaky_relu(h, 0.1)))
+
+
 def clip_ids(shape):
     """Token ids with the end token (the largest id) at a random place in each row."""
     ids = torch.randint(1, 4000, shape, dtype=torch.int64)
@@ -258,7 +283,7 @@ ZOO = {
     "dilated_seg": (DilatedSeg, "input", [1, 3, 192, 256], randn,
                     {0: "batch", 2: "height", 3: "width"}),
     "maxvit_t": (gz.tv("maxvit_t"), "input", [1, 3, 224, 224], randn, {0: "batch"}),
-    "swin_v2_t": (gz.tv("swin_v2_t"), "input", [1, 3, 256, 256], randn, {0: "batch"}),
+    "hifigan_like": (HifiGan, "input", [1, 80, 64], randn, {0: "batch", 2: "frames"}),
     "convnext_v2_atto": (ConvNextV2, "input", [1, 3, 192, 192], randn, {0: "batch"}),
     "wav2vec2_like": (Wav2Vec2Like, "input", [1, 1, 16000], randn, {0: "batch", 2: "samples"}),
     "clip_text": (ClipText, "input_ids", [2, 77], clip_ids, {0: "batch"}),
