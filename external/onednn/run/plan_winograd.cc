@@ -58,6 +58,16 @@ bool WinogradPostOps(const Op& op, std::vector<WinogradPostOp>* out) {
       w.kind = WinogradPostOp::Kind::kRelu;
     } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kClip) {
       w.kind = WinogradPostOp::Kind::kClip;
+    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kSigmoid) {
+      w.kind = WinogradPostOp::Kind::kSigmoid;
+    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kTanh) {
+      w.kind = WinogradPostOp::Kind::kTanh;
+    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kSwish) {
+      w.kind = WinogradPostOp::Kind::kSwish;
+    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kHardSwish) {
+      w.kind = WinogradPostOp::Kind::kHardSwish;
+    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kLinear) {
+      w.kind = WinogradPostOp::Kind::kLinear;
     } else {
       return false;
     }

@@ -56,9 +56,9 @@ struct Tr<2> {
 template <>
 struct Tr<4> {
   static constexpr int kA = 6;
-  static constexpr float kBT[6][6] = {
-      {1, 1.5f, -2, -1.5f, 1, 0},   {0, -1, -2.5f, -0.5f, 1, 0}, {0, 1, 0.5f, -2.5f, 1, 0},
-      {0, -0.5f, -1, 0.5f, 1, 0},   {0, 2, -1, -2, 1, 0},        {0, 1, 1.5f, -2, -1.5f, 1}};
+  static constexpr float kBT[6][6] = {{1, 1.5f, -2, -1.5f, 1, 0}, {0, -1, -2.5f, -0.5f, 1, 0},
+                                      {0, 1, 0.5f, -2.5f, 1, 0},  {0, -0.5f, -1, 0.5f, 1, 0},
+                                      {0, 2, -1, -2, 1, 0},       {0, 1, 1.5f, -2, -1.5f, 1}};
   static constexpr float kAT[4][6] = {{1, 1, 1, 1, 1, 0},
                                       {0, 1, -1, 2, -0.5f, 0},
                                       {0, 1, 1, 4, 0.25f, 0},
@@ -182,7 +182,7 @@ KILN_AVX2 void InputTile(const Geometry& g, const float* src, float* v, int64_t 
         }
       }
     }
-    LeftProduct<M, true, A>(d, tmp);   // B^T d
+    LeftProduct<M, true, A>(d, tmp);      // B^T d
     RightProduct<M, true, A, A>(tmp, d);  // (B^T d) B, over d
     float* at = v + (c * vblock + t) * 8;
     for (int p = 0; p < A * A; ++p) _mm256_store_ps(at + p * vstride, d[p]);
@@ -227,8 +227,8 @@ KILN_AVX2 void Kernel6x16(const float* v, int64_t vstride, int64_t blocks, const
 // multiple of 6), 6 at a time: V holds `vblock` tiles per position ([p][cb][vblock][8]), M
 // `kblocks` 16-wide K blocks per position ([p][2 * kblocks][vblock][8]), `mkb` the block's
 // index among them.
-void GemmPanel(const Geometry& g, const float* u, const float* v, float* mo, int64_t p,
-               int64_t kb, int64_t mkb, int64_t kblocks, int64_t vblock, int64_t tiles) {
+void GemmPanel(const Geometry& g, const float* u, const float* v, float* mo, int64_t p, int64_t kb,
+               int64_t mkb, int64_t kblocks, int64_t vblock, int64_t tiles) {
   const int64_t cp = g.cb * 8, cb = g.cb;
   const float* up = u + (p * g.kb16 + kb) * cp * 16;
   const float* vp = v + p * cb * vblock * 8;
@@ -238,11 +238,70 @@ void GemmPanel(const Geometry& g, const float* u, const float* v, float* mo, int
     Kernel6x16(vp + t0 * 8, vblock * 8, cb, up, m0 + t0 * 8, m1 + t0 * 8);
 }
 
+// exp(x) for every float x, to ~2 ulp: x clamped to [-87.3, 88.3] (the normal range; the
+// ends give 1.2e-38 and 2.3e38, which the sigmoid / tanh below only divide by), n = round(x /
+// ln 2), r = x - n ln 2 (Cody-Waite, two constants), e^r by its degree-6 Taylor polynomial
+// (|r| <= ln 2 / 2: truncation below 2e-8 relative), times 2^n built in the exponent bits.
+KILN_AVX2 inline __m256 Exp(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.3f)), _mm256_set1_ps(88.3f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145752f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-6f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+// 1 / (1 + e^-x). A NaN x gives NaN (the clamp in Exp passes it through min / max as their
+// second operand... so it is restored here).
+KILN_AVX2 inline __m256 Sigmoid(__m256 x) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  __m256 s = _mm256_div_ps(one, _mm256_add_ps(one, Exp(_mm256_sub_ps(_mm256_setzero_ps(), x))));
+  return _mm256_blendv_ps(s, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
+// tanh(x) = sign(x) (1 - 2 / (e^{2|x|} + 1)): absolute error ~1 ulp of 1, never past +-1.
+KILN_AVX2 inline __m256 Tanh(__m256 x) {
+  const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
+  const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 e = Exp(_mm256_add_ps(ax, ax));
+  __m256 t = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+  t = _mm256_or_ps(t, sign);
+  return _mm256_blendv_ps(t, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
 // y after the post-ops, oneDNN's order; `old` is dst's value before the run (for sum).
 KILN_AVX2 inline __m256 PostOps(__m256 y, const std::vector<WinogradPostOp>& ops,
                                 const float* old) {
   for (const WinogradPostOp& po : ops) {
     switch (po.kind) {
+      case WinogradPostOp::Kind::kSigmoid:
+        y = Sigmoid(y);
+        break;
+      case WinogradPostOp::Kind::kTanh:
+        y = Tanh(y);
+        break;
+      case WinogradPostOp::Kind::kSwish:
+        y = _mm256_mul_ps(y, Sigmoid(_mm256_mul_ps(y, _mm256_set1_ps(po.alpha))));
+        break;
+      case WinogradPostOp::Kind::kHardSwish: {
+        __m256 g = _mm256_add_ps(y, _mm256_set1_ps(3.0f));
+        g = _mm256_min_ps(_mm256_set1_ps(6.0f), _mm256_max_ps(_mm256_setzero_ps(), g));
+        y = _mm256_mul_ps(y, _mm256_mul_ps(g, _mm256_set1_ps(1.0f / 6)));
+        break;
+      }
+      case WinogradPostOp::Kind::kLinear:
+        y = _mm256_fmadd_ps(y, _mm256_set1_ps(po.alpha), _mm256_set1_ps(po.beta));
+        break;
       case WinogradPostOp::Kind::kRelu:
         if (po.alpha == 0.0f) {
           y = _mm256_max_ps(_mm256_setzero_ps(), y);  // a NaN y stays NaN, as in oneDNN
@@ -281,7 +340,7 @@ KILN_AVX2 void OutputTile(const Geometry& g, const float* mo, const float* bias,
     const float* at = mo + ((kb - kb_begin) * vblock + t) * 8;
     __m256 mm[A * A], tmp[M * A];
     for (int p = 0; p < A * A; ++p) mm[p] = _mm256_load_ps(at + p * mstride);
-    LeftProduct<M, false, M>(mm, tmp);   // A^T M
+    LeftProduct<M, false, M>(mm, tmp);      // A^T M
     RightProduct<M, false, M, M>(tmp, mm);  // (A^T M) A, over mm
     const int64_t valid = std::min<int64_t>(8, g.k - kb * 8);
     __m256i lanes = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(valid)),
@@ -353,9 +412,9 @@ std::shared_ptr<const WinogradConv> WinogradConv::Make(
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return nullptr;
   if ((m != 2 && m != 4) || !IsBlocked8(src) || !IsBlocked8(dst)) return nullptr;
   const std::vector<int64_t> three = {3, 3}, one = {1, 1}, zero = {0, 0};
-  if (weight_dims.size() != 4 || std::vector<int64_t>(weight_dims.begin() + 2,
-                                                      weight_dims.end()) != three ||
-      strides != one || dilations != zero || pad_l.size() != 2)
+  if (weight_dims.size() != 4 ||
+      std::vector<int64_t>(weight_dims.begin() + 2, weight_dims.end()) != three || strides != one ||
+      dilations != zero || pad_l.size() != 2)
     return nullptr;
   memory::dims in = src.dims(), out = dst.dims();
   Geometry g;
@@ -406,14 +465,15 @@ void WinogradConv::TransformWeights(const float* weights) {
 }
 
 // One block of tiles by one thread (the threads taking blocks of their own).
-void WinogradConv::RunBlock(const float* src, const float* bias, float* dst, float* v,
-                            float* mo, int64_t block) const {
+void WinogradConv::RunBlock(const float* src, const float* bias, float* dst, float* v, float* mo,
+                            int64_t block) const {
   const int64_t first = block * g_.block, n = g_.block;
   for (int64_t t = 0; t < n; ++t) {
     g_.m == 2 ? InputTile<2>(g_, src, v, first, t, n) : InputTile<4>(g_, src, v, first, t, n);
   }
   for (int64_t p = 0; p < g_.positions; ++p) {
-    for (int64_t kb = 0; kb < g_.kb16; ++kb) GemmPanel(g_, u_.get(), v, mo, p, kb, kb, g_.kb16, n, n);
+    for (int64_t kb = 0; kb < g_.kb16; ++kb)
+      GemmPanel(g_, u_.get(), v, mo, p, kb, kb, g_.kb16, n, n);
   }
   for (int64_t t = 0; t < n; ++t) {
     g_.m == 2 ? OutputTile<2>(g_, mo, bias, post_ops_, dst, first, t, 0, g_.kb8, g_.kb16 * 2, n)
@@ -423,8 +483,8 @@ void WinogradConv::RunBlock(const float* src, const float* bias, float* dst, flo
 
 // The GEMMs and output transforms of one thread's 16-wide K blocks [kb_begin, kb_end) over the
 // block at `first` (V transformed, shared), `g_.kgroup` K blocks at a time into its M.
-void WinogradConv::RunSlice(const float* bias, float* dst, const float* v, float* mo,
-                            int64_t first, int64_t kb_begin, int64_t kb_end) const {
+void WinogradConv::RunSlice(const float* bias, float* dst, const float* v, float* mo, int64_t first,
+                            int64_t kb_begin, int64_t kb_end) const {
   const int64_t n = g_.block, used = std::min(n, RoundUp6(g_.tiles - first));
   for (int64_t k0 = kb_begin; k0 < kb_end; k0 += g_.kgroup) {
     const int64_t k1 = std::min(kb_end, k0 + g_.kgroup);

@@ -18,8 +18,12 @@ namespace kiln::onednn::internal {
 /// A post-op the Winograd convolution applies to each output, in order, as oneDNN's
 /// post-ops do: relu (alpha: negative slope), clip to [alpha, beta], or sum (adds what dst held
 /// before the run: the residual of a fused Add).
+/// A post-op in oneDNN's meaning: kRelu (alpha: negative slope), kClip (alpha, beta: bounds),
+/// kSum (dst += its old value), kSigmoid, kTanh, kSwish (x * sigmoid(alpha x)), kHardSwish
+/// (x * min(max(x + 3, 0), 6) / 6), kLinear (alpha x + beta). The exponential-based ones are
+/// accurate to a few float32 ulp of their result (absolute, for |result| < 1), as oneDNN's.
 struct WinogradPostOp {
-  enum class Kind : uint8_t { kRelu, kClip, kSum };
+  enum class Kind : uint8_t { kRelu, kClip, kSum, kSigmoid, kTanh, kSwish, kHardSwish, kLinear };
   Kind kind = Kind::kRelu;
   float alpha = 0.0f, beta = 0.0f;
 };

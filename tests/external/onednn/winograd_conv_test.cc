@@ -19,19 +19,20 @@
 // allows the sum of both bounds. Relu, clip and max are 1-Lipschitz, so the bounds carry
 // through the post-ops. A wrong tap, channel or tile misses by O(|y|), far above either.
 #define BOOST_TEST_MODULE onednn_winograd_conv_test
-#include <boost/test/data/monomorphic.hpp>
-#include <boost/test/data/test_case.hpp>
-#include <boost/test/unit_test.hpp>
+#include "external/onednn/run/winograd_conv.h"
+
 #include <omp.h>
 
 #include <algorithm>
+#include <boost/test/data/monomorphic.hpp>
+#include <boost/test/data/test_case.hpp>
+#include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <ostream>
 #include <vector>
 
-#include "external/onednn/run/winograd_conv.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "tests/external/onednn/cpu_engine.h"
 
@@ -52,12 +53,12 @@ struct Case {
   std::vector<WinogradPostOp> post;
   int m;
 };
-std::ostream& operator<<(std::ostream& os, const Case& c) {
-  return os << c.name << "_f" << c.m;
-}
+std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name << "_f" << c.m; }
 
 const WinogradPostOp kRelu{Kind::kRelu}, kSum{Kind::kSum};
 const WinogradPostOp kClip{Kind::kClip, 0.0f, 6.0f}, kLeaky{Kind::kRelu, 0.1f};
+const WinogradPostOp kSigmoid{Kind::kSigmoid}, kTanh{Kind::kTanh}, kSilu{Kind::kSwish, 1.0f};
+const WinogradPostOp kHardSwish{Kind::kHardSwish}, kLinear{Kind::kLinear, 0.5f, -0.25f};
 
 std::vector<Case> Cases() {
   std::vector<Case> base = {
@@ -77,6 +78,12 @@ std::vector<Case> Cases() {
       {"channels_12_to_20", 2, 12, 20, 7, 9, 1, 1, 1, 1, true, {kRelu}},
       {"channels_3_to_5_leaky_sum", 1, 3, 5, 6, 5, 1, 1, 1, 1, true, {kLeaky, kSum}},
       {"one_pixel", 3, 8, 8, 1, 1, 1, 1, 1, 1, true, {kClip, kSum}},
+      // Exponential-based and other eltwise post-ops: EfficientNet V2's and YOLO's SiLU after
+      // 3x3 convs, ESPCN's tanh, a sigmoid gate, MobileNet V3's hard-swish, a scale and shift.
+      {"effnetv2_48_192_silu", 1, 48, 192, 12, 12, 1, 1, 1, 1, true, {kSilu}},
+      {"espcn_64_32_tanh", 1, 64, 32, 10, 14, 1, 1, 1, 1, true, {kTanh}},
+      {"sigmoid_residual", 1, 16, 16, 8, 8, 1, 1, 1, 1, true, {kSum, kSigmoid}},
+      {"hard_swish_then_linear", 1, 24, 16, 9, 7, 1, 1, 1, 1, true, {kHardSwish, kLinear}},
   };
   std::vector<Case> all;
   for (int m : {2, 4}) {
@@ -150,8 +157,9 @@ Transforms Of(int m) {
 }
 
 // L (r x s) * X (s x t) * R^T (t x u given as u x t), all |.| when `abs`.
-std::vector<double> Sandwich(const std::vector<std::vector<double>>& l, const std::vector<double>& x,
-                             int s, int t, const std::vector<std::vector<double>>& r) {
+std::vector<double> Sandwich(const std::vector<std::vector<double>>& l,
+                             const std::vector<double>& x, int s, int t,
+                             const std::vector<std::vector<double>>& r) {
   int rows = static_cast<int>(l.size()), cols = static_cast<int>(r.size());
   std::vector<double> lx(rows * t, 0.0), out(rows * cols, 0.0);
   for (int i = 0; i < rows; ++i)
@@ -186,7 +194,8 @@ Reference Compute(const Case& c, const std::vector<float>& x, const std::vector<
           for (int64_t ch = 0; ch < c.c; ++ch)
             for (int i = 0; i < 3; ++i)
               for (int j = 0; j < 3; ++j) {
-                double p = wt[((k * c.c + ch) * 3 + i) * 3 + j] * at(n, ch, y - c.pt + i, xx - c.pl + j);
+                double p =
+                    wt[((k * c.c + ch) * 3 + i) * 3 + j] * at(n, ch, y - c.pt + i, xx - c.pl + j);
                 s += p, mag += std::fabs(p);
               }
           r.y[o] = s, r.direct_mag[o] = mag;
@@ -208,7 +217,8 @@ Reference Compute(const Case& c, const std::vector<float>& x, const std::vector<
         for (int64_t ch = 0; ch < c.c; ++ch) {
           std::vector<double> d(a * a);
           for (int i = 0; i < a; ++i)
-            for (int j = 0; j < a; ++j) d[i * a + j] = std::fabs(at(n, ch, ty - c.pt + i, tx - c.pl + j));
+            for (int j = 0; j < a; ++j)
+              d[i * a + j] = std::fabs(at(n, ch, ty - c.pt + i, tx - c.pl + j));
           v[ch] = Sandwich(t.bt, d, a, a, t.bt);
         }
         for (int64_t k = 0; k < c.k; ++k) {
@@ -225,13 +235,37 @@ Reference Compute(const Case& c, const std::vector<float>& x, const std::vector<
   return r;
 }
 
-// The post-ops applied to an exact value (the residual `old`).
-double Post(double y, const std::vector<WinogradPostOp>& ops, double old) {
+// The post-ops applied to an exact value (the residual `old`). `bound`, when given, is the
+// error bound of the float32 value the post-ops start from; it becomes the bound of the result:
+// each op scales it by its largest slope (sigmoid 1/4, tanh 1, SiLU 1.1, hard-swish 1.5,
+// linear |alpha|) and adds its own float32 error, 8 ulp of max(|result|, 1) for the functions
+// computed through exp (absolute near zero, as the kernel's tanh and sigmoid are), 2 ulp of
+// |result| for the others.
+double Post(double y, const std::vector<WinogradPostOp>& ops, double old, double* bound = nullptr) {
+  const double eps = std::ldexp(1.0, -24);
+  double b = bound ? *bound : 0.0;
   for (const WinogradPostOp& p : ops) {
-    if (p.kind == Kind::kRelu) y = y > 0 ? y : p.alpha * y;
+    double slope = 1, own = 0;
+    if (p.kind == Kind::kRelu)
+      y = y > 0 ? y : p.alpha * y, slope = std::max(1.0, std::fabs(double{p.alpha}));
     if (p.kind == Kind::kClip) y = std::min<double>(std::max<double>(y, p.alpha), p.beta);
-    if (p.kind == Kind::kSum) y += old;
+    if (p.kind == Kind::kSum) y += old, own = eps * std::fabs(y);
+    if (p.kind == Kind::kSigmoid) y = 1 / (1 + std::exp(-y)), slope = 0.25, own = 8 * eps;
+    if (p.kind == Kind::kTanh) y = std::tanh(y), own = 8 * eps;
+    if (p.kind == Kind::kSwish) {
+      y = y / (1 + std::exp(-p.alpha * y));
+      slope = 1.1 * std::max(1.0, std::fabs(double{p.alpha}));
+      own = 8 * eps * std::max(std::fabs(y), 1.0);
+    }
+    if (p.kind == Kind::kHardSwish) {
+      y = y * std::min(std::max(y + 3, 0.0), 6.0) / 6, slope = 1.5, own = 2 * eps * std::fabs(y);
+    }
+    if (p.kind == Kind::kLinear) {
+      y = p.alpha * y + p.beta, slope = std::fabs(p.alpha), own = 2 * eps * std::fabs(y);
+    }
+    b = slope * b + own;
   }
+  if (bound) *bound = b;
   return y;
 }
 
@@ -262,11 +296,18 @@ BOOST_DATA_TEST_CASE(within_the_error_bound_of_float64_and_onednn, data::make(Ca
     if (p.kind == Kind::kRelu) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, p.alpha, 0);
     if (p.kind == Kind::kClip)
       po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, p.alpha, p.beta);
+    if (p.kind == Kind::kSigmoid) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_logistic, 0, 0);
+    if (p.kind == Kind::kTanh) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0, 0);
+    if (p.kind == Kind::kSwish) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_swish, p.alpha, 0);
+    if (p.kind == Kind::kHardSwish)
+      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0, 0);
+    if (p.kind == Kind::kLinear)
+      po.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, p.alpha, p.beta);
   }
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);
-  memory::desc bias_md = c.bias ? memory::desc({c.k}, memory::data_type::f32, tag::a)
-                                : memory::desc();
+  memory::desc bias_md =
+      c.bias ? memory::desc({c.k}, memory::data_type::f32, tag::a) : memory::desc();
   dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_inference,
                                     dnnl::algorithm::convolution_direct, src_md,
                                     memory::desc(wd, memory::data_type::f32, tag::any), bias_md,
@@ -281,7 +322,8 @@ BOOST_DATA_TEST_CASE(within_the_error_bound_of_float64_and_onednn, data::make(Ca
       st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, b}, {DNNL_ARG_DST, want}});
   st.wait();
   std::vector<float> scratch_v(conv->scratch_bytes() / sizeof(float) + 16);
-  void* scratch = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(scratch_v.data()) + 63) & ~uintptr_t{63});
+  void* scratch = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(scratch_v.data()) + 63) &
+                                          ~uintptr_t{63});
   conv->Run(static_cast<const float*>(src.get_data_handle()), c.bias ? bias.data() : nullptr,
             static_cast<float*>(got.get_data_handle()), scratch);
   // Padded channels of the last block are written as zeros.
@@ -300,9 +342,10 @@ BOOST_DATA_TEST_CASE(within_the_error_bound_of_float64_and_onednn, data::make(Ca
   const double g_wino = Gamma(4 * a + cp + 3), g_direct = Gamma(9 * cp + 3);
   double worst = 0, err64 = 0, err_dnn = 0, dnn64 = 0, scale = 0;
   for (size_t i = 0; i < kiln.size(); ++i) {
-    double exact = Post(ref.y[i], c.post, residual[i]);
     double bound = g_wino * (ref.wino_mag[i] + std::fabs(residual[i]));
     double bound_dnn = g_direct * (ref.direct_mag[i] + std::fabs(residual[i]));
+    double exact = Post(ref.y[i], c.post, residual[i], &bound);
+    Post(ref.y[i], c.post, residual[i], &bound_dnn);
     worst = std::max(worst, std::fabs(kiln[i] - exact) / bound);
     worst = std::max(worst, std::fabs(kiln[i] - onednn[i]) / (bound + bound_dnn));
     err64 = std::max(err64, std::fabs(kiln[i] - exact));
@@ -310,9 +353,9 @@ BOOST_DATA_TEST_CASE(within_the_error_bound_of_float64_and_onednn, data::make(Ca
     dnn64 = std::max(dnn64, std::fabs(onednn[i] - exact));
     scale = std::max(scale, std::fabs(exact));
   }
-  BOOST_TEST_MESSAGE(c << ": max |kiln - f64| " << err64 << " (" << err64 / scale
-                       << " of max |y| " << scale << "), |kiln - oneDNN| " << err_dnn
-                       << ", |oneDNN - f64| " << dnn64 << "; error / bound " << worst);
+  BOOST_TEST_MESSAGE(c << ": max |kiln - f64| " << err64 << " (" << err64 / scale << " of max |y| "
+                       << scale << "), |kiln - oneDNN| " << err_dnn << ", |oneDNN - f64| " << dnn64
+                       << "; error / bound " << worst);
   BOOST_TEST(worst <= 1.0);
 }
 
@@ -360,8 +403,8 @@ BOOST_AUTO_TEST_CASE(bitwise_equal_at_one_and_two_threads) {
       memory::desc dst_md({1, s.k, s.hw, s.hw}, memory::data_type::f32, tag::aBcd8b);
       std::vector<float> x = Random(s.c * s.hw * s.hw, 5), wt = Random(s.k * s.c * 9, 6);
       std::vector<float> bias = Random(s.k, 7);
-      auto conv = WinogradConv::Make(src_md, dst_md, wt.data(), wd, {1, 1}, {0, 0}, {1, 1},
-                                     {kRelu}, m, 2);
+      auto conv =
+          WinogradConv::Make(src_md, dst_md, wt.data(), wd, {1, 1}, {0, 0}, {1, 1}, {kRelu}, m, 2);
       if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
         BOOST_TEST(conv == nullptr);
         continue;
@@ -372,8 +415,8 @@ BOOST_AUTO_TEST_CASE(bitwise_equal_at_one_and_two_threads) {
       if (m == 2) BOOST_TEST((g.tiles + g.block - 1) / g.block == s.blocks_f2);
       memory src = Blocked(x, xd);
       std::vector<float> scratch_v(conv->scratch_bytes() / sizeof(float) + 16);
-      void* scratch = reinterpret_cast<void*>(
-          (reinterpret_cast<uintptr_t>(scratch_v.data()) + 63) & ~uintptr_t{63});
+      void* scratch = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(scratch_v.data()) + 63) &
+                                              ~uintptr_t{63});
       std::vector<float> out[2];
       for (int threads : {1, 2}) {
         omp_set_num_threads(threads);
