@@ -190,7 +190,8 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   RETURN_IF_ERROR(Simplify(graph, &simplified));
   st.simplified_nodes =
       simplified.transposes_merged + simplified.views_shortcut + simplified.pads_bypassed +
-      simplified.castlikes_to_cast + simplified.pads_folded + simplified.reduce_max_pooled;
+      simplified.castlikes_to_cast + simplified.pads_folded + simplified.reduce_max_pooled +
+      simplified.reduce_mean_pooled + simplified.dropouts_bypassed;
   // Before partitioning: a Reshape whose target was computed from Shape(x) of a region's value
   // could not join that region (the chain closes a cycle), e.g. ShuffleNet's channel shuffle.
   ASSIGN_OR_RETURN(int reshapes, ConstantReshapeShapes(graph));

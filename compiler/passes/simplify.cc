@@ -261,7 +261,7 @@ bool ChannelsFirst(const Graph& g, ValueId v) {
   return false;
 }
 
-// The axes of ReduceMax node `n` when they are known at compile time and non-empty (the
+// The axes of reduce node `n` when they are known at compile time and non-empty (the
 // attribute before opset 18, the constant input 1 from 18), normalized; empty otherwise.
 std::set<int64_t> ReducedAxes(const Graph& g, const Node& n, int64_t rank) {
   std::vector<int64_t> axes;
@@ -284,15 +284,24 @@ std::set<int64_t> ReducedAxes(const Graph& g, const Node& n, int64_t rank) {
   return normalized;
 }
 
-// ReduceMax over every spatial dim of a channels-first float tensor is a GlobalMaxPool (then a
-// Flatten from axis 1 when keepdims = 0): PointNet's max over points after its shared-MLP
-// convolutions. As a pool it joins its convolutions' oneDNN region and reads their blocked
-// layout; as a ReduceMax it cut the region, whose 2x512x1024 output was reordered to plain
-// layout (1.0 ms) for the JIT to reduce it (0.47 ms). Returns whether it rewrote `n`.
-StatusOr<bool> ReduceMaxToGlobalPool(Graph& g, NodeId n) {
+// The global pool that computes reduce op `op_type` over every spatial dim, or null.
+const char* GlobalPoolFor(const std::string& op_type) {
+  if (op_type == "ReduceMax") return "GlobalMaxPool";
+  if (op_type == "ReduceMean") return "GlobalAveragePool";
+  return nullptr;
+}
+
+// ReduceMax / ReduceMean over every spatial dim of a channels-first float tensor is a
+// GlobalMaxPool / GlobalAveragePool (then a Flatten from axis 1 when keepdims = 0). As a pool
+// it joins its convolutions' oneDNN region and reads their blocked layout; as a reduction it cut
+// the region, whose output was reordered to plain layout for the JIT to reduce it. PointNet's
+// max over points after its shared-MLP convolutions: 2x512x1024 reordered (1.0 ms) for a 0.47 ms
+// reduction; ShuffleNetV2's and MNASNet's mean over H, W before their classifier. Returns
+// whether it rewrote `n`.
+StatusOr<bool> ReduceToGlobalPool(Graph& g, NodeId n) {
   const Node& node = g.node(n);
-  if (node.op_type != "ReduceMax" || node.outputs.size() != 1 || node.outputs[0] == kNoValue)
-    return false;
+  const char* pool_op = GlobalPoolFor(node.op_type);
+  if (!pool_op || node.outputs.size() != 1 || node.outputs[0] == kNoValue) return false;
   const Value& x = g.value(node.inputs[0]);
   if (!x.shape || x.shape->size() < 3) return false;
   if (x.dtype != DType::kF32 && x.dtype != DType::kF16 && x.dtype != DType::kF64) return false;
@@ -309,7 +318,7 @@ StatusOr<bool> ReduceMaxToGlobalPool(Graph& g, NodeId n) {
   const ValueId out = node.outputs[0];
   if (node.inputs.size() > 1) g.SetNodeInput(n, 1, kNoValue);
   Node& pool = g.mutable_node(n);
-  pool.op_type = "GlobalMaxPool";
+  pool.op_type = pool_op;
   pool.attributes.clear();
   pool.inputs.resize(1);
   pool.dim_facts.clear();
@@ -329,6 +338,61 @@ StatusOr<bool> ReduceMaxToGlobalPool(Graph& g, NodeId n) {
   flatten.outputs = {out};
   RETURN_IF_ERROR(g.AddNode(std::move(flatten)).status());
   return true;
+}
+
+// Whether Dropout node `n` is the identity: not in training mode (opset 12's training_mode
+// input absent or a constant false), or training with a constant zero ratio. The same rule as
+// its lowering, which rejects the other cases.
+bool DropoutIsIdentity(const Graph& g, const Node& n) {
+  if (g.OpsetFor("") < 12 || n.inputs.size() < 3 || n.inputs[2] == kNoValue) return true;
+  if (const TensorData* t = ConstantData(g, n.inputs[2]); t && t->num_elements() == 1) {
+    StatusOr<std::vector<int64_t>> training = t->ToInt64s();
+    if (training.ok() && (*training)[0] == 0) return true;
+  }
+  const TensorData* ratio = n.inputs.size() > 1 ? ConstantData(g, n.inputs[1]) : nullptr;
+  return ratio && ratio->num_elements() == 1 && ratio->ToDoubles()[0] == 0;
+}
+
+// Whether `v` is read by a subgraph capture or is a graph output: its name must stay.
+bool NamedOutsideInputs(const Graph& g, ValueId v) {
+  for (ValueId o : g.outputs()) {
+    if (o == v) return true;
+  }
+  for (NodeId u : g.Users(v)) {
+    const std::vector<ValueId>& implicit = g.node(u).implicit_inputs;
+    if (std::find(implicit.begin(), implicit.end(), v) != implicit.end()) return true;
+  }
+  return false;
+}
+
+// An inference Dropout is the identity: its readers read its input instead, and dead-node
+// removal drops it. PyTorch exports every nn.Dropout with its mask output, which no one reads
+// but which made the node a copy kernel writing an all-true mask (swin_t: 24 of them, 480
+// calls a run). A mask that is read keeps the node (its lowering writes the mask); a data
+// output that is a graph output or a capture keeps it with the mask dropped, as a view.
+// Returns whether it changed `n`.
+bool BypassDropout(Graph& g, NodeId n) {
+  const Node& node = g.node(n);
+  if (node.outputs.empty() || node.outputs[0] == kNoValue || !DropoutIsIdentity(g, node))
+    return false;
+  const ValueId out = node.outputs[0];
+  const ValueId mask = node.outputs.size() > 1 ? node.outputs[1] : kNoValue;
+  if (mask != kNoValue && (!g.Users(mask).empty() || NamedOutsideInputs(g, mask))) return false;
+  bool changed = false;
+  if (mask != kNoValue) {
+    g.mutable_node(n).outputs.resize(1);
+    g.mutable_value(mask).producer = kNoNode;
+    changed = true;
+  }
+  if (NamedOutsideInputs(g, out)) return changed;
+  const ValueId source = node.inputs[0];
+  std::vector<NodeId> users = g.Users(out);
+  for (NodeId u : users) {
+    for (size_t k = 0; k < g.node(u).inputs.size(); ++k) {
+      if (g.node(u).inputs[k] == out) g.SetNodeInput(u, static_cast<int>(k), source);
+    }
+  }
+  return changed || !users.empty();
 }
 
 }  // namespace
@@ -397,10 +461,13 @@ Status Simplify(Graph& g, SimplifyStats* stats) {
       ++st.pads_bypassed;
     } else if (node.op_type == "Pad" && FoldPadIntoWindow(g, node)) {
       ++st.pads_folded;
-    } else if (node.op_type == "ReduceMax") {
+    } else if (node.op_type == "Dropout" && BypassDropout(g, n)) {
+      ++st.dropouts_bypassed;
+    } else if (GlobalPoolFor(node.op_type)) {
       // Last in the iteration: a new node may move `node`.
-      ASSIGN_OR_RETURN(bool pooled, ReduceMaxToGlobalPool(g, n));
-      st.reduce_max_pooled += pooled;
+      const bool max = node.op_type == "ReduceMax";
+      ASSIGN_OR_RETURN(bool pooled, ReduceToGlobalPool(g, n));
+      (max ? st.reduce_max_pooled : st.reduce_mean_pooled) += pooled;
     }
   }
   return Status::Ok();
