@@ -24,6 +24,7 @@ struct SimplifyStats {
                               // (+ Flatten(axis = 1) for keepdims = 0)
   int reduce_mean_pooled = 0;  // ReduceMean likewise -> GlobalAveragePool
   int dropouts_bypassed = 0;   // inference Dropout: readers read its input, unread mask dropped
+  int transposes_sunk = 0;     // Concat(f(Slice(Transpose(x)))) -> Transpose(Concat(f(Slice(x))))
 };
 
 /// Runs on an inferred main graph. Output shapes never change, so shape inference need not

@@ -721,5 +721,114 @@ BOOST_DATA_TEST_CASE(dropout_models_give_the_written_answer,
   }
 }
 
+// ---- A Transpose sunk below Slice -> elementwise -> Concat (YOLO's box decode) ----
+
+// x [2, 6, 3, 4] -> t = Transpose(perm [0, 2, 3, 1]) = [2, 3, 4, 6] -> three Slices of the last
+// axis (0:2, 2:4, 4:6), decoded as YOLO does (xy: sigmoid * 2 + grid, a run-time [1, 3, 4, 2];
+// wh: exp * anchors, a constant [1, 1, 1, 2]; the rest: sigmoid) -> y = Concat(axis = -1).
+struct SinkCase {
+  const char* name;
+  std::string xy_slice = "Slice (t, s0, e0, a3)";  // the first Slice
+  std::string extra_out;                            // more graph outputs, ONNX text
+  bool sunk = true;
+};
+std::ostream& operator<<(std::ostream& os, const SinkCase& c) { return os << c.name; }
+
+std::vector<SinkCase> SinkCases() {
+  return {
+      {"yolo_decode"},
+      {"negative_slice_axis", "Slice (t, s0, e0, am1)"},
+      // Sliced along another axis than the Concat's: not the pattern.
+      {"slice_of_another_axis", "Slice (t, s0, e0, a2)", "", false},
+      // A chain value is also read elsewhere: moving its layout would change that reader.
+      {"chain_value_is_an_output", "Slice (t, s0, e0, a3)", ", float[2, 3, 4, 2] b", false},
+  };
+}
+
+std::string SinkModelText(const SinkCase& c) {
+  return "<ir_version: 8, opset_import: [\"\" : 13]>\n g (float[2, 6, 3, 4] x, float[1, 3, 4, 2] "
+         "grid) => (float[2, 3, 4, 6] y" +
+         c.extra_out +
+         ") <int64[1] s0 = {0}, int64[1] e0 = {2}, int64[1] s1 = {2}, int64[1] e1 = {4}, "
+         "int64[1] s2 = {4}, int64[1] e2 = {6}, int64[1] a3 = {3}, int64[1] am1 = {-1}, "
+         "int64[1] a2 = {2}, float two = {2}, float[1, 1, 1, 2] anchors = {3, 5}> {\n"
+         " t = Transpose <perm = [0, 2, 3, 1]> (x)\n"
+         " xy = " + c.xy_slice + "\n"
+         " a = Sigmoid(xy)\n b = Mul(a, two)\n c = Add(b, grid)\n"
+         " wh = Slice (t, s1, e1, a3)\n e = Exp(wh)\n f = Mul(e, anchors)\n"
+         " rest = Slice (t, s2, e2, a3)\n r = Sigmoid(rest)\n"
+         " y = Concat <axis = -1> (c, f, r)\n}";
+}
+
+BOOST_DATA_TEST_CASE(a_transpose_sinks_below_sliced_chains_and_their_concat,
+                     data::make(SinkCases()), c) {
+  std::string text = SinkModelText(c);
+  if (std::string(c.name) == "slice_of_another_axis") {
+    // Both slices cut axis 2 (rows 0:2 and 2:4 of t's 4), the Concat joins them on axis 3.
+    text = "<ir_version: 8, opset_import: [\"\" : 13]>\n g (float[2, 6, 3, 4] x) => "
+           "(float[2, 3, 2, 12] y) <int64[1] s0 = {0}, int64[1] e0 = {2}, int64[1] s1 = {2}, "
+           "int64[1] e1 = {4}, int64[1] a2 = {2}> {\n t = Transpose <perm = [0, 2, 3, 1]> (x)\n"
+           " p = Slice (t, s0, e0, a2)\n q = Slice (t, s1, e1, a2)\n sp = Sigmoid(p)\n"
+           " sq = Sigmoid(q)\n y = Concat <axis = 3> (sp, sq)\n}";
+  }
+  StatusOr<Graph> g = ImportOnnxBytes(testing::ModelBytes(text));
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
+  Status inferred = InferShapes(*g);
+  BOOST_REQUIRE_MESSAGE(inferred.ok(), inferred.ToString());
+  const SymbolicShape y_shape = *g->value(*g->FindValue("y")).shape;
+  SimplifyStats stats;
+  Status s = Simplify(*g, &stats);
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  BOOST_REQUIRE(RemoveDeadNodes(*g).ok());
+  Status valid = g->Verify();
+  BOOST_REQUIRE_MESSAGE(valid.ok(), valid.ToString());
+  BOOST_TEST(stats.transposes_sunk == (c.sunk ? 1 : 0));
+  BOOST_TEST(*g->value(*g->FindValue("y")).shape == y_shape);  // y keeps its shape
+  const Node& last = g->node(g->value(*g->FindValue("y")).producer);
+  BOOST_REQUIRE(last.op_type == (c.sunk ? "Transpose" : "Concat"));
+  if (c.sunk) {
+    // The Transpose of x is gone; the grid's and the one after the Concat remain.
+    BOOST_TEST(CountOps(*g, "Transpose") == 2);
+    const Node& concat = g->node(g->value(last.inputs[0]).producer);
+    BOOST_REQUIRE(concat.op_type == "Concat");
+    BOOST_TEST(concat.FindAttribute("axis")->i() == 1);
+    for (NodeId n = 0; n < g->num_nodes(); ++n) {
+      if (g->node(n).op_type == "Slice") BOOST_TEST(g->value(g->node(n).inputs[0]).name == "x");
+    }
+  }
+}
+
+// The sunk model gives the float64 decode with both back ends: sigmoid and exp in f32 are
+// within a few ulps, then one multiply and one add; 1e-5 of the magnitude covers them.
+BOOST_DATA_TEST_CASE(a_sunk_decode_gives_the_written_answer,
+                     data::make(std::vector<SinkCase>{SinkCases()[0], SinkCases()[3]}) *
+                         data::make({"onednn", "none"}),
+                     c, external) {
+  CompileStats stats;
+  std::shared_ptr<const Executable> exe =
+      CompileAndLoad(testing::ModelBytes(SinkModelText(c)), external, &stats);
+  TensorDataRef x = testing::RandomTensor(DType::kF32, {2, 6, 3, 4}, -3, 3, 13);
+  TensorDataRef grid = testing::RandomTensor(DType::kF32, {1, 3, 4, 2}, 0, 4, 17);
+  auto out = testing::RunExecutable(exe, {x, grid});
+  BOOST_REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+  const std::vector<double> xv = x->ToDoubles(), gv = grid->ToDoubles();
+  const std::vector<double> y = (*out)[0]->ToDoubles();
+  BOOST_REQUIRE(y.size() == 2u * 3 * 4 * 6);
+  const double anchors[2] = {3, 5};
+  for (int b = 0; b < 2; ++b)
+    for (int h = 0; h < 3; ++h)
+      for (int w = 0; w < 4; ++w)
+        for (int k = 0; k < 6; ++k) {
+          double v = xv[((b * 6 + k) * 3 + h) * 4 + w];  // t[b][h][w][k] = x[b][k][h][w]
+          double sig = 1 / (1 + std::exp(-v)), want;
+          if (k < 2) want = sig * 2 + gv[(h * 4 + w) * 2 + k];
+          else if (k < 4) want = std::exp(v) * anchors[k - 2];
+          else want = sig;
+          size_t at = ((b * 3 + h) * 4 + w) * 6 + k;
+          BOOST_TEST(std::abs(y[at] - want) <= 1e-5 * std::max(1.0, std::abs(want)),
+                     "y[" << at << "] = " << y[at] << ", want " << want);
+        }
+}
+
 }  // namespace
 }  // namespace kiln::compiler
