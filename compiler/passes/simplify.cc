@@ -530,6 +530,15 @@ StatusOr<bool> SinkTransposeBelowConcat(Graph& g, NodeId n) {
     if (!c) return false;
     chains.push_back(*c);
   }
+  // Only when the Transpose of x dies: with another reader (LLaMA's rotary embedding reads
+  // the transposed q twice, sliced and whole) the rewrite would add a Transpose, not move one.
+  const ValueId transposed = g.node(t).outputs[0];
+  if (NamedOutsideInputs(g, transposed)) return false;
+  for (NodeId u : g.Users(transposed)) {
+    if (std::none_of(chains.begin(), chains.end(),
+                     [u](const SlicedChain& c) { return c.slice == u; }))
+      return false;
+  }
   const std::vector<int64_t> perm = PermOf(g, g.node(t));
   if (static_cast<int64_t>(perm.size()) != rank) return false;
   std::vector<int64_t> inverse(rank);

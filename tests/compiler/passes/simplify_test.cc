@@ -742,6 +742,8 @@ std::vector<SinkCase> SinkCases() {
       {"slice_of_another_axis", "Slice (t, s0, e0, a2)", "", false},
       // A chain value is also read elsewhere: moving its layout would change that reader.
       {"chain_value_is_an_output", "Slice (t, s0, e0, a3)", ", float[2, 3, 4, 2] b", false},
+      // The transposed tensor is read whole too: it stays, so sinking would add a Transpose.
+      {"transpose_read_elsewhere", "Slice (t, s0, e0, a3)", ", float[2, 3, 4, 6] t", false},
   };
 }
 
