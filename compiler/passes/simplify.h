@@ -3,7 +3,9 @@
 // spatial Pad read only by a Conv / AveragePool / MaxPool becomes that window's own padding,
 // each reader of a run-time DequantizeLinear reads a copy of its own, CastLike becomes
 // Cast, a ReduceMax / ReduceMean over every spatial dim of a convolution's output becomes
-// GlobalMaxPool / GlobalAveragePool, and the readers of an inference Dropout read its input.
+// GlobalMaxPool / GlobalAveragePool, the readers of an inference Dropout read its input, and
+// a Transpose read only by Slices whose elementwise chains meet in one Concat moves below the
+// Concat.
 // What no longer reaches an output stays in the graph: RemoveDeadNodes (dead_nodes.h) drops it.
 #ifndef KILN_COMPILER_PASSES_SIMPLIFY_H_
 #define KILN_COMPILER_PASSES_SIMPLIFY_H_

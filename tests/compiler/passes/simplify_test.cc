@@ -5,6 +5,9 @@
 // the Pad: another reader, a run-time or non-matching fill, reflect / edge, a crop, padding of
 // N or C, an unpadded-average or ceil_mode pool, an Indices output, a pad the window outgrows.
 // A Conv whose pads would become asymmetric keeps the Pad too, for speed alone.
+// Then: a spatial ReduceMax / ReduceMean of a conv becomes a global pool, an inference Dropout
+// is bypassed, and a Transpose sinks below sliced elementwise chains and their Concat; each
+// with the cases that must stay, and the rewritten models' answers on both back ends.
 #define BOOST_TEST_MODULE simplify_test
 #include "compiler/passes/simplify.h"
 
