@@ -191,7 +191,8 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   RETURN_IF_ERROR(Simplify(graph, &simplified));
   st.simplified_nodes =
       simplified.transposes_merged + simplified.views_shortcut + simplified.pads_bypassed +
-      simplified.castlikes_to_cast + simplified.pads_folded + simplified.reduce_max_pooled;
+      simplified.castlikes_to_cast + simplified.pads_folded + simplified.reduce_max_pooled +
+      simplified.reduce_mean_pooled + simplified.dropouts_bypassed + simplified.transposes_sunk;
   // ConvTranspose layers as the convolutions of their output phases (both back ends run
   // convolutions faster), before partitioning so that oneDNN can claim them.
   ASSIGN_OR_RETURN(int phased, ConvTransposeToPhaseConvs(graph));

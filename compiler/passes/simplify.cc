@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -261,7 +262,7 @@ bool ChannelsFirst(const Graph& g, ValueId v) {
   return false;
 }
 
-// The axes of ReduceMax node `n` when they are known at compile time and non-empty (the
+// The axes of reduce node `n` when they are known at compile time and non-empty (the
 // attribute before opset 18, the constant input 1 from 18), normalized; empty otherwise.
 std::set<int64_t> ReducedAxes(const Graph& g, const Node& n, int64_t rank) {
   std::vector<int64_t> axes;
@@ -284,15 +285,24 @@ std::set<int64_t> ReducedAxes(const Graph& g, const Node& n, int64_t rank) {
   return normalized;
 }
 
-// ReduceMax over every spatial dim of a channels-first float tensor is a GlobalMaxPool (then a
-// Flatten from axis 1 when keepdims = 0): PointNet's max over points after its shared-MLP
-// convolutions. As a pool it joins its convolutions' oneDNN region and reads their blocked
-// layout; as a ReduceMax it cut the region, whose 2x512x1024 output was reordered to plain
-// layout (1.0 ms) for the JIT to reduce it (0.47 ms). Returns whether it rewrote `n`.
-StatusOr<bool> ReduceMaxToGlobalPool(Graph& g, NodeId n) {
+// The global pool that computes reduce op `op_type` over every spatial dim, or null.
+const char* GlobalPoolFor(const std::string& op_type) {
+  if (op_type == "ReduceMax") return "GlobalMaxPool";
+  if (op_type == "ReduceMean") return "GlobalAveragePool";
+  return nullptr;
+}
+
+// ReduceMax / ReduceMean over every spatial dim of a channels-first float tensor is a
+// GlobalMaxPool / GlobalAveragePool (then a Flatten from axis 1 when keepdims = 0). As a pool
+// it joins its convolutions' oneDNN region and reads their blocked layout; as a reduction it cut
+// the region, whose output was reordered to plain layout for the JIT to reduce it. PointNet's
+// max over points after its shared-MLP convolutions: 2x512x1024 reordered (1.0 ms) for a 0.47 ms
+// reduction; ShuffleNetV2's and MNASNet's mean over H, W before their classifier. Returns
+// whether it rewrote `n`.
+StatusOr<bool> ReduceToGlobalPool(Graph& g, NodeId n) {
   const Node& node = g.node(n);
-  if (node.op_type != "ReduceMax" || node.outputs.size() != 1 || node.outputs[0] == kNoValue)
-    return false;
+  const char* pool_op = GlobalPoolFor(node.op_type);
+  if (!pool_op || node.outputs.size() != 1 || node.outputs[0] == kNoValue) return false;
   const Value& x = g.value(node.inputs[0]);
   if (!x.shape || x.shape->size() < 3) return false;
   if (x.dtype != DType::kF32 && x.dtype != DType::kF16 && x.dtype != DType::kF64) return false;
@@ -309,7 +319,7 @@ StatusOr<bool> ReduceMaxToGlobalPool(Graph& g, NodeId n) {
   const ValueId out = node.outputs[0];
   if (node.inputs.size() > 1) g.SetNodeInput(n, 1, kNoValue);
   Node& pool = g.mutable_node(n);
-  pool.op_type = "GlobalMaxPool";
+  pool.op_type = pool_op;
   pool.attributes.clear();
   pool.inputs.resize(1);
   pool.dim_facts.clear();
@@ -328,6 +338,281 @@ StatusOr<bool> ReduceMaxToGlobalPool(Graph& g, NodeId n) {
   flatten.inputs = {mid};
   flatten.outputs = {out};
   RETURN_IF_ERROR(g.AddNode(std::move(flatten)).status());
+  return true;
+}
+
+// Whether Dropout node `n` is the identity: not in training mode (opset 12's training_mode
+// input absent or a constant false), or training with a constant zero ratio. The same rule as
+// its lowering, which rejects the other cases.
+bool DropoutIsIdentity(const Graph& g, const Node& n) {
+  if (g.OpsetFor("") < 12 || n.inputs.size() < 3 || n.inputs[2] == kNoValue) return true;
+  if (const TensorData* t = ConstantData(g, n.inputs[2]); t && t->num_elements() == 1) {
+    StatusOr<std::vector<int64_t>> training = t->ToInt64s();
+    if (training.ok() && (*training)[0] == 0) return true;
+  }
+  const TensorData* ratio = n.inputs.size() > 1 ? ConstantData(g, n.inputs[1]) : nullptr;
+  return ratio && ratio->num_elements() == 1 && ratio->ToDoubles()[0] == 0;
+}
+
+// Whether `v` is read by a subgraph capture or is a graph output: its name must stay.
+bool NamedOutsideInputs(const Graph& g, ValueId v) {
+  for (ValueId o : g.outputs()) {
+    if (o == v) return true;
+  }
+  for (NodeId u : g.Users(v)) {
+    const std::vector<ValueId>& implicit = g.node(u).implicit_inputs;
+    if (std::find(implicit.begin(), implicit.end(), v) != implicit.end()) return true;
+  }
+  return false;
+}
+
+// An inference Dropout is the identity: its readers read its input instead, and dead-node
+// removal drops it. PyTorch exports every nn.Dropout with its mask output, which no one reads
+// but which made the node a copy kernel writing an all-true mask (swin_t: 24 of them, 480
+// calls a run). A mask that is read keeps the node (its lowering writes the mask); a data
+// output that is a graph output or a capture keeps it with the mask dropped, as a view.
+// Returns whether it changed `n`.
+bool BypassDropout(Graph& g, NodeId n) {
+  const Node& node = g.node(n);
+  if (node.outputs.empty() || node.outputs[0] == kNoValue || !DropoutIsIdentity(g, node))
+    return false;
+  const ValueId out = node.outputs[0];
+  const ValueId mask = node.outputs.size() > 1 ? node.outputs[1] : kNoValue;
+  if (mask != kNoValue && (!g.Users(mask).empty() || NamedOutsideInputs(g, mask))) return false;
+  bool changed = false;
+  if (mask != kNoValue) {
+    g.mutable_node(n).outputs.resize(1);
+    g.mutable_value(mask).producer = kNoNode;
+    changed = true;
+  }
+  if (NamedOutsideInputs(g, out)) return changed;
+  const ValueId source = node.inputs[0];
+  std::vector<NodeId> users = g.Users(out);
+  for (NodeId u : users) {
+    for (size_t k = 0; k < g.node(u).inputs.size(); ++k) {
+      if (g.node(u).inputs[k] == out) g.SetNodeInput(u, static_cast<int>(k), source);
+    }
+  }
+  return changed || !users.empty();
+}
+
+// ---- A Transpose sunk below Slice -> elementwise -> Concat ----
+
+// Elementwise ops whose output has their chain input's shape when their other operands
+// broadcast to it: these commute with a permutation of all operands' dims.
+bool CommutesWithPermutation(const std::string& op) {
+  static const std::set<std::string> kOps = {"Sigmoid", "Exp", "Relu", "Tanh", "Neg", "Abs",
+                                             "Sqrt",    "Add", "Sub",  "Mul",  "Div", "Pow"};
+  return kOps.count(op) > 0;
+}
+
+// The constant `data` of rank r with its dims permuted: out.dims[j] = in.dims[q[j]].
+StatusOr<TensorDataRef> PermuteConstant(const TensorData& data, const std::vector<int64_t>& q) {
+  const std::vector<int64_t>& in = data.dims();
+  const size_t r = in.size(), size = DTypeSize(data.dtype());
+  std::vector<int64_t> out_dims(r), in_strides(r, 1);
+  for (size_t j = 0; j < r; ++j) out_dims[j] = in[q[j]];
+  for (size_t d = r - 1; d > 0; --d) in_strides[d - 1] = in_strides[d] * in[d];
+  std::vector<uint8_t> bytes(data.size_bytes());
+  const uint8_t* src = static_cast<const uint8_t*>(data.data());
+  std::vector<int64_t> index(r, 0);
+  for (int64_t k = 0; k < data.num_elements(); ++k) {
+    int64_t offset = 0;
+    for (size_t j = 0; j < r; ++j) offset += index[j] * in_strides[q[j]];
+    std::copy(src + offset * size, src + (offset + 1) * size, bytes.begin() + k * size);
+    for (size_t j = r; j-- > 0;) {
+      if (++index[j] < out_dims[j]) break;
+      index[j] = 0;
+    }
+  }
+  return TensorData::Copy(data.dtype(), out_dims, bytes.data(), bytes.size());
+}
+
+// One Concat input of a sinkable pattern: Slice(T, axes = [axis]) then `chain` (elementwise
+// nodes, each read only by the next).
+struct SlicedChain {
+  NodeId slice = kNoNode;
+  std::vector<NodeId> chain;  // from the Slice's reader to the Concat's input
+};
+
+// The only reader of `v` when it is read once, as an ordinary input, and named nowhere else.
+NodeId OnlyReader(const Graph& g, ValueId v) {
+  if (g.Users(v).size() != 1 || NamedOutsideInputs(g, v)) return kNoNode;
+  NodeId u = g.Users(v)[0];
+  const std::vector<ValueId>& in = g.node(u).inputs;
+  return std::count(in.begin(), in.end(), v) == 1 ? u : kNoNode;
+}
+
+// Walks Concat input `v` back to a Slice of Transpose `*t` (set by the first input) along
+// `axis` only, through elementwise nodes whose other operands are constants, all-ones, or
+// full-rank values. Nullopt when it is not such a chain.
+std::optional<SlicedChain> ChainToSlice(const Graph& g, ValueId v, int64_t axis, NodeId* t) {
+  SlicedChain c;
+  for (int depth = 0; depth < 8; ++depth) {
+    const Value& val = g.value(v);
+    if (val.kind != ValueKind::kNodeOutput || val.producer == kNoNode || val.data) return {};
+    if (OnlyReader(g, v) == kNoNode) return {};
+    const NodeId pid = val.producer;
+    const Node& p = g.node(pid);
+    if (!IsDefault(p) || p.outputs.size() != 1) return {};
+    if (p.op_type == "Slice") {
+      const Value& x = g.value(p.inputs[0]);
+      if (x.kind != ValueKind::kNodeOutput || x.producer == kNoNode || x.data) return {};
+      const Node& tr = g.node(x.producer);
+      if (!IsDefault(tr) || tr.op_type != "Transpose" || (*t != kNoNode && *t != x.producer))
+        return {};
+      if (!x.shape) return {};
+      const int64_t rank = static_cast<int64_t>(x.shape->size());
+      if (p.inputs.size() < 4 || g.OpsetFor("") < 10) return {};
+      const TensorData* axes = ConstantData(g, p.inputs[3]);
+      StatusOr<std::vector<int64_t>> a =
+          axes ? axes->ToInt64s() : StatusOr<std::vector<int64_t>>(InvalidArgument(""));
+      if (!a.ok() || a->size() != 1 || (*a)[0] < -rank || (*a)[0] >= rank) return {};
+      if (((*a)[0] + rank) % rank != axis) return {};
+      for (int k = 1; k < 5; ++k) {
+        if (k < static_cast<int>(p.inputs.size()) && p.inputs[k] != kNoValue &&
+            !ConstantData(g, p.inputs[k]))
+          return {};
+      }
+      *t = x.producer;
+      c.slice = pid;
+      std::reverse(c.chain.begin(), c.chain.end());
+      return c;
+    }
+    if (!CommutesWithPermutation(p.op_type) || p.inputs.empty()) return {};
+    // The chain input: the first operand of the output's shape that a chain node or the Slice
+    // makes for this node alone. The others are all-ones, constants, or full-rank run-time
+    // values (YOLO's grid), each transposed back.
+    ValueId next = kNoValue;
+    for (ValueId in : p.inputs) {
+      const Value& iv = g.value(in);
+      if (!iv.shape) return {};
+      bool ones = std::all_of(iv.shape->begin(), iv.shape->end(),
+                              [](const DimExpr& d) { return d.is_const() && d.const_value() == 1; });
+      if (ones) continue;  // a scalar (of any rank up to the output's) broadcasts in any layout
+      if (iv.shape->size() != val.shape->size()) return {};
+      if (next != kNoValue || iv.data || *iv.shape != *val.shape) continue;
+      if (iv.kind != ValueKind::kNodeOutput || iv.producer == kNoNode) continue;
+      const std::string& op = g.node(iv.producer).op_type;
+      if ((op == "Slice" || CommutesWithPermutation(op)) && OnlyReader(g, in) == pid) next = in;
+    }
+    if (next == kNoValue) return {};
+    c.chain.push_back(pid);
+    v = next;
+  }
+  return {};
+}
+
+// Concat(f_i(Slice(Transpose(x, perm), axis)), axis) = Transpose(Concat(f_i'(Slice(x, perm[axis])),
+// perm[axis]), perm), where f_i' reads its other operands transposed back (constants permuted
+// here, run-time ones through a new Transpose). YOLO's box decode: the head's [b, 3, 15, h, w]
+// is transposed to [b, 3, h, w, 15] and sliced into rows of 2, 2 and 11 channels, each
+// decoded by a short elementwise chain; rows that short do not vectorize (the kernels ran 4x
+// slower than over contiguous data). Sliced before the Transpose, each row is h*w long.
+// Returns whether it rewrote Concat node `n`.
+StatusOr<bool> SinkTransposeBelowConcat(Graph& g, NodeId n) {
+  const Node& concat = g.node(n);
+  if (concat.outputs.size() != 1 || concat.inputs.size() < 2) return false;
+  const ValueId out = concat.outputs[0];
+  const Value& ov = g.value(out);
+  if (!ov.shape || ov.shape->size() < 2) return false;
+  const int64_t rank = static_cast<int64_t>(ov.shape->size());
+  const Attribute* ax = concat.FindAttribute("axis");
+  if (!ax || ax->type() != Attribute::Type::kInt || ax->i() < -rank || ax->i() >= rank)
+    return false;
+  const int64_t axis = ax->i() < 0 ? ax->i() + rank : ax->i();
+  NodeId t = kNoNode;
+  std::vector<SlicedChain> chains;
+  for (ValueId in : concat.inputs) {
+    if (in == kNoValue || std::count(concat.inputs.begin(), concat.inputs.end(), in) != 1)
+      return false;
+    std::optional<SlicedChain> c = ChainToSlice(g, in, axis, &t);
+    if (!c) return false;
+    chains.push_back(*c);
+  }
+  // Only when the Transpose of x dies: with another reader (LLaMA's rotary embedding reads
+  // the transposed q twice, sliced and whole) the rewrite would add a Transpose, not move one.
+  const ValueId transposed = g.node(t).outputs[0];
+  if (NamedOutsideInputs(g, transposed)) return false;
+  for (NodeId u : g.Users(transposed)) {
+    if (std::none_of(chains.begin(), chains.end(),
+                     [u](const SlicedChain& c) { return c.slice == u; }))
+      return false;
+  }
+  const std::vector<int64_t> perm = PermOf(g, g.node(t));
+  if (static_cast<int64_t>(perm.size()) != rank) return false;
+  std::vector<int64_t> inverse(rank);
+  for (int64_t k = 0; k < rank; ++k) inverse[perm[k]] = k;
+  auto permuted = [&](const SymbolicShape& s) {
+    SymbolicShape r = s;
+    for (int64_t j = 0; j < rank; ++j) r[j] = s[inverse[j]];
+    return r;
+  };
+  const ValueId source = g.node(t).inputs[0];
+  const TensorDataRef new_axes = TensorData::FromInt64s({1}, {perm[axis]});
+  // The other operands, each transposed once however many nodes read it.
+  std::map<ValueId, ValueId> moved;
+  auto move_operand = [&](ValueId v) -> StatusOr<ValueId> {
+    const Value& val = g.value(v);
+    bool ones = std::all_of(val.shape->begin(), val.shape->end(),
+                            [](const DimExpr& d) { return d.is_const() && d.const_value() == 1; });
+    if (ones) return v;
+    if (moved.count(v)) return moved[v];
+    ASSIGN_OR_RETURN(ValueId m, g.AddValue(g.UniqueValueName(val.name + "_untransposed"),
+                                           val.data ? ValueKind::kConstant : ValueKind::kNodeOutput));
+    g.mutable_value(m).dtype = g.value(v).dtype;
+    g.mutable_value(m).shape = permuted(*g.value(v).shape);
+    if (g.value(v).data) {
+      ASSIGN_OR_RETURN(g.mutable_value(m).data, PermuteConstant(*g.value(v).data, inverse));
+    } else {
+      Node tr;
+      tr.name = g.UniqueNodeName(g.value(v).name + "_untranspose");
+      tr.op_type = "Transpose";
+      tr.attributes["perm"] = Attribute::Ints(inverse);
+      tr.inputs = {v};
+      tr.outputs = {m};
+      RETURN_IF_ERROR(g.AddNode(std::move(tr)).status());
+    }
+    moved[v] = m;
+    return m;
+  };
+  for (const SlicedChain& c : chains) {
+    ASSIGN_OR_RETURN(ValueId axes, g.AddValue(g.UniqueValueName(g.node(c.slice).name + "_axes"),
+                                              ValueKind::kConstant));
+    g.mutable_value(axes).dtype = DType::kI64;
+    g.mutable_value(axes).shape = SymbolicShape{DimExpr(1)};
+    g.mutable_value(axes).data = new_axes;
+    g.SetNodeInput(c.slice, 0, source);
+    g.SetNodeInput(c.slice, 3, axes);
+    ValueId prev = g.node(c.slice).outputs[0];
+    g.mutable_value(prev).shape = permuted(*g.value(prev).shape);
+    for (NodeId m : c.chain) {
+      for (size_t k = 0; k < g.node(m).inputs.size(); ++k) {
+        ValueId in = g.node(m).inputs[k];
+        if (in == prev) continue;
+        ASSIGN_OR_RETURN(ValueId moved_in, move_operand(in));
+        g.SetNodeInput(m, static_cast<int>(k), moved_in);
+      }
+      prev = g.node(m).outputs[0];
+      g.mutable_value(prev).shape = permuted(*g.value(prev).shape);
+    }
+  }
+  ASSIGN_OR_RETURN(ValueId mid, g.AddValue(g.UniqueValueName(g.value(out).name + "_untransposed"),
+                                           ValueKind::kNodeOutput));
+  g.mutable_value(mid).dtype = g.value(out).dtype;
+  g.mutable_value(mid).shape = permuted(*g.value(out).shape);
+  Node& cn = g.mutable_node(n);
+  cn.attributes["axis"] = Attribute::Int(perm[axis]);
+  cn.outputs[0] = mid;
+  g.mutable_value(mid).producer = n;
+  g.mutable_value(out).producer = kNoNode;
+  Node tr;
+  tr.name = g.UniqueNodeName(g.node(n).name + "_transpose");
+  tr.op_type = "Transpose";
+  tr.attributes["perm"] = Attribute::Ints(perm);
+  tr.inputs = {mid};
+  tr.outputs = {out};
+  RETURN_IF_ERROR(g.AddNode(std::move(tr)).status());
   return true;
 }
 
@@ -397,10 +682,17 @@ Status Simplify(Graph& g, SimplifyStats* stats) {
       ++st.pads_bypassed;
     } else if (node.op_type == "Pad" && FoldPadIntoWindow(g, node)) {
       ++st.pads_folded;
-    } else if (node.op_type == "ReduceMax") {
+    } else if (node.op_type == "Concat") {
       // Last in the iteration: a new node may move `node`.
-      ASSIGN_OR_RETURN(bool pooled, ReduceMaxToGlobalPool(g, n));
-      st.reduce_max_pooled += pooled;
+      ASSIGN_OR_RETURN(bool sunk, SinkTransposeBelowConcat(g, n));
+      st.transposes_sunk += sunk;
+    } else if (node.op_type == "Dropout" && BypassDropout(g, n)) {
+      ++st.dropouts_bypassed;
+    } else if (GlobalPoolFor(node.op_type)) {
+      // Last in the iteration: a new node may move `node`.
+      const bool max = node.op_type == "ReduceMax";
+      ASSIGN_OR_RETURN(bool pooled, ReduceToGlobalPool(g, n));
+      (max ? st.reduce_max_pooled : st.reduce_mean_pooled) += pooled;
     }
   }
   return Status::Ok();

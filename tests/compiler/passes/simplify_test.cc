@@ -5,6 +5,9 @@
 // the Pad: another reader, a run-time or non-matching fill, reflect / edge, a crop, padding of
 // N or C, an unpadded-average or ceil_mode pool, an Indices output, a pad the window outgrows.
 // A Conv whose pads would become asymmetric keeps the Pad too, for speed alone.
+// Then: a spatial ReduceMax / ReduceMean of a conv becomes a global pool, an inference Dropout
+// is bypassed, and a Transpose sinks below sliced elementwise chains and their Concat; each
+// with the cases that must stay, and the rewritten models' answers on both back ends.
 #define BOOST_TEST_MODULE simplify_test
 #include "compiler/passes/simplify.h"
 
@@ -395,17 +398,20 @@ BOOST_DATA_TEST_CASE(folded_models_give_the_written_answer,
   BOOST_TEST(bad == 0);
 }
 
-// ---- ReduceMax over the spatial dims of a convolution's output -> GlobalMaxPool ----
+// ---- ReduceMax / ReduceMean over the spatial dims of a convolution's output -> global pool ----
 
 // x [2, 3, spatial...] -> c = 1x1 Conv (the stem above: channel m is 0.5 * x channel
-// (m + 1) % 3) -> Relu (unless `relu` is off) -> y = ReduceMax. `source` "input" reduces x itself.
+// (m + 1) % 3) -> Relu (unless `relu` is off) -> y = ReduceMax or ReduceMean. `source` "input"
+// reduces x itself; "maxpool_uint8" reduces a 1x1 MaxPool of x as uint8 (a non-float tensor
+// from a pool).
 struct MaxCase {
-  const char* name;
+  std::string name;
+  std::string op = "ReduceMax";  // or "ReduceMean"
   Ints spatial;          // x's spatial dims
   std::string axes;      // ONNX text of the axes ("" : attribute omitted)
   bool keepdims = true;  // the attribute (omitted when true)
   int opset = 13;        // 18: axes as input 1
-  std::string source = "conv_relu";  // "conv", "conv_relu", "input"
+  std::string source = "conv_relu";  // "conv", "conv_relu", "input", "maxpool_uint8"
   bool runtime_axes = false;         // opset 18: axes is a graph input
   bool pooled = true;                // Simplify rewrites it
 };
@@ -441,7 +447,7 @@ std::vector<int> MaxAxes(const MaxCase& c) {
 
 Ints MaxOutDims(const MaxCase& c) {
   Ints x = XDims(c), out;
-  if (c.source != "input") x[1] = 4;
+  if (c.source != "input" && c.source != "maxpool_uint8") x[1] = 4;
   std::vector<int> axes = MaxAxes(c);
   for (int d = 0; d < static_cast<int>(x.size()); ++d) {
     bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
@@ -455,7 +461,8 @@ std::string MaxModelText(const MaxCase& c) {
   const Ints x = XDims(c);
   Ints wdims = {4, 3};
   for (size_t k = 0; k < c.spatial.size(); ++k) wdims.push_back(1);
-  std::string in = TypeText("float", x, "x");
+  const char* type = c.source == "maxpool_uint8" ? "uint8" : "float";
+  std::string in = TypeText(type, x, "x");
   if (c.runtime_axes) in += ", int64[1] axes";
   std::string inits = TypeText("float", wdims, "w0") + " = {" + Join(StemWeights(), "%g") + "}";
   const bool axes_input = c.opset >= 18 && !c.axes.empty();
@@ -466,7 +473,11 @@ std::string MaxModelText(const MaxCase& c) {
   }
   std::string body;
   std::string data = "x";
-  if (c.source != "input") {
+  if (c.source == "maxpool_uint8") {
+    body += "c = MaxPool <kernel_shape = [" + std::string(c.spatial.size() == 1 ? "1" : "1, 1") +
+            "]> (x)\n";
+    data = "c";
+  } else if (c.source != "input") {
     body += "c = Conv(x, w0)\n";
     data = "c";
     if (c.source == "conv_relu") body += "r = Relu(c)\n", data = "r";
@@ -474,10 +485,10 @@ std::string MaxModelText(const MaxCase& c) {
   std::string attrs;
   if (!axes_input && !c.axes.empty()) attrs += "axes = " + c.axes;
   if (!c.keepdims) attrs += std::string(attrs.empty() ? "" : ", ") + "keepdims = 0";
-  body += "y = ReduceMax" + (attrs.empty() ? std::string() : " <" + attrs + ">") + " (" + data +
+  body += "y = " + c.op + (attrs.empty() ? std::string() : " <" + attrs + ">") + " (" + data +
           (axes_input ? ", axes" : "") + ")\n";
   return "<ir_version: 8, opset_import: [\"\" : " + std::to_string(c.opset) + "]>\n g (" + in +
-         ") => (" + TypeText("float", MaxOutDims(c), "y") + ") <" + inits + "> {\n" + body + "}";
+         ") => (" + TypeText(type, MaxOutDims(c), "y") + ") <" + inits + "> {\n" + body + "}";
 }
 
 MaxCase MakeMax(const char* name, Ints spatial, std::string axes, bool keepdims, bool pooled) {
@@ -490,11 +501,13 @@ MaxCase MakeMax(const char* name, Ints spatial, std::string axes, bool keepdims,
   return c;
 }
 
-std::vector<MaxCase> MaxCases() {
+// The structural cases for reduce op `op`, named "op/case".
+std::vector<MaxCase> ReduceCases(const std::string& op) {
   std::vector<MaxCase> v = {
       // PointNet: max over points after a shared MLP.
       MakeMax("points_keepdims_0", {37}, "[2]", false, true),
       MakeMax("points_keepdims_1", {37}, "[2]", true, true),
+      // ShuffleNetV2, MNASNet: mean over H, W before the classifier.
       MakeMax("image_negative_axes", {5, 6}, "[-1, -2]", false, true),
       MakeMax("one_of_two_spatial_dims", {5, 6}, "[3]", false, false),
       MakeMax("channels_too", {37}, "[1, 2]", false, false),
@@ -512,13 +525,25 @@ std::vector<MaxCase> MaxCases() {
   MaxCase runtime = MakeMax("opset18_runtime_axes", {37}, "[2]", false, false);
   runtime.opset = 18, runtime.runtime_axes = true;
   v.push_back(runtime);
+  if (op == "ReduceMax") {  // ReduceMean takes no 8-bit integers
+    MaxCase integer = MakeMax("uint8_pool_output", {5, 6}, "[2, 3]", true, false);
+    integer.source = "maxpool_uint8";
+    v.push_back(integer);
+  }
+  for (MaxCase& c : v) c.op = op, c.name = op + "/" + c.name;
+  return v;
+}
+
+std::vector<MaxCase> ReduceCases() {
+  std::vector<MaxCase> v = ReduceCases("ReduceMax"), mean = ReduceCases("ReduceMean");
+  v.insert(v.end(), mean.begin(), mean.end());
   return v;
 }
 
 // The cases the rewrite turns into a pool (the end-to-end test runs those).
-std::vector<MaxCase> PooledMaxCases() {
+std::vector<MaxCase> PooledReduceCases() {
   std::vector<MaxCase> v;
-  for (const MaxCase& c : MaxCases()) {
+  for (const MaxCase& c : ReduceCases()) {
     if (c.pooled) v.push_back(c);
   }
   return v;
@@ -530,11 +555,12 @@ int CountOps(const Graph& g, const std::string& op) {
   return k;
 }
 
-BOOST_DATA_TEST_CASE(a_spatial_reduce_max_of_a_conv_becomes_a_global_max_pool,
-                     data::make(MaxCases()), c) {
+BOOST_DATA_TEST_CASE(a_spatial_reduce_of_a_conv_becomes_a_global_pool,
+                     data::make(ReduceCases()), c) {
   StatusOr<Graph> g = ImportOnnxBytes(testing::ModelBytes(MaxModelText(c)));
   BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
-  BOOST_REQUIRE(InferShapes(*g).ok());
+  Status inferred = InferShapes(*g);
+  BOOST_REQUIRE_MESSAGE(inferred.ok(), inferred.ToString());
   const SymbolicShape y_shape = *g->value(*g->FindValue("y")).shape;
   SimplifyStats stats;
   Status s = Simplify(*g, &stats);
@@ -542,17 +568,21 @@ BOOST_DATA_TEST_CASE(a_spatial_reduce_max_of_a_conv_becomes_a_global_max_pool,
   BOOST_REQUIRE(RemoveDeadNodes(*g).ok());
   Status valid = g->Verify();
   BOOST_REQUIRE_MESSAGE(valid.ok(), valid.ToString());
-  BOOST_TEST(stats.reduce_max_pooled == (c.pooled ? 1 : 0));
-  BOOST_TEST(CountOps(*g, "ReduceMax") == (c.pooled ? 0 : 1));
-  BOOST_TEST(CountOps(*g, "GlobalMaxPool") == (c.pooled ? 1 : 0));
+  const bool max = c.op == "ReduceMax";
+  const std::string pool = max ? "GlobalMaxPool" : "GlobalAveragePool";
+  BOOST_TEST(stats.reduce_max_pooled == (c.pooled && max ? 1 : 0));
+  BOOST_TEST(stats.reduce_mean_pooled == (c.pooled && !max ? 1 : 0));
+  BOOST_TEST(CountOps(*g, c.op) == (c.pooled ? 0 : 1));
+  BOOST_TEST(CountOps(*g, pool) == (c.pooled ? 1 : 0));
   BOOST_TEST(CountOps(*g, "Flatten") == (c.pooled && !c.keepdims ? 1 : 0));
   BOOST_TEST(*g->value(*g->FindValue("y")).shape == y_shape);  // y keeps its shape
 }
 
-// The rewritten models give the exact maximum (max is exact; the stem scales by 0.5) with
-// both back ends, and with oneDNN the pool joins the convolution's region.
-BOOST_DATA_TEST_CASE(pooled_reduce_max_models_give_the_exact_maximum,
-                     data::make(PooledMaxCases()) * data::make({"onednn", "none"}), c,
+// The rewritten models give the float64 answer with both back ends (max exactly; the mean of
+// k terms within gamma_{k+2} of the mean magnitude: summation in any order, then the division),
+// and with oneDNN the pool joins the convolution's region.
+BOOST_DATA_TEST_CASE(pooled_reduce_models_give_the_written_answer,
+                     data::make(PooledReduceCases()) * data::make({"onednn", "none"}), c,
                      external) {
   CompileStats stats;
   std::shared_ptr<const Executable> exe =
@@ -563,23 +593,246 @@ BOOST_DATA_TEST_CASE(pooled_reduce_max_models_give_the_exact_maximum,
   TensorDataRef x = testing::RandomTensor(DType::kF32, xd, -1, 1, 11);
   auto out = testing::RunExecutable(exe, {x});
   BOOST_REQUIRE_MESSAGE(out.ok(), out.status().ToString());
-  // want[b][m] = max over positions of relu(0.5 * x[b][(m + 1) % 3][p]).
+  // want[b][m] = max or mean over positions of relu(0.5 * x[b][(m + 1) % 3][p]).
+  const bool max = c.op == "ReduceMax";
   const std::vector<double> xv = x->ToDoubles();
   int64_t positions = 1;
   for (size_t d = 2; d < xd.size(); ++d) positions *= xd[d];
-  std::vector<double> want;
+  std::vector<double> want, bound;
   for (int64_t b = 0; b < 2; ++b) {
     for (int64_t m = 0; m < 4; ++m) {
-      double best = -std::numeric_limits<double>::infinity();
+      double best = -std::numeric_limits<double>::infinity(), sum = 0, mag = 0;
       for (int64_t p = 0; p < positions; ++p) {
         double v = 0.5 * xv[(b * 3 + (m + 1) % 3) * positions + p];
-        best = std::max(best, c.source == "conv_relu" ? std::max(v, 0.0) : v);
+        if (c.source == "conv_relu") v = std::max(v, 0.0);
+        best = std::max(best, v);
+        sum += v, mag += std::abs(v);
       }
-      want.push_back(best);
+      want.push_back(max ? best : sum / positions);
+      bound.push_back(max ? 0.0 : Gamma(positions + 2) * mag / positions);
     }
   }
   BOOST_TEST((*out)[0]->dims() == MaxOutDims(c), boost::test_tools::per_element());
-  BOOST_TEST((*out)[0]->ToDoubles() == want, boost::test_tools::per_element());
+  const std::vector<double> got = (*out)[0]->ToDoubles();
+  BOOST_REQUIRE(got.size() == want.size());
+  for (size_t k = 0; k < got.size(); ++k) {
+    BOOST_TEST(std::abs(got[k] - want[k]) <= bound[k], "y[" << k << "] = " << got[k] << ", want "
+                                                            << want[k] << " +- " << bound[k]);
+  }
+}
+
+// ---- Inference Dropout: its readers read its input ----
+
+// x [2, 3, 4] -> s = Softmax -> d, mask = Dropout -> y = Mul(d, 2). `form` picks the Dropout's
+// inputs and outputs; `kept` says whether a Dropout node survives Simplify + dead nodes.
+struct DropCase {
+  const char* name;
+  std::string dropout;  // the Dropout line's right-hand side, ONNX text
+  std::string outputs;  // the Dropout's outputs
+  int opset = 13;
+  std::string extra_in, extra_out;  // more graph inputs / outputs, ONNX text
+  bool kept = false;
+  bool bypassed = true;  // dropouts_bypassed == 1
+};
+std::ostream& operator<<(std::ostream& os, const DropCase& c) { return os << c.name; }
+
+std::vector<DropCase> DropCases() {
+  return {
+      // PyTorch's export of nn.Dropout in eval: ratio and training_mode constants, mask unread.
+      {"unread_mask", "Dropout (s, ratio, off)", "d, mask"},
+      {"no_mask", "Dropout (s, ratio, off)", "d"},
+      {"no_training_input", "Dropout (s, ratio)", "d, mask"},
+      {"no_ratio_no_training", "Dropout (s)", "d, mask"},
+      {"opset10_attribute_ratio", "Dropout <ratio = 0.3> (s)", "d, mask", 10},
+      {"training_with_zero_ratio", "Dropout (s, zero, on)", "d, mask"},
+      // The mask is read: the node stays and writes it.
+      {"mask_is_an_output", "Dropout (s, ratio, off)", "d, mask", 13, "", ", bool[2, 3, 4] mask",
+       true, false},
+      // d is an output: the node stays, as a view, without its unread mask.
+      {"data_is_an_output", "Dropout (s, ratio, off)", "d, mask", 13, "", ", float[2, 3, 4] d",
+       true, true},
+      // training_mode known only at run time: lowering rejects it, Simplify leaves it.
+      {"runtime_training", "Dropout (s, ratio, t)", "d, mask", 13, ", bool t", "", true, false},
+  };
+}
+
+std::string DropModelText(const DropCase& c) {
+  return "<ir_version: 8, opset_import: [\"\" : " + std::to_string(c.opset) +
+         "]>\n g (float[2, 3, 4] x" + c.extra_in + ") => (float[2, 3, 4] y" + c.extra_out +
+         ") <float ratio = {0.25}, float zero = {0}, bool off = {0}, bool on = {1}, "
+         "float two = {2}> {\n s = Softmax <axis = -1> (x)\n " +
+         c.outputs + " = " + c.dropout + "\n y = Mul(d, two)\n}";
+}
+
+BOOST_DATA_TEST_CASE(an_inference_dropout_is_bypassed, data::make(DropCases()), c) {
+  StatusOr<Graph> g = ImportOnnxBytes(testing::ModelBytes(DropModelText(c)));
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
+  Status inferred = InferShapes(*g);
+  BOOST_REQUIRE_MESSAGE(inferred.ok(), inferred.ToString());
+  SimplifyStats stats;
+  Status s = Simplify(*g, &stats);
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  BOOST_REQUIRE(RemoveDeadNodes(*g).ok());
+  Status valid = g->Verify();
+  BOOST_REQUIRE_MESSAGE(valid.ok(), valid.ToString());
+  BOOST_TEST(stats.dropouts_bypassed == (c.bypassed ? 1 : 0));
+  BOOST_TEST(CountOps(*g, "Dropout") == (c.kept ? 1 : 0));
+  const Node& mul = g->node(g->value(*g->FindValue("y")).producer);
+  BOOST_TEST(g->value(mul.inputs[0]).name == (c.kept ? "d" : "s"));
+  for (NodeId n = 0; n < g->num_nodes(); ++n) {
+    // A Dropout Simplify changed lost its unread mask; one it left alone keeps both outputs.
+    if (g->node(n).op_type == "Dropout")
+      BOOST_TEST(g->node(n).outputs.size() == (c.bypassed ? 1u : 2u));
+  }
+}
+
+// Compiled with both back ends, the bypassed and the kept-as-view Dropout give y = 2 * softmax(x)
+// (within softmax's f32 error), and a read mask is all true.
+BOOST_DATA_TEST_CASE(dropout_models_give_the_written_answer,
+                     data::make(std::vector<DropCase>{DropCases()[0], DropCases()[6],
+                                                      DropCases()[7]}) *
+                         data::make({"onednn", "none"}),
+                     c, external) {
+  CompileStats stats;
+  std::shared_ptr<const Executable> exe =
+      CompileAndLoad(testing::ModelBytes(DropModelText(c)), external, &stats);
+  if (!c.kept) BOOST_TEST(stats.nodes_after_passes == stats.nodes - 1);  // the Dropout is gone
+  TensorDataRef x = testing::RandomTensor(DType::kF32, {2, 3, 4}, -3, 3, 7);
+  auto out = testing::RunExecutable(exe, {x});
+  BOOST_REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+  const std::vector<double> xv = x->ToDoubles();
+  const std::vector<double> y = (*out)[0]->ToDoubles();
+  BOOST_REQUIRE(y.size() == xv.size());
+  for (size_t row = 0; row < 6; ++row) {
+    double top = -std::numeric_limits<double>::infinity(), sum = 0;
+    for (size_t k = 0; k < 4; ++k) top = std::max(top, xv[row * 4 + k]);
+    for (size_t k = 0; k < 4; ++k) sum += std::exp(xv[row * 4 + k] - top);
+    for (size_t k = 0; k < 4; ++k) {
+      double want = 2 * std::exp(xv[row * 4 + k] - top) / sum;
+      // exp, a sum of 4 and a division in f32: a few ulps of each term; 1e-6 relative is wide.
+      BOOST_TEST(std::abs(y[row * 4 + k] - want) <= 1e-6 * want + 1e-7,
+                 "y[" << row * 4 + k << "] = " << y[row * 4 + k] << ", want " << want);
+    }
+  }
+  if (out->size() > 1) {
+    const std::vector<double> second = (*out)[1]->ToDoubles();
+    if ((*out)[1]->dtype() == DType::kBool) {
+      BOOST_TEST(std::all_of(second.begin(), second.end(), [](double v) { return v == 1; }));
+    } else {
+      for (size_t k = 0; k < y.size(); ++k) BOOST_TEST(second[k] == y[k] / 2);  // d = y / 2
+    }
+  }
+}
+
+// ---- A Transpose sunk below Slice -> elementwise -> Concat (YOLO's box decode) ----
+
+// x [2, 6, 3, 4] -> t = Transpose(perm [0, 2, 3, 1]) = [2, 3, 4, 6] -> three Slices of the last
+// axis (0:2, 2:4, 4:6), decoded as YOLO does (xy: sigmoid * 2 + grid, a run-time [1, 3, 4, 2];
+// wh: exp * anchors, a constant [1, 1, 1, 2]; the rest: sigmoid) -> y = Concat(axis = -1).
+struct SinkCase {
+  const char* name;
+  std::string xy_slice = "Slice (t, s0, e0, a3)";  // the first Slice
+  std::string extra_out;                            // more graph outputs, ONNX text
+  bool sunk = true;
+};
+std::ostream& operator<<(std::ostream& os, const SinkCase& c) { return os << c.name; }
+
+std::vector<SinkCase> SinkCases() {
+  return {
+      {"yolo_decode"},
+      {"negative_slice_axis", "Slice (t, s0, e0, am1)"},
+      // Sliced along another axis than the Concat's: not the pattern.
+      {"slice_of_another_axis", "Slice (t, s0, e0, a2)", "", false},
+      // A chain value is also read elsewhere: moving its layout would change that reader.
+      {"chain_value_is_an_output", "Slice (t, s0, e0, a3)", ", float[2, 3, 4, 2] b", false},
+      // The transposed tensor is read whole too: it stays, so sinking would add a Transpose.
+      {"transpose_read_elsewhere", "Slice (t, s0, e0, a3)", ", float[2, 3, 4, 6] t", false},
+  };
+}
+
+std::string SinkModelText(const SinkCase& c) {
+  return "<ir_version: 8, opset_import: [\"\" : 13]>\n g (float[2, 6, 3, 4] x, float[1, 3, 4, 2] "
+         "grid) => (float[2, 3, 4, 6] y" +
+         c.extra_out +
+         ") <int64[1] s0 = {0}, int64[1] e0 = {2}, int64[1] s1 = {2}, int64[1] e1 = {4}, "
+         "int64[1] s2 = {4}, int64[1] e2 = {6}, int64[1] a3 = {3}, int64[1] am1 = {-1}, "
+         "int64[1] a2 = {2}, float two = {2}, float[1, 1, 1, 2] anchors = {3, 5}> {\n"
+         " t = Transpose <perm = [0, 2, 3, 1]> (x)\n"
+         " xy = " + c.xy_slice + "\n"
+         " a = Sigmoid(xy)\n b = Mul(a, two)\n c = Add(b, grid)\n"
+         " wh = Slice (t, s1, e1, a3)\n e = Exp(wh)\n f = Mul(e, anchors)\n"
+         " rest = Slice (t, s2, e2, a3)\n r = Sigmoid(rest)\n"
+         " y = Concat <axis = -1> (c, f, r)\n}";
+}
+
+BOOST_DATA_TEST_CASE(a_transpose_sinks_below_sliced_chains_and_their_concat,
+                     data::make(SinkCases()), c) {
+  std::string text = SinkModelText(c);
+  if (std::string(c.name) == "slice_of_another_axis") {
+    // Both slices cut axis 2 (rows 0:2 and 2:4 of t's 4), the Concat joins them on axis 3.
+    text = "<ir_version: 8, opset_import: [\"\" : 13]>\n g (float[2, 6, 3, 4] x) => "
+           "(float[2, 3, 2, 12] y) <int64[1] s0 = {0}, int64[1] e0 = {2}, int64[1] s1 = {2}, "
+           "int64[1] e1 = {4}, int64[1] a2 = {2}> {\n t = Transpose <perm = [0, 2, 3, 1]> (x)\n"
+           " p = Slice (t, s0, e0, a2)\n q = Slice (t, s1, e1, a2)\n sp = Sigmoid(p)\n"
+           " sq = Sigmoid(q)\n y = Concat <axis = 3> (sp, sq)\n}";
+  }
+  StatusOr<Graph> g = ImportOnnxBytes(testing::ModelBytes(text));
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
+  Status inferred = InferShapes(*g);
+  BOOST_REQUIRE_MESSAGE(inferred.ok(), inferred.ToString());
+  const SymbolicShape y_shape = *g->value(*g->FindValue("y")).shape;
+  SimplifyStats stats;
+  Status s = Simplify(*g, &stats);
+  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  BOOST_REQUIRE(RemoveDeadNodes(*g).ok());
+  Status valid = g->Verify();
+  BOOST_REQUIRE_MESSAGE(valid.ok(), valid.ToString());
+  BOOST_TEST(stats.transposes_sunk == (c.sunk ? 1 : 0));
+  BOOST_TEST(*g->value(*g->FindValue("y")).shape == y_shape);  // y keeps its shape
+  const Node& last = g->node(g->value(*g->FindValue("y")).producer);
+  BOOST_REQUIRE(last.op_type == (c.sunk ? "Transpose" : "Concat"));
+  if (c.sunk) {
+    // The Transpose of x is gone; the grid's and the one after the Concat remain.
+    BOOST_TEST(CountOps(*g, "Transpose") == 2);
+    const Node& concat = g->node(g->value(last.inputs[0]).producer);
+    BOOST_REQUIRE(concat.op_type == "Concat");
+    BOOST_TEST(concat.FindAttribute("axis")->i() == 1);
+    for (NodeId n = 0; n < g->num_nodes(); ++n) {
+      if (g->node(n).op_type == "Slice") BOOST_TEST(g->value(g->node(n).inputs[0]).name == "x");
+    }
+  }
+}
+
+// The sunk model gives the float64 decode with both back ends: sigmoid and exp in f32 are
+// within a few ulps, then one multiply and one add; 1e-5 of the magnitude covers them.
+BOOST_DATA_TEST_CASE(a_sunk_decode_gives_the_written_answer,
+                     data::make(std::vector<SinkCase>{SinkCases()[0], SinkCases()[3]}) *
+                         data::make({"onednn", "none"}),
+                     c, external) {
+  CompileStats stats;
+  std::shared_ptr<const Executable> exe =
+      CompileAndLoad(testing::ModelBytes(SinkModelText(c)), external, &stats);
+  TensorDataRef x = testing::RandomTensor(DType::kF32, {2, 6, 3, 4}, -3, 3, 13);
+  TensorDataRef grid = testing::RandomTensor(DType::kF32, {1, 3, 4, 2}, 0, 4, 17);
+  auto out = testing::RunExecutable(exe, {x, grid});
+  BOOST_REQUIRE_MESSAGE(out.ok(), out.status().ToString());
+  const std::vector<double> xv = x->ToDoubles(), gv = grid->ToDoubles();
+  const std::vector<double> y = (*out)[0]->ToDoubles();
+  BOOST_REQUIRE(y.size() == 2u * 3 * 4 * 6);
+  const double anchors[2] = {3, 5};
+  for (int b = 0; b < 2; ++b)
+    for (int h = 0; h < 3; ++h)
+      for (int w = 0; w < 4; ++w)
+        for (int k = 0; k < 6; ++k) {
+          double v = xv[((b * 6 + k) * 3 + h) * 4 + w];  // t[b][h][w][k] = x[b][k][h][w]
+          double sig = 1 / (1 + std::exp(-v)), want;
+          if (k < 2) want = sig * 2 + gv[(h * 4 + w) * 2 + k];
+          else if (k < 4) want = std::exp(v) * anchors[k - 2];
+          else want = sig;
+          size_t at = ((b * 3 + h) * 4 + w) * 6 + k;
+          BOOST_TEST(std::abs(y[at] - want) <= 1e-5 * std::max(1.0, std::abs(want)),
+                     "y[" << at << "] = " << y[at] << ", want " << want);
+        }
 }
 
 }  // namespace
