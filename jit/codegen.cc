@@ -151,7 +151,9 @@ Status CodeGenerator::EmitFor(const StmtNode& s) {
   if (s.for_kind == ForKind::kParallel) return EmitParallelFor(s, min, end);
   if (s.for_kind == ForKind::kTeam) return EmitTeamFor(s, min, extent);
   if (s.for_kind == ForKind::kVectorized) {
-    ASSIGN_OR_RETURN(bool emitted, EmitVectorLoop(s, min, extent));
+    ASSIGN_OR_RETURN(bool emitted, EmitTransposeTile(s, min, extent));
+    if (emitted) return Status::Ok();
+    ASSIGN_OR_RETURN(emitted, EmitVectorLoop(s, min, extent));
     if (emitted) return Status::Ok();
   }
   bool constant = llvm::isa<llvm::ConstantInt>(extent);

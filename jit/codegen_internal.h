@@ -63,6 +63,12 @@ class CodeGenerator {
   // contiguous along the loop variable and whose arithmetic is lane-wise; returns false,
   // emitting nothing, otherwise.
   StatusOr<bool> EmitVectorLoop(const StmtNode& s, llvm::Value* min, llvm::Value* extent);
+  // A kVectorized loop of extent 8 around a kVectorized loop of extent 8 whose body copies an
+  // element between buffers with the two loop variables swapped in their last dims: a
+  // transpose tile, emitted as vector loads, shuffles and vector stores. Returns false, emitting
+  // nothing, for any other loop.
+  StatusOr<bool> EmitTransposeTile(const StmtNode& s, llvm::Value* min, llvm::Value* extent);
+  bool UnitStride(const BufferNode* buffer);  // a known buffer whose last stride is 1
   bool ContiguousAccess(const BufferNode* buffer, const std::vector<Expr>& indices,
                         const ExprNode* var);
   bool LaneWise(const Expr& e, DType t, const ExprNode* var);

@@ -48,7 +48,24 @@ bool LaneIndex(const Expr& index, const ExprNode* var) {
   return (a.get() == var && !Uses(b, var)) || (b.get() == var && !Uses(a, var));
 }
 
+// The masks of the 8 x 8 register transpose (AVX's unpacklo/hi, shuffle_ps and permute2f128
+// written as shufflevector, so they hold for any element type and any vector width the target
+// has; LLVM picks the instructions).
+constexpr int kUnpackLo[8] = {0, 8, 1, 9, 4, 12, 5, 13};
+constexpr int kUnpackHi[8] = {2, 10, 3, 11, 6, 14, 7, 15};
+constexpr int kPairsLo[8] = {0, 1, 8, 9, 4, 5, 12, 13};
+constexpr int kPairsHi[8] = {2, 3, 10, 11, 6, 7, 14, 15};
+constexpr int kHalvesLo[8] = {0, 1, 2, 3, 8, 9, 10, 11};
+constexpr int kHalvesHi[8] = {4, 5, 6, 7, 12, 13, 14, 15};
+
 }  // namespace
+
+bool CodeGenerator::UnitStride(const BufferNode* buffer) {
+  auto it = env_.buffers.find(buffer);
+  if (it == env_.buffers.end() || it->second.strides.empty()) return false;
+  auto* stride = llvm::dyn_cast<llvm::ConstantInt>(it->second.strides.back());
+  return stride && stride->isOne();
+}
 
 bool CodeGenerator::ContiguousAccess(const BufferNode* buffer, const std::vector<Expr>& indices,
                                      const ExprNode* var) {
@@ -144,6 +161,106 @@ StatusOr<bool> CodeGenerator::EmitVectorLoop(const StmtNode& s, llvm::Value* min
   Status status = Status::Ok();
   for (int64_t first = 0; first < n && status.ok(); first += lanes) status = group(first);
   env_.vars.erase(var);
+  RETURN_IF_ERROR(status);
+  return true;
+}
+
+// Matches For(a, 8, vectorized, For(b, b0, 8, vectorized, Store(out, [..., x + b],
+// Load(in, [..., y + a])))): out's last index walks b and no other index reads b, in's last
+// index walks a and no other reads a, both unit stride, one dtype. The tile is then 8 vector
+// loads along a (one per b), a transpose in registers and 8 vector stores along b, instead of
+// 64 strided element accesses (the loop vectorizer's gathers or scalar loads).
+StatusOr<bool> CodeGenerator::EmitTransposeTile(const StmtNode& s, llvm::Value* min,
+                                                llvm::Value* extent) {
+  constexpr int64_t kN = 8;
+  auto* count = llvm::dyn_cast<llvm::ConstantInt>(extent);
+  if (!count || count->getSExtValue() != kN || s.body[0]->op != StmtOp::kFor) return false;
+  const StmtNode& inner = *s.body[0];
+  const ExprNode* a = s.var.get();
+  const ExprNode* b = inner.var.get();
+  if (inner.for_kind != ForKind::kVectorized || inner.exprs[1]->op != ExprOp::kIntImm ||
+      inner.exprs[1]->int_value != kN || Uses(inner.exprs[0], a) ||
+      inner.body[0]->op != StmtOp::kStore)
+    return false;
+  const StmtNode& store = *inner.body[0];
+  const Expr& value = store.exprs.back();
+  if (value->op != ExprOp::kLoad || value->buffer.get() == store.buffer.get() ||
+      value->buffer->dtype != store.buffer->dtype ||
+      !UnitStride(store.buffer.get()) || !UnitStride(value->buffer.get()))
+    return false;
+  std::vector<Expr> out_index(store.exprs.begin(), store.exprs.end() - 1);
+  const std::vector<Expr>& in_index = value->args;
+  // Each side reads its own loop variable only in its last index (the vector's lanes).
+  auto walks = [](const std::vector<Expr>& index, const ExprNode* lane, const ExprNode* other) {
+    if (index.empty() || !LaneIndex(index.back(), lane) || Uses(index.back(), other)) return false;
+    for (size_t d = 0; d + 1 < index.size(); ++d)
+      if (Uses(index[d], lane) || !NoReduce(index[d])) return false;
+    return NoReduce(index.back());
+  };
+  if (!walks(out_index, b, a) || !walks(in_index, a, b)) return false;
+
+  const DType t = store.buffer->dtype;
+  // Pure data movement: integers of the element's width carry every dtype bit for bit.
+  llvm::Type* vector = llvm::FixedVectorType::get(
+      b_.getIntNTy(static_cast<unsigned>(8 * DTypeSize(t))), static_cast<unsigned>(kN));
+  const llvm::Align align(DTypeSize(t));
+  ASSIGN_OR_RETURN(llvm::Value * b_min, EmitExpr(inner.exprs[0]));
+  auto address = [&](const BufferNode* buffer, const std::vector<Expr>& index)
+      -> StatusOr<llvm::Value*> {
+    std::vector<llvm::Value*> at;
+    for (const Expr& e : index) {
+      ASSIGN_OR_RETURN(llvm::Value * v, EmitExpr(e));
+      at.push_back(v);
+    }
+    return ElementPtr(buffer, at);
+  };
+  std::vector<llvm::Value*> rows(kN);  // rows[j][i] = in at a = i, b = j
+  Status status = Status::Ok();
+  env_.vars[a] = min;
+  for (int64_t j = 0; j < kN && status.ok(); ++j) {
+    env_.vars[b] = b_.CreateAdd(b_min, b_.getInt64(j), inner.var.name(), false, true);
+    StatusOr<llvm::Value*> at = address(value->buffer.get(), in_index);
+    if (!at.ok()) {
+      status = at.status();
+      break;
+    }
+    llvm::LoadInst* load = b_.CreateAlignedLoad(vector, *at, align);
+    TagAccess(load, env_.buffers.at(value->buffer.get()));
+    rows[j] = load;
+  }
+  if (status.ok()) {
+    auto shuffle = [&](llvm::Value* x, llvm::Value* y, const int* mask) {
+      return b_.CreateShuffleVector(x, y, llvm::ArrayRef<int>(mask, kN));
+    };
+    std::vector<llvm::Value*> t1(kN), t2(kN), cols(kN);
+    for (int k = 0; k < kN; k += 2) {
+      t1[k] = shuffle(rows[k], rows[k + 1], kUnpackLo);
+      t1[k + 1] = shuffle(rows[k], rows[k + 1], kUnpackHi);
+    }
+    for (int k = 0; k < kN; k += 4) {
+      t2[k] = shuffle(t1[k], t1[k + 2], kPairsLo);
+      t2[k + 1] = shuffle(t1[k], t1[k + 2], kPairsHi);
+      t2[k + 2] = shuffle(t1[k + 1], t1[k + 3], kPairsLo);
+      t2[k + 3] = shuffle(t1[k + 1], t1[k + 3], kPairsHi);
+    }
+    for (int k = 0; k < kN / 2; ++k) {
+      cols[k] = shuffle(t2[k], t2[k + 4], kHalvesLo);
+      cols[k + kN / 2] = shuffle(t2[k], t2[k + 4], kHalvesHi);
+    }
+    env_.vars[b] = b_min;
+    for (int64_t i = 0; i < kN && status.ok(); ++i) {
+      env_.vars[a] = b_.CreateAdd(min, b_.getInt64(i), s.var.name(), false, true);
+      StatusOr<llvm::Value*> at = address(store.buffer.get(), out_index);
+      if (!at.ok()) {
+        status = at.status();
+        break;
+      }
+      llvm::StoreInst* out = b_.CreateAlignedStore(cols[i], *at, align);
+      TagAccess(out, env_.buffers.at(store.buffer.get()));
+    }
+  }
+  env_.vars.erase(a);
+  env_.vars.erase(b);
   RETURN_IF_ERROR(status);
   return true;
 }
