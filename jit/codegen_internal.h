@@ -137,7 +137,10 @@ class CodeGenerator {
   std::vector<llvm::MDNode*> alias_scopes_;   // one per buffer param
   std::string symbol_;
   int outlined_ = 0;
-  std::unordered_map<std::string, int> sites_;  // CheckIndex site -> its IndexCheckSites number
+  std::unordered_map<std::string, int> sites_;
+  // EmitTransposeTile's transposed Load and its vector of lanes (integers of the element's
+  // width), which LaneWise accepts and EmitLanes returns while a tile's epilogue is emitted.
+  std::pair<const ExprNode*, llvm::Value*> lanes_given_{nullptr, nullptr};  // CheckIndex site -> its IndexCheckSites number
 };
 
 }  // namespace kiln::jit
