@@ -151,11 +151,18 @@ Status CodeGenerator::EmitFor(const StmtNode& s) {
   if (s.for_kind == ForKind::kParallel) return EmitParallelFor(s, min, end);
   if (s.for_kind == ForKind::kTeam) return EmitTeamFor(s, min, extent);
   if (s.for_kind == ForKind::kVectorized) {
-    ASSIGN_OR_RETURN(bool emitted, EmitVectorLoop(s, min, extent));
+    ASSIGN_OR_RETURN(bool emitted, EmitTransposeTile(s, min, extent));
+    if (emitted) return Status::Ok();
+    ASSIGN_OR_RETURN(emitted, EmitVectorLoop(s, min, extent));
     if (emitted) return Status::Ok();
   }
+  // kVectorized is for innermost loops: around another loop (a transpose tile that did not
+  // match) LLVM's vectorizer would only get in the way of the inner one.
+  ForKind kind = s.for_kind == ForKind::kVectorized && s.body[0]->op == StmtOp::kFor
+                     ? ForKind::kSerial
+                     : s.for_kind;
   bool constant = llvm::isa<llvm::ConstantInt>(extent);
-  return EmitLoop(min, end, s.for_kind, constant, s.var.name(), [&](llvm::Value* index) {
+  return EmitLoop(min, end, kind, constant, s.var.name(), [&](llvm::Value* index) {
     env_.vars[s.var.get()] = index;
     Status status = EmitStmt(s.body[0].get());
     env_.vars.erase(s.var.get());

@@ -63,6 +63,12 @@ class CodeGenerator {
   // contiguous along the loop variable and whose arithmetic is lane-wise; returns false,
   // emitting nothing, otherwise.
   StatusOr<bool> EmitVectorLoop(const StmtNode& s, llvm::Value* min, llvm::Value* extent);
+  // A kVectorized loop of extent 8 around a kVectorized loop of extent 8 whose body copies an
+  // element between buffers with the two loop variables swapped in their last dims: a
+  // transpose tile, emitted as vector loads, shuffles and vector stores. Returns false, emitting
+  // nothing, for any other loop.
+  StatusOr<bool> EmitTransposeTile(const StmtNode& s, llvm::Value* min, llvm::Value* extent);
+  bool UnitStride(const BufferNode* buffer);  // a known buffer whose last stride is 1
   bool ContiguousAccess(const BufferNode* buffer, const std::vector<Expr>& indices,
                         const ExprNode* var);
   bool LaneWise(const Expr& e, DType t, const ExprNode* var);
@@ -131,7 +137,10 @@ class CodeGenerator {
   std::vector<llvm::MDNode*> alias_scopes_;   // one per buffer param
   std::string symbol_;
   int outlined_ = 0;
-  std::unordered_map<std::string, int> sites_;  // CheckIndex site -> its IndexCheckSites number
+  std::unordered_map<std::string, int> sites_;
+  // EmitTransposeTile's transposed Load and its vector of lanes (integers of the element's
+  // width), which LaneWise accepts and EmitLanes returns while a tile's epilogue is emitted.
+  std::pair<const ExprNode*, llvm::Value*> lanes_given_{nullptr, nullptr};  // CheckIndex site -> its IndexCheckSites number
 };
 
 }  // namespace kiln::jit

@@ -263,6 +263,16 @@ StatusOr<std::vector<int>> Permutation(const LowerContext& ctx) {
   return perm;
 }
 
+// Side of the register-transposed blocks (EmitTransposeTile's 8 x 8).
+constexpr int64_t kBlock = 8;
+
+// Whether TiledTranspose's full tiles of `dtype` go through 8 x 8 register blocks: 4-byte types
+// (f32, i32, u32), whose 8-lane rows are one AVX2 vector. The code generator moves any element
+// width bit for bit; the others stay on the loop until measured.
+bool RegisterTransposeFits(DType dtype, int64_t cols) {
+  return DTypeSize(dtype) == 4 && cols % kBlock == 0;
+}
+
 // The input's innermost dim moves: copy in tiles of kRows output rows x `cols` output columns,
 // parallel over (other dims x row tiles), vectorized along output rows. The tile is narrow
 // (32 bytes of each output row) because its input rows are a power-of-two stride apart in the
@@ -295,6 +305,22 @@ Stmt TiledTranspose(const LowerContext& ctx, const std::vector<int>& perm) {
   Stmt copy = jit::Store(ctx.out(0), index, jit::Load(ctx.in(0), src));
   Stmt row = jit::For(b, jit::Min(IntImm(cols), dims[j] - col0), ForKind::kVectorized, copy);
   Stmt rows = jit::For(a, jit::Min(IntImm(kRows), dims[q] - row0), ForKind::kSerial, row);
+  if (RegisterTransposeFits(ctx.input_dtype(0), cols)) {
+    // A full tile's whole 8 x 8 blocks go through registers (jit/codegen_vector.cc,
+    // EmitTransposeTile); its last rows (fewer than 8) and the last, partial tile of columns
+    // keep the loop above.
+    Var n_rows("n_rows"), ab("ab"), bb("bb");
+    Expr whole = jit::FloorDiv(Expr(n_rows), IntImm(kBlock)) * kBlock;
+    Stmt block = jit::For(a, ab * kBlock, IntImm(kBlock), ForKind::kVectorized,
+                          jit::For(b, bb * kBlock, IntImm(kBlock), ForKind::kVectorized, copy));
+    Stmt blocks = jit::For(ab, jit::FloorDiv(Expr(n_rows), IntImm(kBlock)), ForKind::kSerial,
+                           jit::For(bb, IntImm(cols / kBlock), ForKind::kSerial, block));
+    Stmt rest_rows = jit::For(a, whole, Expr(n_rows) - whole, ForKind::kSerial,
+                              jit::For(b, IntImm(cols), ForKind::kVectorized, copy));
+    Stmt full = jit::Let(n_rows, jit::Min(IntImm(kRows), dims[q] - row0),
+                         jit::Seq({blocks, rest_rows}));
+    rows = jit::If(jit::Ge(dims[j] - col0, IntImm(cols)), full, rows);
+  }
   Stmt tile = jit::For(tj, tiles_j, ForKind::kSerial, jit::Let(col0, tj * cols, rows));
   // outer = ((r_0 * n_1 + r_1) ...) * tiles_q + tile_q
   Expr rem = jit::FloorDiv(Expr(outer), tiles_q);
