@@ -245,11 +245,11 @@ StatusOr<int> DedicateDequantize(Graph& g, NodeId n) {
 // Whether `v` holds an [N, C, spatial...] tensor: the output of a convolution, pool or batch
 // norm, possibly through a few unary activations (which keep the layout's meaning).
 bool ChannelsFirst(const Graph& g, ValueId v) {
-  static const std::set<std::string> kSources = {"Conv", "ConvTranspose", "MaxPool", "AveragePool",
-                                                 "LpPool", "BatchNormalization"};
-  static const std::set<std::string> kUnary = {"Relu",    "LeakyRelu", "Clip", "Sigmoid",
-                                               "Tanh",    "Elu",       "Selu", "HardSigmoid",
-                                               "HardSwish", "Softplus", "Identity"};
+  static const std::set<std::string> kSources = {
+      "Conv", "ConvTranspose", "MaxPool", "AveragePool", "LpPool", "BatchNormalization"};
+  static const std::set<std::string> kUnary = {"Relu",      "LeakyRelu", "Clip",    "Sigmoid",
+                                               "Tanh",      "Elu",       "Selu",    "HardSigmoid",
+                                               "HardSwish", "Softplus",  "Identity"};
   for (int depth = 0; depth < 4 && v != kNoValue; ++depth) {
     const Value& val = g.value(v);
     if (val.kind != ValueKind::kNodeOutput || val.producer == kNoNode || val.data) return false;
@@ -487,8 +487,9 @@ std::optional<SlicedChain> ChainToSlice(const Graph& g, ValueId v, int64_t axis,
     for (ValueId in : p.inputs) {
       const Value& iv = g.value(in);
       if (!iv.shape) return {};
-      bool ones = std::all_of(iv.shape->begin(), iv.shape->end(),
-                              [](const DimExpr& d) { return d.is_const() && d.const_value() == 1; });
+      bool ones = std::all_of(iv.shape->begin(), iv.shape->end(), [](const DimExpr& d) {
+        return d.is_const() && d.const_value() == 1;
+      });
       if (ones) continue;  // a scalar (of any rank up to the output's) broadcasts in any layout
       if (iv.shape->size() != val.shape->size()) return {};
       if (next != kNoValue || iv.data || *iv.shape != *val.shape) continue;
@@ -501,6 +502,18 @@ std::optional<SlicedChain> ChainToSlice(const Graph& g, ValueId v, int64_t axis,
     v = next;
   }
   return {};
+}
+
+// Adds a node `y` = Transpose(`x`, `perm`) named `name` (made unique).
+Status AddTranspose(Graph& g, const std::string& name, const std::vector<int64_t>& perm, ValueId x,
+                    ValueId y) {
+  Node tr;
+  tr.name = g.UniqueNodeName(name);
+  tr.op_type = "Transpose";
+  tr.attributes["perm"] = Attribute::Ints(perm);
+  tr.inputs = {x};
+  tr.outputs = {y};
+  return g.AddNode(std::move(tr)).status();
 }
 
 // Concat(f_i(Slice(Transpose(x, perm), axis)), axis) = Transpose(Concat(f_i'(Slice(x, perm[axis])),
@@ -558,20 +571,15 @@ StatusOr<bool> SinkTransposeBelowConcat(Graph& g, NodeId n) {
                             [](const DimExpr& d) { return d.is_const() && d.const_value() == 1; });
     if (ones) return v;
     if (moved.count(v)) return moved[v];
-    ASSIGN_OR_RETURN(ValueId m, g.AddValue(g.UniqueValueName(val.name + "_untransposed"),
-                                           val.data ? ValueKind::kConstant : ValueKind::kNodeOutput));
+    ASSIGN_OR_RETURN(ValueId m,
+                     g.AddValue(g.UniqueValueName(val.name + "_untransposed"),
+                                val.data ? ValueKind::kConstant : ValueKind::kNodeOutput));
     g.mutable_value(m).dtype = g.value(v).dtype;
     g.mutable_value(m).shape = permuted(*g.value(v).shape);
     if (g.value(v).data) {
       ASSIGN_OR_RETURN(g.mutable_value(m).data, PermuteConstant(*g.value(v).data, inverse));
     } else {
-      Node tr;
-      tr.name = g.UniqueNodeName(g.value(v).name + "_untranspose");
-      tr.op_type = "Transpose";
-      tr.attributes["perm"] = Attribute::Ints(inverse);
-      tr.inputs = {v};
-      tr.outputs = {m};
-      RETURN_IF_ERROR(g.AddNode(std::move(tr)).status());
+      RETURN_IF_ERROR(AddTranspose(g, g.value(v).name + "_untranspose", inverse, v, m));
     }
     moved[v] = m;
     return m;
@@ -606,13 +614,7 @@ StatusOr<bool> SinkTransposeBelowConcat(Graph& g, NodeId n) {
   cn.outputs[0] = mid;
   g.mutable_value(mid).producer = n;
   g.mutable_value(out).producer = kNoNode;
-  Node tr;
-  tr.name = g.UniqueNodeName(g.node(n).name + "_transpose");
-  tr.op_type = "Transpose";
-  tr.attributes["perm"] = Attribute::Ints(perm);
-  tr.inputs = {mid};
-  tr.outputs = {out};
-  RETURN_IF_ERROR(g.AddNode(std::move(tr)).status());
+  RETURN_IF_ERROR(AddTranspose(g, g.node(n).name + "_transpose", perm, mid, out));
   return true;
 }
 

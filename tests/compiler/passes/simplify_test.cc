@@ -13,10 +13,10 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <boost/test/data/monomorphic.hpp>
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -95,8 +95,8 @@ std::vector<Case> Folded() {
                   {0, 0, 1, 1, 0, 0, 1, 1}, kNegInf, {1, 1, 1, 1});
   max.strides = {2, 2};
   v.push_back(max);
-  Case conv = Make("conv_2x3_own_pads", "Conv", "pads = [0, 1, 0, 1]", {0, 0, 1, 0, 0, 0, 1, 0},
-                   0, {1, 1, 1, 1});
+  Case conv = Make("conv_2x3_own_pads", "Conv", "pads = [0, 1, 0, 1]", {0, 0, 1, 0, 0, 0, 1, 0}, 0,
+                   {1, 1, 1, 1});
   conv.kernel = {2, 3}, conv.own_pads = {0, 1, 0, 1};
   v.push_back(conv);
   // A causal (left-only) pad: the oneDNN run side pads the copy itself when the asymmetric
@@ -239,18 +239,22 @@ std::string ModelBytes(const Case& c) {
   return bytes;
 }
 
-// Import, infer, Simplify, RemoveDeadNodes: what the compiler partitions.
-Graph Simplified(const Case& c, SimplifyStats* stats) {
-  StatusOr<Graph> g = ImportOnnxBytes(ModelBytes(c));
+// Import, infer, Simplify, RemoveDeadNodes: what the compiler partitions. `y_shape`, when
+// given, receives the inferred shape of the value "y" before Simplify.
+Graph Simplified(const std::string& bytes, SimplifyStats* stats, SymbolicShape* y_shape = nullptr) {
+  StatusOr<Graph> g = ImportOnnxBytes(bytes);
   BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
   Status s = InferShapes(*g);
   BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
+  if (y_shape) *y_shape = *g->value(*g->FindValue("y")).shape;
   s = Simplify(*g, stats);
   BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
   BOOST_REQUIRE(RemoveDeadNodes(*g).ok());
-  BOOST_REQUIRE(g->Verify().ok());
+  Status valid = g->Verify();
+  BOOST_REQUIRE_MESSAGE(valid.ok(), valid.ToString());
   return std::move(*g);
 }
+Graph Simplified(const Case& c, SimplifyStats* stats) { return Simplified(ModelBytes(c), stats); }
 
 const Node& ReaderOf(const Graph& g) { return g.node(g.value(*g.FindValue("y")).producer); }
 
@@ -290,7 +294,6 @@ void ExpectThePadStays(const Case& c) {
 BOOST_DATA_TEST_CASE(the_pad_stays_where_folding_would_change_the_answer, data::make(Kept()), c) {
   ExpectThePadStays(c);
 }
-
 
 // ---- End to end against float64 ----
 
@@ -406,11 +409,11 @@ BOOST_DATA_TEST_CASE(folded_models_give_the_written_answer,
 // from a pool).
 struct MaxCase {
   std::string name;
-  std::string op = "ReduceMax";  // or "ReduceMean"
-  Ints spatial;          // x's spatial dims
-  std::string axes;      // ONNX text of the axes ("" : attribute omitted)
-  bool keepdims = true;  // the attribute (omitted when true)
-  int opset = 13;        // 18: axes as input 1
+  std::string op = "ReduceMax";      // or "ReduceMean"
+  Ints spatial;                      // x's spatial dims
+  std::string axes;                  // ONNX text of the axes ("" : attribute omitted)
+  bool keepdims = true;              // the attribute (omitted when true)
+  int opset = 13;                    // 18: axes as input 1
   std::string source = "conv_relu";  // "conv", "conv_relu", "input", "maxpool_uint8"
   bool runtime_axes = false;         // opset 18: axes is a graph input
   bool pooled = true;                // Simplify rewrites it
@@ -451,8 +454,10 @@ Ints MaxOutDims(const MaxCase& c) {
   std::vector<int> axes = MaxAxes(c);
   for (int d = 0; d < static_cast<int>(x.size()); ++d) {
     bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
-    if (!reduced) out.push_back(x[d]);
-    else if (c.keepdims) out.push_back(1);
+    if (!reduced)
+      out.push_back(x[d]);
+    else if (c.keepdims)
+      out.push_back(1);
   }
   return out;
 }
@@ -555,19 +560,12 @@ int CountOps(const Graph& g, const std::string& op) {
   return k;
 }
 
-BOOST_DATA_TEST_CASE(a_spatial_reduce_of_a_conv_becomes_a_global_pool,
-                     data::make(ReduceCases()), c) {
-  StatusOr<Graph> g = ImportOnnxBytes(testing::ModelBytes(MaxModelText(c)));
-  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
-  Status inferred = InferShapes(*g);
-  BOOST_REQUIRE_MESSAGE(inferred.ok(), inferred.ToString());
-  const SymbolicShape y_shape = *g->value(*g->FindValue("y")).shape;
+BOOST_DATA_TEST_CASE(a_spatial_reduce_of_a_conv_becomes_a_global_pool, data::make(ReduceCases()),
+                     c) {
   SimplifyStats stats;
-  Status s = Simplify(*g, &stats);
-  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
-  BOOST_REQUIRE(RemoveDeadNodes(*g).ok());
-  Status valid = g->Verify();
-  BOOST_REQUIRE_MESSAGE(valid.ok(), valid.ToString());
+  SymbolicShape y_shape;
+  Graph simplified = Simplified(testing::ModelBytes(MaxModelText(c)), &stats, &y_shape);
+  Graph* g = &simplified;
   const bool max = c.op == "ReduceMax";
   const std::string pool = max ? "GlobalMaxPool" : "GlobalAveragePool";
   BOOST_TEST(stats.reduce_max_pooled == (c.pooled && max ? 1 : 0));
@@ -616,8 +614,8 @@ BOOST_DATA_TEST_CASE(pooled_reduce_models_give_the_written_answer,
   const std::vector<double> got = (*out)[0]->ToDoubles();
   BOOST_REQUIRE(got.size() == want.size());
   for (size_t k = 0; k < got.size(); ++k) {
-    BOOST_TEST(std::abs(got[k] - want[k]) <= bound[k], "y[" << k << "] = " << got[k] << ", want "
-                                                            << want[k] << " +- " << bound[k]);
+    BOOST_TEST(std::abs(got[k] - want[k]) <= bound[k],
+               "y[" << k << "] = " << got[k] << ", want " << want[k] << " +- " << bound[k]);
   }
 }
 
@@ -665,16 +663,9 @@ std::string DropModelText(const DropCase& c) {
 }
 
 BOOST_DATA_TEST_CASE(an_inference_dropout_is_bypassed, data::make(DropCases()), c) {
-  StatusOr<Graph> g = ImportOnnxBytes(testing::ModelBytes(DropModelText(c)));
-  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
-  Status inferred = InferShapes(*g);
-  BOOST_REQUIRE_MESSAGE(inferred.ok(), inferred.ToString());
   SimplifyStats stats;
-  Status s = Simplify(*g, &stats);
-  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
-  BOOST_REQUIRE(RemoveDeadNodes(*g).ok());
-  Status valid = g->Verify();
-  BOOST_REQUIRE_MESSAGE(valid.ok(), valid.ToString());
+  Graph simplified = Simplified(testing::ModelBytes(DropModelText(c)), &stats);
+  Graph* g = &simplified;
   BOOST_TEST(stats.dropouts_bypassed == (c.bypassed ? 1 : 0));
   BOOST_TEST(CountOps(*g, "Dropout") == (c.kept ? 1 : 0));
   const Node& mul = g->node(g->value(*g->FindValue("y")).producer);
@@ -732,7 +723,7 @@ BOOST_DATA_TEST_CASE(dropout_models_give_the_written_answer,
 struct SinkCase {
   const char* name;
   std::string xy_slice = "Slice (t, s0, e0, a3)";  // the first Slice
-  std::string extra_out;                            // more graph outputs, ONNX text
+  std::string extra_out;                           // more graph outputs, ONNX text
   bool sunk = true;
 };
 std::ostream& operator<<(std::ostream& os, const SinkCase& c) { return os << c.name; }
@@ -758,7 +749,9 @@ std::string SinkModelText(const SinkCase& c) {
          "int64[1] s2 = {4}, int64[1] e2 = {6}, int64[1] a3 = {3}, int64[1] am1 = {-1}, "
          "int64[1] a2 = {2}, float two = {2}, float[1, 1, 1, 2] anchors = {3, 5}> {\n"
          " t = Transpose <perm = [0, 2, 3, 1]> (x)\n"
-         " xy = " + c.xy_slice + "\n"
+         " xy = " +
+         c.xy_slice +
+         "\n"
          " a = Sigmoid(xy)\n b = Mul(a, two)\n c = Add(b, grid)\n"
          " wh = Slice (t, s1, e1, a3)\n e = Exp(wh)\n f = Mul(e, anchors)\n"
          " rest = Slice (t, s2, e2, a3)\n r = Sigmoid(rest)\n"
@@ -770,23 +763,17 @@ BOOST_DATA_TEST_CASE(a_transpose_sinks_below_sliced_chains_and_their_concat,
   std::string text = SinkModelText(c);
   if (std::string(c.name) == "slice_of_another_axis") {
     // Both slices cut axis 2 (rows 0:2 and 2:4 of t's 4), the Concat joins them on axis 3.
-    text = "<ir_version: 8, opset_import: [\"\" : 13]>\n g (float[2, 6, 3, 4] x) => "
-           "(float[2, 3, 2, 12] y) <int64[1] s0 = {0}, int64[1] e0 = {2}, int64[1] s1 = {2}, "
-           "int64[1] e1 = {4}, int64[1] a2 = {2}> {\n t = Transpose <perm = [0, 2, 3, 1]> (x)\n"
-           " p = Slice (t, s0, e0, a2)\n q = Slice (t, s1, e1, a2)\n sp = Sigmoid(p)\n"
-           " sq = Sigmoid(q)\n y = Concat <axis = 3> (sp, sq)\n}";
+    text =
+        "<ir_version: 8, opset_import: [\"\" : 13]>\n g (float[2, 6, 3, 4] x) => "
+        "(float[2, 3, 2, 12] y) <int64[1] s0 = {0}, int64[1] e0 = {2}, int64[1] s1 = {2}, "
+        "int64[1] e1 = {4}, int64[1] a2 = {2}> {\n t = Transpose <perm = [0, 2, 3, 1]> (x)\n"
+        " p = Slice (t, s0, e0, a2)\n q = Slice (t, s1, e1, a2)\n sp = Sigmoid(p)\n"
+        " sq = Sigmoid(q)\n y = Concat <axis = 3> (sp, sq)\n}";
   }
-  StatusOr<Graph> g = ImportOnnxBytes(testing::ModelBytes(text));
-  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
-  Status inferred = InferShapes(*g);
-  BOOST_REQUIRE_MESSAGE(inferred.ok(), inferred.ToString());
-  const SymbolicShape y_shape = *g->value(*g->FindValue("y")).shape;
   SimplifyStats stats;
-  Status s = Simplify(*g, &stats);
-  BOOST_REQUIRE_MESSAGE(s.ok(), s.ToString());
-  BOOST_REQUIRE(RemoveDeadNodes(*g).ok());
-  Status valid = g->Verify();
-  BOOST_REQUIRE_MESSAGE(valid.ok(), valid.ToString());
+  SymbolicShape y_shape;
+  Graph simplified = Simplified(testing::ModelBytes(text), &stats, &y_shape);
+  Graph* g = &simplified;
   BOOST_TEST(stats.transposes_sunk == (c.sunk ? 1 : 0));
   BOOST_TEST(*g->value(*g->FindValue("y")).shape == y_shape);  // y keeps its shape
   const Node& last = g->node(g->value(*g->FindValue("y")).producer);
@@ -826,9 +813,12 @@ BOOST_DATA_TEST_CASE(a_sunk_decode_gives_the_written_answer,
         for (int k = 0; k < 6; ++k) {
           double v = xv[((b * 6 + k) * 3 + h) * 4 + w];  // t[b][h][w][k] = x[b][k][h][w]
           double sig = 1 / (1 + std::exp(-v)), want;
-          if (k < 2) want = sig * 2 + gv[(h * 4 + w) * 2 + k];
-          else if (k < 4) want = std::exp(v) * anchors[k - 2];
-          else want = sig;
+          if (k < 2)
+            want = sig * 2 + gv[(h * 4 + w) * 2 + k];
+          else if (k < 4)
+            want = std::exp(v) * anchors[k - 2];
+          else
+            want = sig;
           size_t at = ((b * 3 + h) * 4 + w) * 6 + k;
           BOOST_TEST(std::abs(y[at] - want) <= 1e-5 * std::max(1.0, std::abs(want)),
                      "y[" << at << "] = " << y[at] << ", want " << want);
