@@ -1,6 +1,9 @@
 #include "compiler/passes/conv_transpose_phases.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <utility>
@@ -47,6 +50,7 @@ struct Plan {
   int64_t stride = 1, group = 1, cin = 0, cout_g = 0;
   std::vector<int64_t> kernel;
   std::vector<int64_t> delta;                 // per dim: grid = input + delta
+  bool no_pads = true;                        // pads and output_padding all 0
   std::vector<std::vector<PhaseDim>> phases;  // per dim, per residue
 };
 
@@ -84,6 +88,7 @@ std::optional<Plan> PlanOf(const Graph& g, const Node& node) {
     const int64_t op = a->output_padding.empty() ? 0 : a->output_padding[d];
     // Output = s * (H - 1) + k - pb - pe + op = s * (H + delta).
     const int64_t num = p.kernel[d] - pb - pe + op;
+    if (pb != 0 || pe != 0 || op != 0) p.no_pads = false;
     if (num % p.stride != 0) return std::nullopt;
     p.delta.push_back(num / p.stride - 1);
     std::vector<PhaseDim> per_residue;
@@ -134,6 +139,147 @@ StatusOr<ValueId> AddWeights(Graph& g, const std::string& base, std::vector<int6
   return id;
 }
 
+
+// The node reading `v` when it is the only reader, reads it once as its data input (slot 0)
+// and `v` is not a graph output; kNoNode otherwise.
+NodeId SoleDataReader(const Graph& g, ValueId v) {
+  if (v == kNoValue || g.Users(v).size() != 1) return kNoNode;
+  for (ValueId o : g.outputs()) {
+    if (o == v) return kNoNode;
+  }
+  const NodeId u = g.Users(v)[0];
+  const Node& r = g.node(u);
+  if (!r.implicit_inputs.empty() || r.inputs.empty() || r.inputs[0] != v) return kNoNode;
+  for (size_t k = 1; k < r.inputs.size(); ++k) {
+    if (r.inputs[k] == v) return kNoNode;
+  }
+  return u;
+}
+
+const TensorData* ConstantOf(const Graph& g, ValueId v) {
+  if (v == kNoValue) return nullptr;
+  const Value& val = g.value(v);
+  return val.kind == ValueKind::kGraphInput ? nullptr : val.data.get();
+}
+
+// Node `reader`, which reads `producer`'s output, is absorbed into `producer`: `producer` now
+// writes the reader's output value (same dtype and shape: a per-channel affine or an
+// elementwise function of it), and the reader, left writing the old value nobody else reads,
+// is marked for removal.
+void Absorb(Graph& g, NodeId producer, NodeId reader, std::vector<bool>* keep) {
+  const ValueId mid = g.node(producer).outputs[0], out = g.node(reader).outputs[0];
+  g.mutable_node(producer).outputs[0] = out;
+  g.mutable_value(out).producer = producer;
+  g.mutable_node(reader).outputs[0] = mid;
+  g.mutable_value(mid).producer = reader;
+  (*keep)[reader] = false;
+}
+
+// Inference BatchNormalization of `bn` (constant statistics of `channels` elements, one
+// output) as y = x * scale[c] + shift[c]; false if it is not one.
+bool BatchNormAffine(const Graph& g, const Node& bn, int64_t channels, std::vector<double>* scale,
+                     std::vector<double>* shift) {
+  if (bn.op_type != "BatchNormalization" || !bn.domain.empty() || bn.inputs.size() != 5 ||
+      bn.outputs.size() != 1)
+    return false;
+  if (const Attribute* t = bn.FindAttribute("training_mode");
+      t != nullptr && (t->type() != Attribute::Type::kInt || t->i() != 0))
+    return false;
+  std::vector<std::vector<double>> p;
+  for (int i = 1; i < 5; ++i) {
+    const TensorData* d = ConstantOf(g, bn.inputs[i]);
+    if (d == nullptr || d->num_elements() != channels) return false;
+    p.push_back(d->ToDoubles());
+  }
+  double eps = 1e-5;
+  if (const Attribute* e = bn.FindAttribute("epsilon")) {
+    if (e->type() != Attribute::Type::kFloat) return false;
+    eps = e->f();
+  }
+  scale->resize(channels);
+  shift->resize(channels);
+  for (int64_t c = 0; c < channels; ++c) {
+    (*scale)[c] = p[0][c] / std::sqrt(p[3][c] + eps);
+    (*shift)[c] = p[1][c] - p[2][c] * (*scale)[c];
+  }
+  return true;
+}
+
+// Folds the BatchNormalization reading ConvTranspose `n`'s output (its sole reader) into the
+// node's weights and bias: W'[ci, col] = W[ci, col] * scale[co], B' = B * scale + shift.
+// Returns whether it did.
+StatusOr<bool> FoldBatchNorm(Graph& g, NodeId n, const Plan& p, std::vector<bool>* keep) {
+  const NodeId bn = SoleDataReader(g, g.node(n).outputs[0]);
+  if (bn == kNoNode) return false;
+  const int64_t cout = p.cout_g * p.group;
+  std::vector<double> scale, shift;
+  if (!BatchNormAffine(g, g.node(bn), cout, &scale, &shift)) return false;
+  const Node& node = g.node(n);
+  const TensorData& w = *g.value(node.inputs[1]).data;
+  const float* wd = static_cast<const float*>(w.data());
+  const int64_t cin_g = p.cin / p.group, taps = p.kernel[0] * p.kernel[1];
+  std::vector<float> wf(static_cast<size_t>(w.num_elements()));
+  for (int64_t ci = 0; ci < p.cin; ++ci) {
+    const int64_t grp = ci / cin_g;
+    for (int64_t col = 0; col < p.cout_g; ++col) {
+      const double s = scale[grp * p.cout_g + col];
+      const int64_t at = (ci * p.cout_g + col) * taps;
+      for (int64_t t = 0; t < taps; ++t) wf[at + t] = static_cast<float>(wd[at + t] * s);
+    }
+  }
+  std::vector<double> b(static_cast<size_t>(cout), 0.0);
+  if (node.inputs.size() > 2 && node.inputs[2] != kNoValue) {
+    const TensorData* bd = ConstantOf(g, node.inputs[2]);
+    if (bd == nullptr || bd->num_elements() != cout) return false;
+    b = bd->ToDoubles();
+  }
+  std::vector<float> bf(static_cast<size_t>(cout));
+  for (int64_t c = 0; c < cout; ++c) bf[c] = static_cast<float>(b[c] * scale[c] + shift[c]);
+  ASSIGN_OR_RETURN(ValueId wv, AddWeights(g, node.name + "_bn_w", w.dims(), wf));
+  ASSIGN_OR_RETURN(ValueId bv, AddWeights(g, node.name + "_bn_b", {cout}, bf));
+  g.SetNodeInput(n, 1, wv);
+  g.SetNodeInput(n, 2, bv);
+  Absorb(g, n, bn, keep);
+  return true;
+}
+
+// The elementwise activation reading ConvTranspose `n`'s output (its sole reader), any other
+// inputs constant: it commutes with Concat and DepthToSpace, so each phase convolution applies
+// it (where both back ends fuse it into the convolution). kNoNode if there is none.
+NodeId ActivationReader(const Graph& g, NodeId n) {
+  static const std::set<std::string> kUnary = {
+      "Relu", "LeakyRelu", "Clip",        "Sigmoid",   "Tanh",     "Elu",
+      "Selu", "Celu",      "HardSigmoid", "HardSwish", "Softplus", "Softsign"};
+  const ValueId out = g.node(n).outputs[0];
+  const NodeId a = SoleDataReader(g, out);
+  if (a == kNoNode) return kNoNode;
+  const Node& act = g.node(a);
+  if (!act.domain.empty() || !kUnary.count(act.op_type) || act.outputs.size() != 1 ||
+      g.value(act.outputs[0]).dtype != DType::kF32)
+    return kNoNode;
+  for (size_t k = 1; k < act.inputs.size(); ++k) {
+    if (act.inputs[k] != kNoValue && ConstantOf(g, act.inputs[k]) == nullptr) return kNoNode;
+  }
+  return a;
+}
+
+// Adds a copy of activation node `act` reading `x` (of shape `shape`); returns its output.
+StatusOr<ValueId> AddActivation(Graph& g, const Node& act, ValueId x, const SymbolicShape& shape) {
+  ASSIGN_OR_RETURN(ValueId y, g.AddValue(g.UniqueValueName(g.value(x).name + "_" + act.op_type),
+                                         ValueKind::kNodeOutput));
+  g.mutable_value(y).dtype = DType::kF32;
+  g.mutable_value(y).shape = shape;
+  Node copy;
+  copy.name = g.UniqueNodeName(act.name + "_" + g.value(x).name);
+  copy.op_type = act.op_type;
+  copy.attributes = act.attributes;
+  copy.inputs = act.inputs;
+  copy.inputs[0] = x;
+  copy.outputs = {y};
+  RETURN_IF_ERROR(g.AddNode(std::move(copy)).status());
+  return y;
+}
+
 // The Conv attributes of one phase.
 std::map<std::string, Attribute> ConvAttrs(const Plan& p, const PhaseDim& ph, const PhaseDim& pw) {
   std::map<std::string, Attribute> attrs;
@@ -144,7 +290,90 @@ std::map<std::string, Attribute> ConvAttrs(const Plan& p, const PhaseDim& ph, co
   return attrs;
 }
 
-Status Rewrite(Graph& g, NodeId n, const Plan& p) {
+// Whether ConvTranspose `n` reads a 1 x 1 image without pads (a generator's first layer,
+// latent -> k x k): then out[:, co, i, j] = sum_ci x[:, ci] W[ci, co, i, j], one GEMM with
+// W's own bytes as [Cin, Cout * kh * kw]; as phase convolutions it would mostly multiply pads.
+bool IsOnePixel(const Graph& g, const Node& node, const Plan& p) {
+  const SymbolicShape& xs = *g.value(node.inputs[0]).shape;
+  return p.group == 1 && p.no_pads && xs[2].is_const() && xs[2].const_value() == 1 &&
+         xs[3].is_const() && xs[3].const_value() == 1;
+}
+
+StatusOr<ValueId> AddShape(Graph& g, const std::string& base, const std::vector<int64_t>& dims) {
+  ASSIGN_OR_RETURN(ValueId id, g.AddValue(g.UniqueValueName(base), ValueKind::kConstant));
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  ASSIGN_OR_RETURN(TensorDataRef data, TensorData::Copy(DType::kI64, {rank}, dims.data(),
+                                                        dims.size() * sizeof(int64_t)));
+  Value& v = g.mutable_value(id);
+  v.dtype = DType::kI64;
+  v.shape = SymbolicShape{DimExpr(rank)};
+  v.data = std::move(data);
+  return id;
+}
+
+StatusOr<ValueId> AddOutput(Graph& g, const std::string& base, SymbolicShape shape) {
+  ASSIGN_OR_RETURN(ValueId y, g.AddValue(g.UniqueValueName(base), ValueKind::kNodeOutput));
+  g.mutable_value(y).dtype = DType::kF32;
+  g.mutable_value(y).shape = std::move(shape);
+  return y;
+}
+
+// The one-pixel form: Reshape(x, [-1, Cin]) -> Gemm(W as [Cin, Cout * kh * kw], bias repeated
+// per tap) -> activation -> Reshape to [-1, Cout, kh, kw] (node `n` becomes the last Reshape).
+Status RewriteOnePixel(Graph& g, NodeId n, const Plan& p, const std::optional<Node>& act) {
+  const Node& node = g.node(n);
+  const std::string name = node.name;
+  const ValueId x = node.inputs[0], w = node.inputs[1];
+  const ValueId bias = node.inputs.size() > 2 ? node.inputs[2] : kNoValue;
+  const DimExpr batch = (*g.value(x).shape)[0];
+  const int64_t taps = p.kernel[0] * p.kernel[1], m = p.cout_g * taps;
+  ASSIGN_OR_RETURN(ValueId flat_shape, AddShape(g, name + "_rows", {-1, p.cin}));
+  ASSIGN_OR_RETURN(ValueId rows, AddOutput(g, name + "_rows", {batch, DimExpr(p.cin)}));
+  Node reshape;
+  reshape.name = g.UniqueNodeName(name + "_rows");
+  reshape.op_type = "Reshape";
+  reshape.inputs = {x, flat_shape};
+  reshape.outputs = {rows};
+  RETURN_IF_ERROR(g.AddNode(std::move(reshape)).status());
+  const TensorData& wd = *g.value(w).data;
+  const float* wp = static_cast<const float*>(wd.data());
+  ASSIGN_OR_RETURN(ValueId wm, AddWeights(g, name + "_gemm_w", {p.cin, m},
+                                          std::vector<float>(wp, wp + p.cin * m)));
+  ASSIGN_OR_RETURN(ValueId y, AddOutput(g, name + "_gemm", {batch, DimExpr(m)}));
+  Node gemm;
+  gemm.name = g.UniqueNodeName(name + "_gemm");
+  gemm.op_type = "Gemm";
+  gemm.inputs = {rows, wm};
+  if (bias != kNoValue) {
+    const TensorData* bd = ConstantOf(g, bias);
+    if (bd == nullptr) return InvalidArgument(g.DescribeNode(n) + ": bias is not a constant");
+    std::vector<double> b = bd->ToDoubles();
+    std::vector<float> rep(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) rep[i] = static_cast<float>(b[i / taps]);
+    ASSIGN_OR_RETURN(ValueId bv, AddWeights(g, name + "_gemm_b", {m}, rep));
+    gemm.inputs.push_back(bv);
+  }
+  gemm.outputs = {y};
+  RETURN_IF_ERROR(g.AddNode(std::move(gemm)).status());
+  if (act) {
+    ASSIGN_OR_RETURN(y, AddActivation(g, *act, y, {batch, DimExpr(m)}));
+  }
+  ASSIGN_OR_RETURN(ValueId out_shape,
+                   AddShape(g, name + "_image", {-1, p.cout_g, p.kernel[0], p.kernel[1]}));
+  if (bias != kNoValue) g.SetNodeInput(n, 2, kNoValue);
+  g.SetNodeInput(n, 0, y);
+  g.SetNodeInput(n, 1, out_shape);
+  Node& r = g.mutable_node(n);
+  r.inputs.resize(2);
+  r.op_type = "Reshape";
+  r.attributes.clear();
+  r.dim_facts.clear();
+  return Status::Ok();
+}
+
+// `act`: an activation the rewrite applies to each phase convolution's output (Absorb has made
+// node `n` write the activation's output).
+Status Rewrite(Graph& g, NodeId n, const Plan& p, const std::optional<Node>& act) {
   const Node& node = g.node(n);
   const std::string name = node.name;
   const ValueId x = node.inputs[0], w = node.inputs[1];
@@ -184,6 +413,9 @@ Status Rewrite(Graph& g, NodeId n, const Plan& p) {
       conv.outputs = {y};
       conv.attributes = ConvAttrs(p, ph, pw);
       RETURN_IF_ERROR(g.AddNode(std::move(conv)).status());
+      if (act) {
+        ASSIGN_OR_RETURN(y, AddActivation(g, *act, y, grid));
+      }
       phase_outputs.push_back(y);
     }
   }
@@ -219,12 +451,30 @@ Status Rewrite(Graph& g, NodeId n, const Plan& p) {
 StatusOr<int> ConvTransposeToPhaseConvs(Graph& graph) {
   int rewritten = 0;
   const int nodes = graph.num_nodes();
+  std::vector<bool> keep(nodes, true);
   for (NodeId n = 0; n < nodes; ++n) {
     std::optional<Plan> plan = PlanOf(graph, graph.node(n));
     if (!plan) continue;
-    RETURN_IF_ERROR(Rewrite(graph, n, *plan));
+    RETURN_IF_ERROR(FoldBatchNorm(graph, n, *plan, &keep).status());
+    const bool one_pixel = IsOnePixel(graph, graph.node(n), *plan);
+    // A stride-1 layer stays one Conv, which the back ends fuse with what follows anyway.
+    std::optional<Node> act;
+    if (plan->stride > 1 || one_pixel) {
+      if (NodeId a = ActivationReader(graph, n); a != kNoNode) {
+        act = graph.node(a);
+        Absorb(graph, n, a, &keep);
+      }
+    }
+    if (one_pixel) {
+      RETURN_IF_ERROR(RewriteOnePixel(graph, n, *plan, act));
+    } else {
+      RETURN_IF_ERROR(Rewrite(graph, n, *plan, act));
+    }
     ++rewritten;
   }
+  keep.resize(graph.num_nodes(), true);
+  if (std::find(keep.begin(), keep.end(), false) != keep.end())
+    RETURN_IF_ERROR(graph.RemoveNodes(keep));
   return rewritten;
 }
 

@@ -1,8 +1,9 @@
 // ConvTransposeToPhaseConvs (compiler/passes/conv_transpose_phases.h): which ConvTranspose
-// layers become per-phase Convs + Concat + DepthToSpace (or one Conv at stride 1) and which
-// stay, and the rewritten models, compiled with oneDNN and with the JIT alone, against a
-// float64 ConvTranspose written as a scatter (ONNX's definition), at batch 2 and, with
-// symbolic H / W, at two image sizes.
+// layers become per-phase Convs + Concat + DepthToSpace (or one Conv at stride 1, or a Gemm on
+// a one-pixel input) and which stay, the BatchNormalization folded into them and the
+// activation each phase applies, and the rewritten models, compiled with oneDNN (one region,
+// DepthToSpace in it) and with the JIT alone, against a float64 ConvTranspose written as a
+// scatter (ONNX's definition), at batch 2 and, with symbolic H / W, at two image sizes.
 #define BOOST_TEST_MODULE conv_transpose_phases_test
 #include "compiler/passes/conv_transpose_phases.h"
 
@@ -41,6 +42,10 @@ struct Case {
   bool dynamic = false;    // symbolic H and W
   bool runtime_w = false;  // the weights are a graph input
   int phases = 4;          // Convs after the rewrite; 0: the ConvTranspose stays
+  Ints image = {7, 6};     // H, W (static)
+  bool bn = false;         // BatchNormalization between the ConvTranspose and the activation
+  const char* act = "Relu";
+  bool gemm = false;       // a one-pixel input: Reshape + Gemm + Reshape
 };
 std::ostream& operator<<(std::ostream& os, const Case& c) { return os << c.name; }
 
@@ -65,6 +70,30 @@ std::vector<Case> Cases() {
   Case nobias{"dynamic_hw_no_bias"};
   nobias.bias = false, nobias.dynamic = true;
   v.push_back(nobias);
+  // DCGAN's layers: BatchNormalization folded into the weights, the activation per phase.
+  Case bn{"batch_norm_folded_relu_per_phase"};
+  bn.bn = true, bn.cin = 16, bn.cout_g = 16;
+  v.push_back(bn);
+  Case bn_nobias{"batch_norm_folded_without_bias_tanh"};
+  bn_nobias.bn = true, bn_nobias.bias = false, bn_nobias.act = "Tanh";
+  v.push_back(bn_nobias);
+  Case bn_grouped{"batch_norm_folded_grouped_stride3"};
+  bn_grouped.bn = true, bn_grouped.cin = 6, bn_grouped.cout_g = 3, bn_grouped.group = 2;
+  bn_grouped.kernel = {3, 3}, bn_grouped.strides = {3, 3}, bn_grouped.pads = {0, 0, 0, 0};
+  bn_grouped.phases = 9, bn_grouped.act = "LeakyRelu";
+  v.push_back(bn_grouped);
+  Case bn_s1{"batch_norm_folded_stride1"};
+  bn_s1.bn = true, bn_s1.strides = {1, 1}, bn_s1.pads = {1, 1, 1, 1}, bn_s1.phases = 1;
+  v.push_back(bn_s1);
+  // A generator's first layer: latent [n, c, 1, 1] -> k x k, one GEMM.
+  Case latent{"one_pixel_input_gemm"};
+  latent.image = {1, 1}, latent.pads = {0, 0, 0, 0}, latent.strides = {1, 1}, latent.bn = true;
+  latent.phases = 0, latent.gemm = true;
+  v.push_back(latent);
+  Case latent2{"one_pixel_input_stride2_gemm_sigmoid"};
+  latent2.image = {1, 1}, latent2.pads = {0, 0, 0, 0}, latent2.act = "Sigmoid";
+  latent2.phases = 0, latent2.gemm = true;
+  v.push_back(latent2);
   // Stay: an odd output (2H - 1), dilation, unequal strides, weights known only at run time,
   // a stride past the kernel (phases with no tap).
   Case odd{"odd_output_stays"};
@@ -126,9 +155,19 @@ std::string Floats(const std::vector<float>& v) {
   return s;
 }
 
+// gamma, beta, mean, var of a BatchNormalization over `c` channels (var > 0, scales of both
+// signs and sizes).
+std::vector<std::vector<float>> BnParams(int64_t c) {
+  std::vector<float> gamma = Values(c, 1.5, 3), beta = Values(c, 0.4, 4), mean = Values(c, 0.2, 5),
+                     var = Values(c, 0.5, 6);
+  for (float& v : var) v = 0.6f + v;
+  return {gamma, beta, mean, var};
+}
+
 std::string ModelText(const Case& c) {
   const int64_t cout = c.cout_g * c.group;
-  const std::string h = c.dynamic ? "h" : "7", w = c.dynamic ? "w" : "6";
+  const std::string h = c.dynamic ? "h" : std::to_string(c.image[0]),
+                    w = c.dynamic ? "w" : std::to_string(c.image[1]);
   std::string inputs = "float[n, " + std::to_string(c.cin) + ", " + h + ", " + w + "] x";
   std::string inits;
   const Ints wd = WDims(c);
@@ -142,6 +181,13 @@ std::string ModelText(const Case& c) {
     inits += std::string(inits.empty() ? "" : ", ") + "float[" + std::to_string(cout) + "] B = {" +
              Floats(Values(cout, 0.3, 2)) + "}";
   }
+  if (c.bn) {
+    const std::vector<std::vector<float>> p = BnParams(cout);
+    const char* names[] = {"gamma", "beta", "mean", "var"};
+    for (int i = 0; i < 4; ++i)
+      inits += std::string(inits.empty() ? "" : ", ") + "float[" + std::to_string(cout) + "] " +
+               names[i] + " = {" + Floats(p[i]) + "}";
+  }
   std::string attrs = "kernel_shape = " + Ints2(c.kernel) + ", strides = " + Ints2(c.strides) +
                       ", pads = " + Ints2(c.pads) +
                       ", output_padding = " + Ints2(c.output_padding) +
@@ -151,11 +197,18 @@ std::string ModelText(const Case& c) {
         ", dilations = [" + std::to_string(c.dilation) + ", " + std::to_string(c.dilation) + "]";
   const std::string out = c.dynamic ? "float[n, " + std::to_string(cout) + ", oh, ow] y"
                                     : "float[n, " + std::to_string(cout) + ", " +
-                                          std::to_string(OutSize(c, 0, 7)) + ", " +
-                                          std::to_string(OutSize(c, 1, 6)) + "] y";
+                                          std::to_string(OutSize(c, 0, c.image[0])) + ", " +
+                                          std::to_string(OutSize(c, 1, c.image[1])) + "] y";
+  const std::string act = std::string(c.act) == "LeakyRelu"
+                              ? "LeakyRelu <alpha = 0.2>"
+                              : std::string(c.act);
+  const std::string tail =
+      c.bn ? "  u = BatchNormalization <epsilon = 0.001> (t, gamma, beta, mean, var)\n  y = " +
+                 act + "(u)\n"
+           : "  y = " + act + "(t)\n";
   return "<ir_version: 8, opset_import: [\"\" : 17]>\n g (" + inputs + ") => (" + out + ") " +
          (inits.empty() ? "" : "<" + inits + "> ") + "{\n  t = ConvTranspose <" + attrs +
-         "> (x, W" + (c.bias ? ", B" : "") + ")\n  y = Relu(t)\n}";
+         "> (x, W" + (c.bias ? ", B" : "") + ")\n" + tail + "}";
 }
 
 int CountOps(const Graph& g, const std::string& op) {
@@ -167,21 +220,28 @@ int CountOps(const Graph& g, const std::string& op) {
 BOOST_DATA_TEST_CASE(which_conv_transposes_become_phase_convs, data::make(Cases()), c) {
   StatusOr<Graph> g = testing::InferText(ModelText(c));
   BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
-  const std::string before = testing::TypeOf(*g, "t");
+  const std::string before = testing::TypeOf(*g, "y");
   StatusOr<int> n = ConvTransposeToPhaseConvs(*g);
   BOOST_REQUIRE_MESSAGE(n.ok(), n.status().ToString());
-  BOOST_TEST(*n == (c.phases > 0 ? 1 : 0));
-  BOOST_TEST(CountOps(*g, "ConvTranspose") == (c.phases > 0 ? 0 : 1));
+  const bool rewritten = c.phases > 0 || c.gemm;
+  BOOST_TEST(*n == (rewritten ? 1 : 0));
+  BOOST_TEST(CountOps(*g, "ConvTranspose") == (rewritten ? 0 : 1));
   BOOST_TEST(CountOps(*g, "Conv") == c.phases);
   BOOST_TEST(CountOps(*g, "DepthToSpace") == (c.phases > 1 ? 1 : 0));
   BOOST_TEST(CountOps(*g, "Concat") == (c.phases > 1 ? 1 : 0));
+  BOOST_TEST(CountOps(*g, "Gemm") == (c.gemm ? 1 : 0));
+  BOOST_TEST(CountOps(*g, "Reshape") == (c.gemm ? 2 : 0));
+  // A rewritten layer folds its BatchNormalization; several phases (or the Gemm) each apply
+  // the activation, one Conv or a layer that stays keeps the one node.
+  BOOST_TEST(CountOps(*g, "BatchNormalization") == (c.bn && !rewritten ? 1 : 0));
+  BOOST_TEST(CountOps(*g, c.act) == (c.phases > 1 ? c.phases : 1));
   BOOST_TEST(g->Verify().ok());
-  BOOST_TEST(testing::TypeOf(*g, "t") == before);  // the output keeps its value and type
+  BOOST_TEST(testing::TypeOf(*g, "y") == before);  // the output keeps its value and type
   // Shape inference over the rewritten graph agrees with the shapes the pass wrote.
-  if (c.phases > 0) {
+  if (rewritten) {
     Status again = InferShapes(*g, {});
     BOOST_TEST(again.ok(), again.ToString());
-    BOOST_TEST(testing::TypeOf(*g, "t") == before);
+    BOOST_TEST(testing::TypeOf(*g, "y") == before);
   }
 }
 
@@ -224,11 +284,38 @@ Reference Expected(const Case& c, const std::vector<double>& x, const Ints& xd) 
         }
   const double terms = static_cast<double>(cin_g * c.kernel[0] * c.kernel[1]);
   const double eps = std::numeric_limits<float>::epsilon();
+  // BatchNormalization as y = v * scale + shift (1 and 0 without one); folded, the weights and
+  // bias round once more (one more epsilon of each term).
+  std::vector<double> scale(static_cast<size_t>(cout), 1.0), shift(static_cast<size_t>(cout), 0.0);
+  if (c.bn) {
+    const std::vector<std::vector<float>> p = BnParams(cout);
+    for (int64_t k = 0; k < cout; ++k) {
+      scale[k] = p[0][k] / std::sqrt(static_cast<double>(p[3][k]) + 0.001);
+      shift[k] = p[1][k] - p[2][k] * scale[k];
+    }
+  }
+  const std::string act = c.act;
   for (size_t i = 0; i < total; ++i) {
     const int64_t co = static_cast<int64_t>(i / static_cast<size_t>(oh * ow)) % cout;
-    const double v = sum[i] + b[co];
-    r.value.push_back(std::max(v, 0.0));
-    r.bound.push_back((terms + 2) * eps * (mag[i] + std::abs(b[co])) + 1e-30);
+    const double v = (sum[i] + b[co]) * scale[co] + shift[co];
+    const double conv_bound =
+        (terms + 3) * eps * (std::abs(scale[co]) * (mag[i] + std::abs(b[co])) + std::abs(shift[co]));
+    // The activation: its slope (at most 1) times the conv's bound, plus its own error (a
+    // multiply's rounding; a few float32 ulps of tanh / sigmoid, absolute near 0).
+    double y = 0, own = 0;
+    if (act == "Relu") {
+      y = std::max(v, 0.0);
+    } else if (act == "LeakyRelu") {
+      y = v >= 0 ? v : 0.2 * v, own = eps * std::abs(y);
+    } else if (act == "Tanh") {
+      y = std::tanh(v), own = 4 * eps * std::max(std::abs(y), 0.5);
+    } else if (act == "Sigmoid") {
+      y = 1 / (1 + std::exp(-v)), own = 4 * eps * std::max(std::abs(y), 0.5);
+    } else {
+      BOOST_FAIL("no reference for " << act);
+    }
+    r.value.push_back(y);
+    r.bound.push_back(conv_bound + own + 1e-30);
   }
   return r;
 }
@@ -254,7 +341,10 @@ BOOST_DATA_TEST_CASE(compiled_models_give_the_conv_transpose_answer,
   lo.externals = WithOneDnn();
   auto exe = testing::LoadWithJit(*kiln, std::move(lo));
   BOOST_REQUIRE_MESSAGE(exe.ok(), exe.status().ToString());
-  std::vector<Ints> shapes = {{2, c.cin, 7, 6}};
+  // Phase convolutions, their activations, Concat and DepthToSpace form one region.
+  if (std::string(external) == "onednn" && c.phases > 1)
+    BOOST_TEST(stats.external_nodes == 2 * c.phases + 2);
+  std::vector<Ints> shapes = {{2, c.cin, c.image[0], c.image[1]}};
   if (c.dynamic) shapes.push_back({1, c.cin, 4, 9});
   for (const Ints& xd : shapes) {
     TensorDataRef x = testing::RandomTensor(DType::kF32, xd, -1, 1, 7);
