@@ -167,6 +167,7 @@ struct Builder::Snapshot {
   size_t slots, steps, buffers, scratch;
   int residual_copies;
   std::vector<int> slot_of, plain_of;
+  size_t layouts;
 };
 
 StatusOr<std::shared_ptr<Plan>> Builder::Build(const std::vector<Dims>& inputs) {
@@ -174,6 +175,7 @@ StatusOr<std::shared_ptr<Plan>> Builder::Build(const std::vector<Dims>& inputs) 
   dims_.assign(r_.tensors.size(), Dims());
   slot_of_.assign(r_.tensors.size(), -1);
   plain_of_.assign(r_.tensors.size(), -1);
+  layouts_.clear();
   output_index_.assign(r_.tensors.size(), -1);
   for (size_t i = 0; i < r_.outputs.size(); ++i) output_index_[r_.outputs[i]] = static_cast<int>(i);
   AddSlot({memory::desc(), Kind::kWork});  // slot 0: the scratchpad, sized at the end
@@ -237,7 +239,8 @@ Status Builder::BuildOpWithFallback(const Op& op) {
                 scratch_,
                 plan_->residual_copies,
                 slot_of_,
-                plain_of_};
+                plain_of_,
+                layouts_.size()};
   std::string first_error;
   for (bool plain : {false, true}) {
     try {
@@ -254,6 +257,7 @@ Status Builder::BuildOpWithFallback(const Op& op) {
       plan_->residual_copies = snap.residual_copies;
       slot_of_ = snap.slot_of;
       plain_of_ = snap.plain_of;
+      layouts_.resize(snap.layouts);
     }
   }
   return Internal("oneDNN: " + first_error);
@@ -289,6 +293,8 @@ Status Builder::BuildOp(const Op& op, bool plain) {
       return Channels(op, plain);
     case OpKind::kResize:
       return Resize(op, plain);
+    case OpKind::kDepthToSpace:
+      return DepthToSpace(op, plain);
   }
   return Internal("unknown op kind");
 }
@@ -409,6 +415,17 @@ int Builder::As(int slot, const memory::desc& md) {
   if (Md(slot) == md) return slot;
   int to = NewWork(md);
   AddReorder(slot, to);
+  return to;
+}
+
+int Builder::CurrentAs(int32_t t, bool plain, const memory::desc& md) {
+  const int from = Current(t, plain);
+  if (Md(from) == md) return from;
+  for (const Layout& l : layouts_) {
+    if (l.tensor == t && Md(l.slot) == md) return l.slot;
+  }
+  const int to = As(from, md);
+  layouts_.push_back({t, to});
   return to;
 }
 

@@ -174,6 +174,12 @@ class Builder {
   }
   int PlainView(int32_t t, const Dims& dims) { return View(Plain(t), PlainMd(dims)); }
   int Current(int32_t t, bool plain) { return plain ? Plain(t) : slot_of_[t]; }
+  /// Current(t, plain) in layout `md` for a step that only reads it: a reorder the first time
+  /// a layout of `t` is asked for, then that copy again (the phase convolutions of a
+  /// ConvTranspose, an Inception block's branches: one region input read by several convs
+  /// had been reordered once per conv). The copy holds t's value for the rest of the plan:
+  /// nothing writes into it in place (DefineAccumulator overwrites a tensor's own slot).
+  int CurrentAs(int32_t t, bool plain, const dnnl::memory::desc& md);
 
   // Post-ops, accumulation into residuals, weights (Conv, MatMul).
   Status PostOps(const Op& op, const Dims& out, dnnl::primitive_attr* attr, Args* args,
@@ -261,6 +267,7 @@ class Builder {
   void MoveBuffer(int from, int to, size_t at);
   Status Flatten(const Op& op);
   Status Channels(const Op& op, bool plain);  // plan_channels.cc
+  Status DepthToSpace(const Op& op, bool plain);  // plan_channels.cc
   Status Resize(const Op& op, bool plain);    // plan_resize.cc
   Status Softmax(const Op& op, bool plain);  // plan_norm.cc
   Status LayerNorm(const Op& op);
@@ -277,6 +284,11 @@ class Builder {
   std::shared_ptr<Plan> plan_;
   std::vector<Dims> dims_;
   std::vector<int> slot_of_, plain_of_, output_index_;
+  struct Layout {
+    int32_t tensor;
+    int slot;
+  };
+  std::vector<Layout> layouts_;  // CurrentAs' copies
   std::vector<size_t> buffer_sizes_;  // per intermediate, aligned
   // Intermediates whose bytes no other one may share (AssignOffsets): an explicitly padded
   // input's zero border, written once when the workspace is made (zeroed) and never again.

@@ -288,7 +288,7 @@ Status Builder::Conv(const Op& op, bool plain) {
   if (wts < 0 && !pruned && !plain && !DirectJit(pd))
     src = PadExplicitly(x, xd, make_unpadded, &win, &pd);
   const bool padded = src >= 0;
-  if (!padded) src = As(Current(x, plain), pd.src_desc());
+  if (!padded) src = CurrentAs(x, plain, pd.src_desc());
   // Constant weights are no workspace buffer (DefineAccumulator need not see them): they are
   // placed once dst is, and a convolution split over output channels slices its own.
   const bool constant_w = d_.constant_data[w] != nullptr;
