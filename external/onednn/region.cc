@@ -486,6 +486,16 @@ class Validator {
             return InvalidFormat(where + ": factor " + std::to_string(f) + " is out of range");
         }
         break;
+      case OpKind::kDepthToSpace:
+        RETURN_IF_ERROR(count(1, 1));
+        RETURN_IF_ERROR(rank_is(op.inputs[0], 4, 4, "X"));
+        if (op.strides.size() != 1 || op.strides[0] < 1 || op.strides[0] > kMaxUpsampleFactor)
+          return InvalidFormat(where + ": blocksize must be one factor in [1, " +
+                               std::to_string(kMaxUpsampleFactor) + "]");
+        if (op.axis != 0 && op.axis != 1)
+          return InvalidFormat(where + ": mode " + std::to_string(op.axis) +
+                               " is neither DCR (0) nor CRD (1)");
+        break;
     }
     if (out_rank != x_rank)
       return InvalidFormat(where + ": output rank " + std::to_string(out_rank) + ", expected " +
@@ -598,7 +608,8 @@ class Validator {
 const char* OpKindName(OpKind k) {
   static const char* const kNames[] = {"Conv",      "MatMul", "Pool",   "Eltwise",   "Softmax",
                                        "LayerNorm", "Binary", "Concat", "BatchNorm", "Flatten",
-                                       "QConv",     "QMatMul", "Channels", "Resize"};
+                                       "QConv",     "QMatMul", "Channels", "Resize",
+                                       "DepthToSpace"};
   int i = static_cast<int>(k);
   return i < kNumOpKinds ? kNames[i] : "?";
 }
@@ -782,6 +793,9 @@ StatusOr<std::string> DescribeRegion(const uint8_t* data, size_t size) {
         break;
       case OpKind::kResize:
         attrs.push_back("nearest factors=" + Ints(op.strides));
+        break;
+      case OpKind::kDepthToSpace:
+        attrs.push_back("blocksize=" + Ints(op.strides) + (op.axis == 1 ? " CRD" : " DCR"));
         break;
     }
     std::string posts;

@@ -35,8 +35,8 @@ inline constexpr const char* kVendorName = "onednn";
 inline constexpr uint32_t kRegionMagic = 0x524E444B;  // "KDNR" read as little-endian u32
 inline constexpr uint16_t kRegionMajor = 1;
 // 1.1: kFlatten; 1.2: kQConv, kQMatMul, int8 tensors; 1.3: kChannels; 1.4: kResize;
-// 1.5: tuning records (RegionTuning).
-inline constexpr uint16_t kRegionMinor = 5;
+// 1.5: tuning records (RegionTuning); 1.6: kDepthToSpace.
+inline constexpr uint16_t kRegionMinor = 6;
 
 enum class OpKind : uint8_t {
   kConv = 0,       // [x, w, (bias)] ONNX Conv: w is [O, I/group, k...]
@@ -67,8 +67,12 @@ enum class OpKind : uint8_t {
   // dim, >= 1): y[n, c, o...] = x[n, c, o / s...] (each pixel repeated s times per dim), the
   // ONNX Resize / Upsample modes that equal it exactly (compile/support.h, UpsampleFactors).
   kResize = 13,
+  // [x] rank 4, ONNX DepthToSpace: strides = {blocksize s}, axis 0 (DCR) or 1 (CRD):
+  // y[n, c, h s + i, w s + j] = x[n, (i s + j) C + c, h, w] (DCR) or x[n, c s s + i s + j, h, w]
+  // (CRD), for x [N, C s s, H, W]. A ConvTranspose as phase convolutions ends in one (DCR).
+  kDepthToSpace = 14,
 };
-inline constexpr int kNumOpKinds = 14;
+inline constexpr int kNumOpKinds = 15;
 /// The largest factor of a kResize op (ValidateRegion's bound; the codegen claims no larger).
 inline constexpr int64_t kMaxUpsampleFactor = 1024;
 /// The most inputs a kChannels op takes (the run side keeps their pointers on the stack).

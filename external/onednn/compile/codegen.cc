@@ -241,6 +241,13 @@ class Generator {
       RETURN_IF_ERROR(Inputs(&op, n, 1));
       return Emit(std::move(op), n.outputs[0]);
     }
+    if (t == "DepthToSpace") {
+      op.kind = OpKind::kDepthToSpace;
+      op.strides = {GetInt(n, "blocksize", 1)};
+      op.axis = GetString(n, "mode", "DCR") == "CRD" ? 1 : 0;
+      RETURN_IF_ERROR(Inputs(&op, n, 1));
+      return Emit(std::move(op), n.outputs[0]);
+    }
     std::optional<EltwiseSpec> e = EltwiseOf(g_, n);
     if (!e) {
       op.kind = OpKind::kBinary;

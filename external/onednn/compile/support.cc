@@ -37,11 +37,6 @@ std::optional<float> Scalar(const Graph& g, ValueId v) {
   return static_cast<float>(d->ToDoubles()[0]);
 }
 
-std::string GetString(const Node& n, const char* name, const std::string& def) {
-  const Attribute* a = n.FindAttribute(name);
-  return a && a->type() == Attribute::Type::kString ? a->s() : def;
-}
-
 bool StaticDims(const SymbolicShape& s, size_t from) {
   for (size_t i = from; i < s.size(); ++i) {
     if (!s[i].is_const()) return false;
@@ -58,6 +53,11 @@ bool Unused(const Graph& g, ValueId v) {
 }
 
 }  // namespace
+
+std::string GetString(const Node& n, const char* name, const std::string& def) {
+  const Attribute* a = n.FindAttribute(name);
+  return a && a->type() == Attribute::Type::kString ? a->s() : def;
+}
 
 int64_t GetInt(const Node& n, const char* name, int64_t def) {
   const Attribute* a = n.FindAttribute(name);
@@ -333,6 +333,13 @@ bool SupportedImpl(const Graph& g, const Node& n) {
   if (op == "Split") return ChannelSplit(g, n).has_value();
   // YOLO's top-down neck: nearest Upsample x2 between convs (region op kResize).
   if (op == "Resize" || op == "Upsample") return UpsampleFactors(g, n).has_value();
+  // A ConvTranspose as phase convolutions ends in one (region op kDepthToSpace); outside, it
+  // cut every DCGAN layer into a region of its own.
+  if (op == "DepthToSpace") {
+    const int64_t s = GetInt(n, "blocksize", 0);
+    const std::string mode = GetString(n, "mode", "DCR");
+    return rank == 4 && s >= 1 && s <= kMaxUpsampleFactor && (mode == "DCR" || mode == "CRD");
+  }
   return EltwiseOf(g, n).has_value();
 }
 

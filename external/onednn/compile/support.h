@@ -37,6 +37,8 @@ using compiler::ValueId;
 int64_t GetInt(const Node& n, const char* name, int64_t def);
 /// The float attribute `name` of `n`; `def` when absent or not a float.
 float GetFloat(const Node& n, const char* name, float def);
+/// The string attribute `name` of `n`; `def` when absent or not a string.
+std::string GetString(const Node& n, const char* name, const std::string& def);
 /// Input `i` of `n`, or kNoValue when absent.
 ValueId In(const Node& n, size_t i);
 /// The value's data when it is known at compile time (owned by the graph), else nullptr; a

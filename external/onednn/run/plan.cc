@@ -131,6 +131,8 @@ void RunStep(const Step& step, dnnl::stream& stream, const std::unordered_map<in
     const float* srcs[kMaxChannelInputs];
     for (size_t i = 0; i < kiln.srcs.size(); ++i) srcs[i] = Data<const float>(kiln.srcs[i]);
     step.channels->Run(srcs, Data<float>(kiln.dst));
+  } else if (step.depth_to_space != nullptr) {
+    step.depth_to_space->Run(Data<const float>(kiln.src), Data<float>(kiln.dst));
   } else {
     step.prim.execute(stream, args);
   }
@@ -139,7 +141,8 @@ void RunStep(const Step& step, dnnl::stream& stream, const std::unordered_map<in
 // The arguments of a step kiln runs, from its argument map (empty for oneDNN's steps).
 KilnStepArgs ResolveKilnArgs(const Step& step, const std::unordered_map<int, memory>& args) {
   KilnStepArgs kiln;
-  if (step.winograd == nullptr && step.max_pool == nullptr && step.channels == nullptr)
+  if (step.winograd == nullptr && step.max_pool == nullptr && step.channels == nullptr &&
+      step.depth_to_space == nullptr)
     return kiln;
   auto find = [&](int arg) {
     auto it = args.find(arg);
@@ -409,16 +412,22 @@ const std::vector<StepInfo>& Plan::Describe() {
       if (step.max_pool != nullptr) info_.back().impl = BlockedMaxPool::ImplName();
       if (step.winograd != nullptr) info_.back().impl = step.winograd->ImplName();
       if (step.team > 1) info_.back().impl += " team of " + std::to_string(step.team);
+      auto md = [&](int arg) {
+        for (const auto& [a, slot] : step.args) {
+          if (a == arg) return MdString(&slots[slot].md.data);
+        }
+        return std::string();
+      };
+      if (step.depth_to_space != nullptr) {
+        StepInfo& info = info_.back();
+        info.kind = "depth_to_space";
+        info.impl = DepthToSpace::ImplName();
+        info.shapes = md(DNNL_ARG_SRC) + " -> " + md(DNNL_ARG_DST);
+      }
       if (step.channels != nullptr) {
         StepInfo& info = info_.back();
         info.kind = "channels";
         info.impl = ChannelGather::ImplName();
-        auto md = [&](int arg) {
-          for (const auto& [a, slot] : step.args) {
-            if (a == arg) return MdString(&slots[slot].md.data);
-          }
-          return std::string();
-        };
         std::string in;
         for (int i = 0; !md(DNNL_ARG_MULTIPLE_SRC + i).empty(); ++i)
           in += (i ? ", " : "") + md(DNNL_ARG_MULTIPLE_SRC + i);

@@ -17,6 +17,7 @@
 #include "external/onednn/run/blocked_pool.h"
 #include "external/onednn/run/channel_gather.h"
 #include "external/onednn/run/runtime.h"
+#include "external/onednn/run/depth_to_space.h"
 #include "external/onednn/run/winograd_conv.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "base/status.h"
@@ -72,6 +73,9 @@ struct Step {
   /// When set, runs instead of `prim` (a copy of dst into itself, never run: it only stands
   /// for the step) on the MULTIPLE_SRC and DST arguments: a channel copy (kChannels).
   std::shared_ptr<const ChannelGather> channels;
+  /// When set, runs instead of `prim` (a copy of dst into itself, never run) on the SRC and
+  /// DST arguments: DepthToSpace (kDepthToSpace).
+  std::shared_ptr<const DepthToSpace> depth_to_space;
   /// When > 1, this step is one of `team` consecutive steps that compute disjoint parts of one
   /// op's output (a convolution split over output channels) and run at once, one per thread
   /// of OpenMP's team (in turn on a smaller team). The first of them starts the group.

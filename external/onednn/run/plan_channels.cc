@@ -1,6 +1,7 @@
-// The plan builder's channel copy (region op kChannels: a channel Slice, ShuffleNet's channel
-// shuffle, a Concat folded into one): kiln's ChannelGather on the layout the inputs already
-// have, so the copy stays between the region's blocked primitives.
+// The plan builder's channel copies: region op kChannels (a channel Slice, ShuffleNet's channel
+// shuffle, a Concat folded into one) by kiln's ChannelGather and kDepthToSpace by kiln's
+// DepthToSpace, on the layout the inputs already have, so the copy stays between the region's
+// blocked primitives.
 #include "external/onednn/run/plan_builder.h"
 
 namespace kiln::onednn::internal {
@@ -64,6 +65,33 @@ Status Builder::Channels(const Op& op, bool plain) {
   dnnl::reorder::primitive_desc pd(Engine(), dst_md, Engine(), dst_md, Attr());
   AddPrimitive(dnnl::reorder(pd), 0, std::move(args));
   plan_->steps.back().channels = std::move(gather);
+  return Status::Ok();
+}
+
+// Blocked when the input is channel-blocked and DCR moves whole blocks (each phase's channels
+// start on a block), the output then blocked the same way; otherwise row-major.
+Status Builder::DepthToSpace(const Op& op, bool plain) {
+  const int32_t x = op.inputs[0];
+  const Dims& xd = dims_[x];
+  const int64_t s = op.strides.empty() ? 0 : op.strides[0];
+  if (xd.size() != 4 || s < 1 || xd[1] % (s * s) != 0)
+    return InvalidArgument("input " + DimsToString(xd) + " for blocksize " + std::to_string(s));
+  const Dims out = {xd[0], xd[1] / (s * s), xd[2] * s, xd[3] * s};
+  dims_[op.output] = out;
+  tag blocked = plain ? tag::undef : BlockedTag(Md(slot_of_[x]), xd);
+  const int64_t block = blocked == tag::nChw16c ? 16 : 8;
+  if (blocked != tag::undef && (op.axis != 0 || out[1] % block != 0)) blocked = tag::undef;
+  const int src = blocked != tag::undef ? slot_of_[x] : Plain(x);
+  const memory::desc dst_md =
+      blocked != tag::undef ? memory::desc(out, memory::data_type::f32, blocked) : PlainMd(out);
+  std::shared_ptr<const internal::DepthToSpace> d2s =
+      internal::DepthToSpace::Make(Md(src), dst_md, s, op.axis == 1);
+  if (d2s == nullptr) return Internal("DepthToSpace refused its layouts");
+  const int dst = Define(op.output, dst_md);
+  // The step's primitive only describes it (Step::depth_to_space runs instead).
+  dnnl::reorder::primitive_desc pd(Engine(), dst_md, Engine(), dst_md, Attr());
+  AddPrimitive(dnnl::reorder(pd), 0, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+  plan_->steps.back().depth_to_space = std::move(d2s);
   return Status::Ok();
 }
 

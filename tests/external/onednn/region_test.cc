@@ -155,6 +155,39 @@ BOOST_AUTO_TEST_CASE(resize_factors_round_trip_and_are_checked) {
   BOOST_TEST(error(r) == "ops[1] (Resize): factor 1025 is out of range");
 }
 
+// kDepthToSpace (format 1.6): blocksize and mode round-trip and show in the description; a
+// blocksize count other than one, a blocksize out of range, a mode other than DCR / CRD and an
+// input of rank other than 4 are named.
+BOOST_AUTO_TEST_CASE(depth_to_space_round_trips_and_is_checked) {
+  RegionProgram r = Sample();
+  r.ops[1] = Op();
+  r.ops[1].kind = OpKind::kDepthToSpace;
+  r.ops[1].inputs = {3};
+  r.ops[1].output = 4;
+  r.ops[1].strides = {2};
+  r.ops[1].axis = 1;
+  std::vector<uint8_t> blob = EncodeRegion(r);
+  StatusOr<RegionProgram> back = DecodeRegion(blob.data(), blob.size());
+  BOOST_REQUIRE(back.ok());
+  BOOST_TEST((back->ops[1].kind == OpKind::kDepthToSpace));
+  BOOST_TEST(back->ops[1].strides == (std::vector<int64_t>{2}));
+  BOOST_TEST(back->ops[1].axis == 1);
+  StatusOr<std::string> text = DescribeRegion(blob.data(), blob.size());
+  BOOST_REQUIRE(text.ok());
+  BOOST_TEST(text->find("DepthToSpace (out1) -> out0  blocksize=[2] CRD") != std::string::npos,
+             *text);
+  auto error = [](const RegionProgram& p) { return ValidateRegion(p).message(); };
+  r.ops[1].strides = {2, 2};
+  BOOST_TEST(error(r) == "ops[1] (DepthToSpace): blocksize must be one factor in [1, 1024]");
+  r.ops[1].strides = {0};
+  BOOST_TEST(error(r) == "ops[1] (DepthToSpace): blocksize must be one factor in [1, 1024]");
+  r.ops[1].strides = {2};
+  r.ops[1].axis = 2;
+  BOOST_TEST(error(r) == "ops[1] (DepthToSpace): mode 2 is neither DCR (0) nor CRD (1)");
+  r.ops[1].axis = 0;
+  BOOST_TEST(ValidateRegion(r).ok());
+}
+
 // u8 x -> QConv(w s8, out_scales f32, zero_points s32, bias s32) + relu -> u8 y (format 1.2).
 RegionProgram Int8Sample() {
   RegionProgram r;
