@@ -26,7 +26,16 @@ namespace kiln::compiler {
 /// the phase...], a new constant each; the bias, group and zero-based pads of the phase), a
 /// Concat along dim 1 and DepthToSpace(blocksize s, DCR) writing the ConvTranspose's output
 /// value; with stride 1, a single Conv writing it. The sums are the same products in another
-/// order (float rounding differs, within the usual convolution tolerance). Everything else
+/// order (float rounding differs, within the usual convolution tolerance). A ConvTranspose
+/// whose input is a constant 1 x 1 image, group 1, without pads or output_padding (a
+/// generator's latent -> k x k layer) becomes Reshape [-1, Cin] -> Gemm (W's bytes as
+/// [Cin, Cout * kh * kw], the bias repeated per tap) -> Reshape [-1, Cout, kh, kw] instead.
+/// Before rewriting, a BatchNormalization (inference, constant statistics) that is the layer's
+/// only reader is folded into the weights and bias, and then, for several phases or the
+/// Gemm, an elementwise activation (Relu, LeakyRelu, Clip, Sigmoid, Tanh, ...) that is the
+/// only reader is applied by each phase convolution (or the Gemm) instead: it commutes with
+/// Concat, DepthToSpace and Reshape. The last node then writes that node's output value, and
+/// the absorbed nodes are removed (NodeIds held across the call are stale). Everything else
 /// stays. Runs on an inferred main graph; output shapes do not change. Returns how many
 /// ConvTranspose nodes it rewrote.
 StatusOr<int> ConvTransposeToPhaseConvs(Graph& graph);
