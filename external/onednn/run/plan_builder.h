@@ -196,6 +196,7 @@ class Builder {
 
   // ---- Ops, by family ----
   Status Conv(const Op& op, bool plain);  // plan_conv_pool.cc
+  bool DepthwiseConv1d(const Op& op, bool plain);
   using MakeConv = std::function<dnnl::convolution_forward::primitive_desc(
       const dnnl::memory::desc& src, const dnnl::memory::desc& weights)>;
   using MakeConvWindow = std::function<dnnl::convolution_forward::primitive_desc(

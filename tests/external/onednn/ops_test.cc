@@ -558,6 +558,69 @@ BOOST_AUTO_TEST_CASE(max_pools_between_convs_run_kilns_blocked_kernel) {
   for (const std::string& impl : profiler.impls) BOOST_TEST((impl == "kiln:avx2") == avx2, impl);
 }
 
+// A Conformer's depthwise Conv1d (kernel 15, pads 7) and a strided, dilated, asymmetric one,
+// after a pointwise Conv1d (blocked input) and straight on the region's input (plain), with a
+// SiLU-like sigmoid post-op: run as oneDNN's 2-D depthwise JIT kernel on a padded copy (not its
+// gemm convolution), against the reference loops (a 2-D convolution with H = 1).
+struct Dw1dCase {
+  const char* name;
+  int64_t k, stride, dilation, pad_l, pad_r;
+  bool after_pointwise;
+};
+std::ostream& operator<<(std::ostream& os, const Dw1dCase& c) { return os << c.name; }
+const Dw1dCase kDw1dCases[] = {
+    {"conformer_k15_p7_after_pointwise", 15, 1, 1, 7, 7, true},
+    {"k15_p7_on_the_input", 15, 1, 1, 7, 7, false},
+    {"k5_stride2_dilation2_asymmetric", 5, 2, 2, 3, 1, true},
+    {"k3_no_pads", 3, 1, 1, 0, 0, true},
+};
+
+BOOST_DATA_TEST_CASE(depthwise_conv1d_runs_the_2d_depthwise_kernel, data::make(kDw1dCases), dc) {
+  const int64_t c = 20, w_in = 23;
+  Dims pwd = {c, c, 1}, dwd = {c, 1, dc.k};
+  Floats pw = Random(Numel(pwd), 70), dw = Random(Numel(dwd), 71), b = Random(c, 72);
+  auto ints = [](std::vector<int64_t> v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return "[" + s + "]";
+  };
+  std::string attrs = "group = 20, kernel_shape = " + ints({dc.k}) +
+                      ", strides = " + ints({dc.stride}) + ", dilations = " + ints({dc.dilation}) +
+                      ", pads = " + ints({dc.pad_l, dc.pad_r});
+  std::string first = dc.after_pointwise ? "p = Conv(X, PW)" : "";
+  std::string src = dc.after_pointwise ? "p" : "X";
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[N, 20, 23] X) => (float Y) {
+      )" + first + R"(
+      d = Conv <)" + attrs + R"(> ()" + src + R"(, DW, B)
+      s = Sigmoid(d)
+      Y = Mul(d, s)
+    })",
+                                       {{"PW", pwd, pw}, {"DW", dwd, dw}, {"B", {c}, b}}));
+  Dims xd = {2, c, w_in};
+  Floats x = Random(Numel(xd), 73);
+  Dims pd4;
+  Floats p = dc.after_pointwise
+                 ? RefConv2d(x, {2, c, 1, w_in}, pw, {c, c, 1, 1}, nullptr, {}, &pd4)
+                 : x;
+  Dims yd4;
+  ConvParams cp;
+  cp.group = c, cp.strides = {1, dc.stride}, cp.dilations = {1, dc.dilation};
+  cp.pads = {0, dc.pad_l, 0, dc.pad_r};
+  Floats want = RefConv2d(p, {2, c, 1, w_in}, dw, {c, 1, 1, dc.k}, &b, cp, &yd4);
+  for (float& v : want) v = v / (1.0f + std::exp(-v));
+  Dims yd = {2, c, yd4[3]};
+  std::vector<Floats> got;
+  StepsOf profiler("conv");
+  BOOST_REQUIRE(r.TryRun({{xd, x}}, {yd}, &got, &profiler).ok());
+  BOOST_TEST(Close(got[0], want, DotTolerance(c + dc.k), 1e-4));
+  if (__builtin_cpu_supports("avx2")) {
+    BOOST_REQUIRE(!profiler.impls.empty());
+    BOOST_TEST(profiler.impls.back() == "jit_dw:avx2", profiler.impls.back());
+    BOOST_TEST(profiler.shapes.back().find("x1x") != std::string::npos, profiler.shapes.back());
+  }
+}
+
 // DenseNet's pre-activation BatchNormalization -> Relu on a blocked tensor (a conv's output,
 // pooled so the BN cannot fold into the conv) runs as one batch normalization with the Relu
 // fused in, unless the normalized tensor is read elsewhere (here: also a region output), where
