@@ -358,6 +358,82 @@ class MobileOneLike(nn.Module):
         return s.head(F.adaptive_avg_pool2d(s.body(x), 1)).flatten(1)
 
 
+class StnClassifier(nn.Module):
+    """A spatial transformer network: a localization CNN predicts an affine theta (initialised
+    near the identity), the sampling grid is the base grid times theta (as affine_grid, written
+    out: torch 1.13 has no ONNX symbolic for it), GridSample (bilinear, zeros padding) warps
+    the input, and a small CNN classifies the result (dynamic batch)."""
+
+    def __init__(s, size=(64, 64), classes=43):
+        super().__init__()
+        s.loc = nn.Sequential(nn.Conv2d(3, 16, 5, 2, 2), nn.ReLU(), nn.MaxPool2d(2),
+                              nn.Conv2d(16, 32, 3, 1, 1), nn.ReLU(), nn.AdaptiveAvgPool2d(4),
+                              nn.Flatten(), nn.Linear(512, 64), nn.ReLU(), nn.Linear(64, 6))
+        with torch.no_grad():
+            s.loc[-1].weight.mul_(0.05)
+            s.loc[-1].bias.copy_(torch.tensor([0.9, 0.1, 0.05, -0.1, 0.9, -0.05]))
+        h, w = size
+        ys = (torch.arange(h) * 2 + 1) / h - 1
+        xs = (torch.arange(w) * 2 + 1) / w - 1
+        gy, gx = torch.meshgrid(ys, xs, indexing="ij")
+        s.register_buffer("base", torch.stack([gx, gy, torch.ones_like(gx)], -1).reshape(-1, 3))
+        s.size = size
+        s.cls = nn.Sequential(nn.Conv2d(3, 32, 3, 1, 1), nn.BatchNorm2d(32), nn.ReLU(),
+                              nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, 1, 1), nn.BatchNorm2d(64),
+                              nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                              nn.Linear(64, classes))
+
+    def forward(s, x):
+        theta = s.loc(x).reshape(-1, 2, 3)
+        grid = (s.base @ theta.transpose(1, 2)).reshape(-1, s.size[0], s.size[1], 2)
+        warped = F.grid_sample(x, grid, mode="bilinear", padding_mode="zeros",
+                               align_corners=False)
+        return s.cls(warped)
+
+
+class EdgeConv(nn.Module):
+    def __init__(s, i, o, k):
+        super().__init__()
+        s.k = k
+        s.conv = nn.Sequential(nn.Conv2d(2 * i, o, 1, bias=False), nn.BatchNorm2d(o),
+                               nn.LeakyReLU(0.2))
+
+    def forward(s, x):  # [N, C, P]
+        n, c, p = x.shape
+        inner = -2 * x.transpose(1, 2) @ x
+        sq = (x * x).sum(1, keepdim=True)
+        idx = (-sq - inner - sq.transpose(1, 2)).topk(s.k, dim=-1)[1]  # [N, P, k] nearest
+        base = torch.arange(n).reshape(-1, 1, 1) * p
+        flat = (idx + base).reshape(-1)
+        pts = x.transpose(1, 2).reshape(n * p, c)
+        nbr = pts[flat].reshape(n, p, s.k, c)
+        ctr = x.transpose(1, 2).unsqueeze(2).expand(-1, -1, s.k, -1)
+        feat = torch.cat([nbr - ctr, ctr], 3).permute(0, 3, 1, 2)  # [N, 2C, P, k]
+        return s.conv(feat).max(-1)[0]
+
+
+class DgcnnLike(nn.Module):
+    """DGCNN's classifier (narrower): four EdgeConv layers on a k-nearest-neighbour graph
+    rebuilt from each layer's features (pairwise distances, TopK, index arithmetic into a
+    flattened Gather), a 1x1 Conv1d fusion, max and mean pooling (dynamic batch and points)."""
+
+    def __init__(s, k=10, classes=40):
+        super().__init__()
+        s.ecs = nn.ModuleList([EdgeConv(3, 32, k), EdgeConv(32, 32, k), EdgeConv(32, 64, k),
+                               EdgeConv(64, 128, k)])
+        s.fuse = nn.Sequential(nn.Conv1d(256, 256, 1, bias=False), nn.BatchNorm1d(256),
+                               nn.LeakyReLU(0.2))
+        s.head = nn.Sequential(nn.Linear(512, 128), nn.LeakyReLU(0.2), nn.Linear(128, classes))
+
+    def forward(s, x):
+        feats = []
+        for ec in s.ecs:
+            x = ec(x)
+            feats.append(x)
+        h = s.fuse(torch.cat(feats, 1))
+        return s.head(torch.cat([h.amax(-1), h.mean(-1)], 1))
+
+
 randn = third.randn
 # name -> (builder, input name, example shape, input maker, dynamic axes of the input)
 ZOO = {
@@ -374,6 +450,8 @@ ZOO = {
     "moe_top2": (MoeTransformer, "input_ids", [2, 48], third.ids(3000), {0: "batch", 1: "seq"}),
     "mobileone_like": (MobileOneLike, "input", [2, 3, 160, 192], randn,
                        {0: "batch", 2: "height", 3: "width"}),
+    "stn_classifier": (StnClassifier, "input", [1, 3, 64, 64], randn, {0: "batch"}),
+    "dgcnn_like": (DgcnnLike, "input", [1, 3, 512], randn, {0: "batch", 2: "points"}),
 }
 
 
