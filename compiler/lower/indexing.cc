@@ -437,8 +437,8 @@ Status LowerTopK(LowerContext& ctx) {
       Expr le = jit::Le(kept, x);
       return floating ? jit::Or(jit::IsNan(x), le) : le;
     };
-    Expr position =
-        jit::Sum({{jj, filled}}, jit::Select(better(jit::Load(values, at(jj))), IntImm(1), IntImm(0)));
+    Expr position = jit::Sum({{jj, filled}},
+                             jit::Select(better(jit::Load(values, at(jj))), IntImm(1), IntImm(0)));
     Stmt shift = jit::For(
         t, filled - p, ForKind::kSerial,
         jit::Let(j, filled - 1 - t,
@@ -449,9 +449,9 @@ Status LowerTopK(LowerContext& ctx) {
     Stmt place = jit::Let(p, position, jit::If(jit::Lt(p, k), insert));
     // Full: filled == k >= 1, so the last kept value is written.
     Stmt full = jit::If(jit::Not(better(jit::Load(values, at(k - 1)))), place);
-    Stmt step = jit::Let(x, jit::Load(ctx.in(0), at(i)),
-                         jit::Let(filled, jit::Min(Expr(i), k),
-                                  jit::If(jit::Lt(filled, k), place, full)));
+    Stmt step =
+        jit::Let(x, jit::Load(ctx.in(0), at(i)),
+                 jit::Let(filled, jit::Min(Expr(i), k), jit::If(jit::Lt(filled, k), place, full)));
     return jit::For(i, n, ForKind::kSerial, step);
   });
   ctx.SetBody(body);
