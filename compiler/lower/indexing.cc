@@ -404,8 +404,13 @@ StatusOr<int> TopKAxis(const NodeContext& ctx) {
 }
 
 // Per row (parallel over rows): insertion of each element into the sorted top-k kept in the
-// outputs themselves, O(n * k). An element goes after every kept one that is better or equal,
-// so ties keep the lower index first.
+// outputs themselves. An element goes after every kept one that is better or equal, so ties keep
+// the lower index first. Once k are kept, an element no better than the last kept one is passed
+// over after one comparison: O(n + inserts * k), not O(n * k) (a kNN's TopK of 10 over rows of
+// 512 distances spent 98% of its comparisons on elements that were never inserted). NaN orders
+// above every number (as torch.topk and NumPy's sort): first for largest, never among the
+// smallest while numbers remain; the order is total, so the kept values stay sorted under it and
+// the one comparison with the last kept decides as the full count would.
 Status LowerTopK(LowerContext& ctx) {
   if (!ctx.has_output(0) || !ctx.has_output(1))
     return ctx.UnsupportedError("both outputs are needed (the kernel sorts in them)");
@@ -422,9 +427,18 @@ Status LowerTopK(LowerContext& ctx) {
       return index;
     };
     Var i("i"), x("x", ctx.input_dtype(0)), filled("filled"), p("p"), t("t"), j("j"), jj("jj");
-    Expr kept = jit::Load(values, at(jj));
-    Expr better = largest ? jit::Ge(kept, x) : jit::Le(kept, x);
-    Expr position = jit::Sum({{jj, filled}}, jit::Select(better, IntImm(1), IntImm(0)));
+    // Whether kept is better than or equal to x in the order with NaN above every number.
+    bool floating = IsFloat(ctx.input_dtype(0));
+    auto better = [&](Expr kept) {
+      if (largest) {
+        Expr ge = jit::Ge(kept, x);
+        return floating ? jit::Or(jit::IsNan(kept), ge) : ge;
+      }
+      Expr le = jit::Le(kept, x);
+      return floating ? jit::Or(jit::IsNan(x), le) : le;
+    };
+    Expr position = jit::Sum({{jj, filled}},
+                             jit::Select(better(jit::Load(values, at(jj))), IntImm(1), IntImm(0)));
     Stmt shift = jit::For(
         t, filled - p, ForKind::kSerial,
         jit::Let(j, filled - 1 - t,
@@ -432,9 +446,12 @@ Status LowerTopK(LowerContext& ctx) {
                          jit::Seq({jit::Store(values, at(j + 1), jit::Load(values, at(j))),
                                    jit::Store(indices, at(j + 1), jit::Load(indices, at(j)))}))));
     Stmt insert = jit::Seq({shift, jit::Store(values, at(p), x), jit::Store(indices, at(p), i)});
-    Stmt step = jit::Let(x, jit::Load(ctx.in(0), at(i)),
-                         jit::Let(filled, jit::Min(Expr(i), k),
-                                  jit::Let(p, position, jit::If(jit::Lt(p, k), insert))));
+    Stmt place = jit::Let(p, position, jit::If(jit::Lt(p, k), insert));
+    // Full: filled == k >= 1, so the last kept value is written.
+    Stmt full = jit::If(jit::Not(better(jit::Load(values, at(k - 1)))), place);
+    Stmt step =
+        jit::Let(x, jit::Load(ctx.in(0), at(i)),
+                 jit::Let(filled, jit::Min(Expr(i), k), jit::If(jit::Lt(filled, k), place, full)));
     return jit::For(i, n, ForKind::kSerial, step);
   });
   ctx.SetBody(body);

@@ -455,6 +455,45 @@ BOOST_AUTO_TEST_CASE(top_k_attributes_and_runtime_k) {
   Expect(out[1], DType::kI64, i);
 }
 
+// Long rows and a small k (a kNN's TopK): most elements are passed over after one comparison
+// with the last kept value, which must keep the lower index first among ties at the boundary.
+BOOST_AUTO_TEST_CASE(top_k_long_rows_small_k) {
+  for (auto [lo, hi] : {std::pair<double, double>{-4, 4}, {-1e3, 1e3}}) {  // ties; few ties
+    TensorDataRef x = RandomTensor(DType::kF32, {6, 300}, lo, hi, 23);
+    for (int largest : {1, 0}) {
+      for (int64_t k : {1, 10}) {
+        std::vector<TensorDataRef> out =
+            Run(Model(11, "float[6,300] x", "v, i",
+                      "v, i = TopK<largest = " + std::to_string(largest) + ">(x, k)",
+                      "int64[1] k = {" + std::to_string(k) + "}"),
+                {x});
+        auto [v, i] = TopKRef(ToNd(x), 1, k, largest);
+        Expect(out[0], DType::kF32, v);
+        Expect(out[1], DType::kI64, i);
+      }
+    }
+  }
+}
+
+// NaN orders above every number (torch.topk, NumPy's sort): NaNs lead the largest, in index
+// order, and are left out of the smallest while numbers remain.
+BOOST_AUTO_TEST_CASE(top_k_nan_is_largest) {
+  double nan = std::nan("");
+  TensorDataRef x = F32({2, 6}, {3, nan, 5, 1, nan, 4, nan, 2, nan, nan, 7, -1});
+  auto top = [&](int largest, int64_t k) {
+    return Run(Model(11, "float[2,6] x", "v, i",
+                     "v, i = TopK<largest = " + std::to_string(largest) + ">(x, k)",
+                     "int64[1] k = {" + std::to_string(k) + "}"),
+               {x});
+  };
+  std::vector<TensorDataRef> out = top(1, 3);
+  Expect(out[0], DType::kF32, Nd{{2, 3}, {nan, nan, 5, nan, nan, nan}});
+  Expect(out[1], DType::kI64, Nd{{2, 3}, {1, 4, 2, 0, 2, 3}});
+  out = top(0, 4);
+  Expect(out[0], DType::kF32, Nd{{2, 4}, {1, 3, 4, 5, -1, 2, 7, nan}});
+  Expect(out[1], DType::kI64, Nd{{2, 4}, {3, 0, 5, 2, 5, 1, 4, 0}});
+}
+
 // ---- CumSum, Trilu, ReverseSequence ----------------------------------------------------------
 
 Nd CumSumRef(const Nd& x, int axis, bool exclusive, bool reverse) {
