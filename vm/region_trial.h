@@ -26,11 +26,13 @@ struct RegionTrialOptions {
   /// `settle` (e.g. wait for background compiles), then one more call of each.
   int warmup_calls = 3;
   std::function<void()> settle;
-  /// Timed calls of each side, alternated (region first on even calls, fallback first on odd
-  /// ones) so that load drifting over time hits both alike; the medians are compared. >= 1.
+  /// Timed calls of each side per round, alternated (region first on even calls, fallback
+  /// first on odd ones) so that load drifting over time hits both alike; the round's medians
+  /// are compared. >= 1.
   int timed_calls = 7;
-  /// The fallback wins when its median <= margin x the region's: a margin that noise on a
-  /// loaded host does not produce in medians of alternated calls.
+  /// The fallback wins a round when its median <= margin x the region's, and is preferred when
+  /// it wins two rounds in a row: a margin that noise on a loaded host does not produce twice
+  /// in medians of alternated calls.
   double margin = 0.9;
   /// Tensors for inputs and outputs; null: DefaultAllocator().
   Allocator* allocator = nullptr;
@@ -43,8 +45,8 @@ struct RegionTrial {
   int region = 0;
   std::string name;
   bool measured = false;        // both sides were timed
-  bool fallback_faster = false; // fallback median <= margin x region median
-  double region_ms = 0, fallback_ms = 0;  // medians, when measured
+  bool fallback_faster = false; // the fallback won both rounds (RegionTrialOptions::margin)
+  double region_ms = 0, fallback_ms = 0;  // medians over all timed calls, when measured
   /// "fallback 0.41 ms vs region 0.62 ms at x: 1x3x224x224, 1 thread", or why nothing was
   /// measured ("no fallback function", "the vendor declined it at load: ...", "not run").
   std::string note;
