@@ -108,6 +108,9 @@ StatusOr<std::vector<uint8_t>> TrialFallbacks(std::vector<uint8_t> bytes,
   to.allocator = &runtime->allocator();
   int threads = options.num_threads > 0 ? options.num_threads : omp_get_max_threads();
   to.threads = std::to_string(threads) + (threads == 1 ? " thread" : " threads");
+  // A team of one is timed in CPU time, which a loaded host does not distort; a larger team in
+  // wall time (CPU time would favor serial code), best measured on an idle host.
+  if (threads == 1) to.clock = RegionTrialOptions::Clock::kProcessCpu;
   say("tune: timing each region against its fallback function (" + to.threads + ")");
   StatusOr<std::vector<RegionTrial>> trials = TrialRegions(bytes.data(), bytes.size(), to);
   if (!trials.ok()) {

@@ -3,7 +3,7 @@
 #include "vm/region_trial.h"
 
 #include <algorithm>
-#include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -185,16 +185,21 @@ Status Time(int i, TensorFunction& vendor, int fallback, const Capture& capture,
   for (const Tensor& t : capture.inputs) args.push_back(&t);
   for (const Tensor& t : outputs) args.push_back(&t);
   const int ni = static_cast<int>(capture.inputs.size()), no = static_cast<int>(outputs.size());
-  using Clock = std::chrono::steady_clock;
+  const bool cpu = options.clock == RegionTrialOptions::Clock::kProcessCpu;
+  auto now_ms = [cpu] {
+    timespec ts;
+    clock_gettime(cpu ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+  };
   auto run_region = [&]() -> StatusOr<double> {
-    auto start = Clock::now();
+    double start = now_ms();
     RETURN_IF_ERROR(vendor.Run(args.data(), ni, no));
-    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    return now_ms() - start;
   };
   auto run_fallback = [&]() -> StatusOr<double> {
-    auto start = Clock::now();
+    double start = now_ms();
     RETURN_IF_ERROR(ctx.Invoke(fallback, capture.inputs, &results));
-    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    return now_ms() - start;
   };
   for (int k = 0; k < options.warmup_calls; ++k) {
     RETURN_IF_ERROR(run_region().status());
@@ -229,7 +234,7 @@ Status Time(int i, TensorFunction& vendor, int fallback, const Capture& capture,
   trial->fallback_ms = Median(fallback_ms);
   trial->fallback_faster = won;
   trial->note = "fallback " + Ms(trial->fallback_ms) + " ms vs region " + Ms(trial->region_ms) +
-                " ms at " + Shapes(capture.inputs) +
+                (cpu ? " ms (CPU) at " : " ms at ") + Shapes(capture.inputs) +
                 (options.threads.empty() ? "" : ", " + options.threads);
   (void)i;
   return Status::Ok();

@@ -34,6 +34,15 @@ struct RegionTrialOptions {
   /// it wins two rounds in a row: a margin that noise on a loaded host does not produce twice
   /// in medians of alternated calls.
   double margin = 0.9;
+  /// What a call costs. kWall: elapsed time, what a user waits for, but on a loaded host a call
+  /// longer than a scheduler slice is preempted more often than a short one, which skews the
+  /// comparison (dcgan_generator's regions measured 21 ms against 2 ms at normal priority,
+  /// 1.9 against 1.7 under `chrt -f 50`). kProcessCpu: the process's CPU time, which
+  /// preemption does not inflate; right for a team of one, while for a larger team it also
+  /// counts the team's idle spinning and favors serial code (a parallel region costs more CPU
+  /// than it saves time).
+  enum class Clock { kWall, kProcessCpu };
+  Clock clock = Clock::kWall;
   /// Tensors for inputs and outputs; null: DefaultAllocator().
   Allocator* allocator = nullptr;
   /// What the note says of the team, e.g. "1 thread".
@@ -47,7 +56,7 @@ struct RegionTrial {
   bool measured = false;        // both sides were timed
   bool fallback_faster = false; // the fallback won both rounds (RegionTrialOptions::margin)
   double region_ms = 0, fallback_ms = 0;  // medians over all timed calls, when measured
-  /// "fallback 0.41 ms vs region 0.62 ms at x: 1x3x224x224, 1 thread", or why nothing was
+  /// "fallback 0.41 ms vs region 0.62 ms (CPU) at 1x3x224x224, 1 thread", or why nothing was
   /// measured ("no fallback function", "the vendor declined it at load: ...", "not run").
   std::string note;
 };

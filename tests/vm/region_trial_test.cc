@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <ctime>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -31,28 +32,43 @@ void Double(const Tensor* const* args) {
   }
 }
 
-// Vendor "v": every region doubles its f32 input; the blob "slow" sleeps 20 ms first.
+// Spins until the process has used `ms` more of CPU time.
+void Burn(double ms) {
+  auto cpu_ms = [] {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec * 1e-6;
+  };
+  const double until = cpu_ms() + ms;
+  while (cpu_ms() < until) {
+  }
+}
+
+// Vendor "v": every region doubles its f32 input; the blob "slow" sleeps 20 ms first, "busy"
+// spends 20 ms of CPU first.
 class SleepyVendor : public ExternalProvider {
  public:
   class Region : public TensorFunction {
    public:
-    Region(bool slow, std::atomic<int>* runs) : slow_(slow), runs_(runs) {}
+    Region(int slow, std::atomic<int>* runs) : slow_(slow), runs_(runs) {}
     Status Run(const Tensor* const* args, int, int) override {
       ++*runs_;
-      if (slow_) std::this_thread::sleep_for(kSlow);
+      if (slow_ == 1) std::this_thread::sleep_for(kSlow);
+      if (slow_ == 2) Burn(20);
       Double(args);
       return Status::Ok();
     }
 
    private:
-    bool slow_;
+    int slow_;  // 0: no, 1: sleeps, 2: spins
     std::atomic<int>* runs_;
   };
   StatusOr<std::unique_ptr<TensorFunction>> CreateRegion(const ExternalRegionSpec& spec) override {
     if (spec.vendor != "v") return NotFound("no vendor '" + std::string(spec.vendor) + "'");
     ++created;
     std::string blob(reinterpret_cast<const char*>(spec.blob), spec.blob_size);
-    return std::unique_ptr<TensorFunction>(new Region(blob == "slow", &runs));
+    return std::unique_ptr<TensorFunction>(
+        new Region(blob == "slow" ? 1 : blob == "busy" ? 2 : 0, &runs));
   }
   bool HasVendor(std::string_view vendor) const override { return vendor == "v"; }
   std::atomic<int> created{0}, runs{0};
@@ -62,12 +78,12 @@ class SleepyVendor : public ExternalProvider {
 //   r0: slow vendor, fallback kernel "twice" (fast)  -> the trial marks it
 //   r1: fast vendor, fallback kernel "twice_slow"   -> the trial keeps the vendor
 //   r2: fast vendor, no fallback                     -> skipped (only `with_r2`)
-std::vector<uint8_t> Build(bool with_r2 = true) {
+std::vector<uint8_t> Build(bool with_r2 = true, const std::string& r0_blob = "slow") {
   ExecutableBuilder b;
   FunctionBuilder& main = b.AddFunction("main");
   main.AddParam(kVec);
   main.AddResult(kVec);
-  const std::string blobs[] = {"slow", "fast", "fast"};
+  const std::string blobs[] = {r0_blob, "fast", "fast"};
   const char* kernels[] = {"twice", "twice_slow", nullptr};
   int in = 0;
   for (int r = 0; r < (with_r2 ? 3 : 2); ++r) {
@@ -124,9 +140,12 @@ struct Providers {
   }
 };
 
-std::vector<RegionTrial> Trials(const std::vector<uint8_t>& bytes) {
+std::vector<RegionTrial> Trials(
+    const std::vector<uint8_t>& bytes,
+    RegionTrialOptions::Clock clock = RegionTrialOptions::Clock::kWall) {
   Providers p;
   RegionTrialOptions options;
+  options.clock = clock;
   options.load = p.Load();
   options.warmup_calls = 1;
   options.timed_calls = 5;
@@ -163,6 +182,20 @@ BOOST_AUTO_TEST_CASE(the_trial_marks_a_region_slower_than_its_fallback) {
   BOOST_TEST(!trials[2].measured);
   BOOST_TEST(!trials[2].fallback_faster);
   BOOST_TEST(trials[2].note == "not measured: the region has no fallback function");
+}
+
+// The CPU clock (a team of one: preemption on a loaded host does not count) sees work, not
+// waiting: a vendor that spins 20 ms is marked, one that sleeps 20 ms costs next to nothing.
+BOOST_AUTO_TEST_CASE(the_cpu_clock_counts_work_not_waiting) {
+  const auto cpu = RegionTrialOptions::Clock::kProcessCpu;
+  std::vector<RegionTrial> busy = Trials(Build(false, "busy"), cpu);
+  BOOST_REQUIRE(busy.size() == 2u);
+  BOOST_TEST(busy[0].fallback_faster);
+  BOOST_TEST(busy[0].region_ms >= 20.0);
+  BOOST_TEST(busy[0].note.find(" ms (CPU) at 4, 1 thread") != std::string::npos, busy[0].note);
+  std::vector<RegionTrial> sleepy = Trials(Build(false, "slow"), cpu);
+  BOOST_REQUIRE(sleepy.size() == 2u);
+  BOOST_TEST(sleepy[0].region_ms < 20.0);  // the sleep is not CPU time
 }
 
 BOOST_AUTO_TEST_CASE(a_tuned_file_runs_the_marked_fallback_with_a_notice_and_the_same_outputs) {
