@@ -38,7 +38,13 @@ Status RegisterBuiltInCompilers(
 /// {"none"} (kernel IR only; "none" beside another name is InvalidArgument). Pass a
 /// kiln::CompileOptions for kiln's defaults. With `options.tune` (and no tune_region of the
 /// caller's), oneDNN regions are tuned by the oneDNN runtime (onednn::TuneRegion): this
-/// library links the vendors' runtimes for that. Its errors, and the registry's.
+/// library links the vendors' runtimes for that. Then (with `options.tune`, whatever tuned
+/// the regions) every region with a fallback function is timed against it on this host and
+/// `num_threads`' team, in a runtime with the built-in vendors, on synthetic inputs at the
+/// file's static dims (other symbolic dims at 1), and the outcome is recorded in the file
+/// (ExternalRegion.tuned_fallback / tuned_note; vm/region_trial.h): a load runs the fallback
+/// of a region measured at most 0.9x the region's time. A model that cannot run there keeps
+/// its file without records (a progress line says why). Its errors, and the registry's.
 StatusOr<std::vector<uint8_t>> CompileOnnxFile(const std::string& path,
                                                const compiler::CompileOptions& options,
                                                compiler::CompileStats* stats = nullptr);

@@ -328,6 +328,10 @@ void AddRuntimeFlags(FlagParser& flags, RuntimeOptions* options) {
                 "fail to load when a vendor declines an external region or is not registered, "
                 "instead of running the region's fallback (kiln's JIT) with a notice",
                 &options->require_vendor);
+  flags.AddBool("--ignore-tuned-fallback",
+                "create the vendor runtime of regions that `kiln compile --tune` measured slower "
+                "than their fallback (which otherwise run the fallback), e.g. for A/B",
+                &options->ignore_tuned_fallback);
   flags.AddSwitch("--jit-tiering", "on", "off",
                   "on: a kernel's first call compiles it quickly (cheaper, slower code) and the "
                   "optimized code is compiled in the background once it is hot; off: optimize "

@@ -264,6 +264,7 @@ StatusOr<std::shared_ptr<Runtime>> Runtime::Create(const RuntimeOptions& options
   state->load.externals = std::make_shared<ScopedExternals>(state->registry, options.num_threads);
   state->load.prefetch_constants = options.prefetch_constants;
   state->load.require_vendor = options.require_vendor;
+  state->load.ignore_tuned_fallback = options.ignore_tuned_fallback;
   state->load.huge_page_constants = options.huge_page_constants;
   ApplyThreads(options.num_threads);
   return std::shared_ptr<Runtime>(new Runtime(std::move(state)));

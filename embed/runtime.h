@@ -63,6 +63,10 @@ struct RuntimeOptions {
   /// stderr per vendor. True: that fails the load instead, naming vendor and region
   /// (LoadOptions::require_vendor; `--require-vendor`).
   bool require_vendor = false;
+  /// Regions `kiln compile --tune` measured slower than their fallback (ExternalRegion.
+  /// tuned_fallback) run the fallback, with a notice. True: create their vendor runtime as for
+  /// any other region (LoadOptions::ignore_tuned_fallback; `--ignore-tuned-fallback`).
+  bool ignore_tuned_fallback = false;
   /// Shape-keyed kernel dispatch (jit/dispatch.h): the first tier (dispatch.tiering: kernels a
   /// request waits for compile quickly, optimized code follows in the background once they are
   /// hot, or at once when the JIT cache is on, so the cache is filled with it), when a shape is

@@ -16,8 +16,9 @@ inline constexpr uint16_t kFormatMajor = 1;
 /// 32-bit forms still load with their old meaning). 1.2: optional machine code compiled ahead
 /// of time (Executable.aot_targets) and ExternalRegion.fallback (a VM function run when the
 /// region's vendor declines it or is absent). 1.3: u16/u32/u64 dtypes and
-/// TensorSpec.dtype_only. See executable.fbs for the history.
-inline constexpr uint16_t kFormatMinor = 3;
+/// TensorSpec.dtype_only. 1.4: ExternalRegion.tuned_fallback / tuned_note
+/// (`kiln compile --tune` measured the fallback faster). See executable.fbs for the history.
+inline constexpr uint16_t kFormatMinor = 4;
 /// Alignment of every constant's bytes in the file (and in memory when mapped).
 inline constexpr uint64_t kConstantAlignment = 64;
 

@@ -66,7 +66,10 @@ void AddFlags(FlagParser& flags, CompileArgs* args) {
                 "the Winograd accuracy probe, Conv tile and MatMul layout timings) and record "
                 "it in the executable: a load at the tuned shape (static dims, a symbolic "
                 "batch at 1; --dim pins others) and team size builds its plans without "
-                "measuring",
+                "measuring. Then time each region against its fallback function (kiln's JIT) "
+                "on synthetic inputs there and record which is faster: a region whose fallback "
+                "took <= 0.9x its time runs the fallback (`kiln inspect` shows the timings; "
+                "run/bench/profile --ignore-tuned-fallback restores the vendor)",
                 &args->options.tune);
   flags.AddBool("-q,--quiet", "print errors only, no progress", &args->quiet);
 }

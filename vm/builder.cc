@@ -317,7 +317,9 @@ StatusOr<std::vector<uint8_t>> ExecutableBuilder::Serialize(const std::vector<ui
     uint64_t sum = r.override_checksum ? r.checksum : Fnv1a64(r.blob.data(), r.blob.size());
     regions.push_back(fb::CreateExternalRegion(b, b.CreateString(r.name), b.CreateString(r.vendor),
                                                b.CreateVector(r.blob), b.CreateVector(r.constants),
-                                               sum, r.num_inputs, r.num_outputs, r.fallback));
+                                               sum, r.num_inputs, r.num_outputs, r.fallback,
+                                               r.tuned_fallback,
+                                               r.tuned_note.empty() ? 0 : b.CreateString(r.tuned_note)));
   }
   std::vector<Offset<fb::Constant>> constants;
   for (size_t i = 0; i < constants_.size(); ++i) {
@@ -348,6 +350,137 @@ StatusOr<std::vector<uint8_t>> ExecutableBuilder::Serialize(const std::vector<ui
                                    b.CreateVector(constants), metadata, debug_info, strings, aot);
   b.FinishSizePrefixed(root, kFileIdentifier);
   return std::vector<uint8_t>(b.GetBufferPointer(), b.GetBufferPointer() + b.GetSize());
+}
+
+namespace {
+
+std::string Text(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+std::vector<ValueSpec> ReadSpecs(
+    const flatbuffers::Vector<flatbuffers::Offset<fb::TensorSpec>>* specs) {
+  std::vector<ValueSpec> out;
+  if (specs == nullptr) return out;
+  for (const fb::TensorSpec* t : *specs) {
+    ValueSpec v{Text(t->name()), static_cast<DType>(t->dtype()), {}, t->is_tuple(), t->dtype_only()};
+    if (t->shape()) {
+      for (const fb::Dim* d : *t->shape()) v.shape.push_back(DimSpec{d->value(), Text(d->symbol())});
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<DType> ReadDTypes(const flatbuffers::Vector<T>* v) {
+  std::vector<DType> out;
+  if (v) {
+    for (auto d : *v) out.push_back(static_cast<DType>(d));
+  }
+  return out;
+}
+
+template <typename T>
+std::vector<T> ReadVector(const flatbuffers::Vector<T>* v) {
+  return v ? std::vector<T>(v->begin(), v->end()) : std::vector<T>();
+}
+
+std::vector<AotObjectDef> ReadAotObjects(
+    const flatbuffers::Vector<flatbuffers::Offset<fb::AotObject>>* objects) {
+  std::vector<AotObjectDef> out;
+  if (objects == nullptr) return out;
+  for (const fb::AotObject* o : *objects) {
+    out.push_back(AotObjectDef{Text(o->symbol()), ReadVector(o->object()), true, o->checksum()});
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ExecutableBuilder>> ExecutableBuilder::FromExecutable(
+    const Executable& exe) {
+  const fb::Executable& r = exe.root();
+  auto out = std::make_unique<ExecutableBuilder>(std::string(exe.producer()));
+  ExecutableBuilder& b = *out;
+  if (r.strings()) {
+    for (size_t i = 0; i < r.strings()->size(); ++i) {
+      if (b.AddString(r.strings()->Get(i)->str()) != static_cast<int>(i)) {
+        return InvalidFormat("strings[" + std::to_string(i) + "]: a duplicate of an earlier "
+                             "string; the file cannot be rewritten with its indices kept");
+      }
+    }
+  }
+  for (int i = 0; i < exe.num_functions(); ++i) {
+    const fb::Function* f = r.functions()->Get(i);
+    FunctionBuilder& fb = b.AddFunction(Text(f->name()));
+    fb.params_ = ReadSpecs(f->params());
+    fb.results_ = ReadSpecs(f->results());
+    fb.set_register_count(f->register_count());
+    fb.operands_ = ReadVector(f->operands());
+    const auto* code = f->code();
+    for (size_t pc = 0; code && pc < code->size(); ++pc) {
+      const fb::Instruction* in = code->Get(pc);
+      fb.SetSourceNode(std::string(exe.SourceNode(i, static_cast<int>(pc))));
+      fb.EmitRaw(in->opcode(), in->a(), in->b(), in->c(), in->d(), in->e(), in->dtype(),
+                 in->reserved());
+    }
+  }
+  if (r.kernels()) {
+    for (const fb::Kernel* k : *r.kernels()) {
+      KernelDef def{Text(k->name()), ReadDTypes(k->input_dtypes()), ReadDTypes(k->output_dtypes()),
+                    Text(k->payload_format()), ReadVector(k->payload()), {}};
+      if (k->dispatch_hints()) {
+        for (const fb::DispatchHint* h : *k->dispatch_hints()) {
+          def.dispatch_hints.push_back({Text(h->symbol()), ReadVector(h->buckets())});
+        }
+      }
+      b.AddKernel(std::move(def));
+    }
+  }
+  if (r.shape_functions()) {
+    for (const fb::ShapeFunction* s : *r.shape_functions()) {
+      ShapeFunctionDef def{Text(s->name()), static_cast<int>(s->num_inputs()),
+                           static_cast<int>(s->num_outputs()), {}, Text(s->payload_format()),
+                           ReadVector(s->payload())};
+      if (s->data_dependent()) def.data_dependent.assign(s->data_dependent()->begin(), s->data_dependent()->end());
+      b.AddShapeFunction(std::move(def));
+    }
+  }
+  if (r.external_regions()) {
+    for (const fb::ExternalRegion* x : *r.external_regions()) {
+      ExternalRegionDef def;
+      def.name = Text(x->name());
+      def.vendor = Text(x->vendor());
+      def.blob = ReadVector(x->blob());
+      def.constants = ReadVector(x->constants());
+      def.num_inputs = static_cast<int>(x->num_inputs());
+      def.num_outputs = static_cast<int>(x->num_outputs());
+      def.fallback = x->fallback();
+      def.override_checksum = true;
+      def.checksum = x->checksum();
+      def.tuned_fallback = x->tuned_fallback();
+      def.tuned_note = Text(x->tuned_note());
+      b.AddExternalRegion(std::move(def));
+    }
+  }
+  if (r.constants()) {
+    for (const fb::Constant* c : *r.constants()) {
+      b.AddConstant(Text(c->name()), static_cast<DType>(c->dtype()), ReadVector(c->shape()),
+                    exe.bytes() + c->offset(), c->size());
+    }
+  }
+  if (const fb::ModelMetadata* m = r.metadata()) {
+    b.SetMetadata(MetadataDef{ReadSpecs(m->inputs()), ReadSpecs(m->outputs()), Text(m->entry()),
+                              m->opset(), Text(m->producer_name()), Text(m->doc())});
+  }
+  if (r.aot_targets()) {
+    for (const fb::AotTarget* t : *r.aot_targets()) {
+      b.AddAotTarget(AotTargetDef{Text(t->triple()), Text(t->cpu()), Text(t->features()),
+                                  Text(t->llvm_version()), Text(t->abi()),
+                                  ReadAotObjects(t->kernels()),
+                                  ReadAotObjects(t->shape_functions())});
+    }
+  }
+  return out;
 }
 
 Status ExecutableBuilder::WriteFile(const std::string& path) {

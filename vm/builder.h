@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,10 @@ struct ExternalRegionDef {
   int num_outputs = 0;
   /// Index of the region's fallback function (ExternalRegion.fallback); -1 for none.
   int fallback = -1;
+  /// (1.4) `kiln compile --tune` found the fallback faster (ExternalRegion.tuned_fallback),
+  /// and what it measured (tuned_note; "" writes none).
+  bool tuned_fallback = false;
+  std::string tuned_note;
   /// The checksum written is Fnv1a64(blob) unless this is set (tests of corrupt files).
   bool override_checksum = false;
   uint64_t checksum = 0;
@@ -179,6 +184,20 @@ class ExecutableBuilder {
   int AddExternalRegion(ExternalRegionDef def);
   /// Sets region `region`'s fallback function (a region added before its fallback exists).
   void SetRegionFallback(int region, int function) { regions_[region].fallback = function; }
+  /// Records what `kiln compile --tune` measured for region `region` (vm/region_trial.h).
+  void SetRegionTune(int region, bool tuned_fallback, std::string note) {
+    regions_[region].tuned_fallback = tuned_fallback;
+    regions_[region].tuned_note = std::move(note);
+  }
+  int num_external_regions() const { return static_cast<int>(regions_.size()); }
+
+  /// A builder holding everything `exe` holds (functions with their code, operands and source
+  /// nodes, kernels, shape functions, regions with their checksums, constants' bytes, strings in
+  /// their order, metadata, code targets), so that Finish() writes the same file at this
+  /// builder's format version, plus whatever is changed in between (SetRegionTune). `exe` need
+  /// not be bound. Copies the constants' bytes. InvalidFormat if the string table holds a
+  /// duplicate (its indices could not be kept; no kiln writer makes one).
+  static StatusOr<std::unique_ptr<ExecutableBuilder>> FromExecutable(const Executable& exe);
   /// Copies `bytes` (which must be product(shape) * sizeof(dtype) long) into the data segment.
   int AddConstant(std::string name, DType dtype, std::vector<int64_t> shape, const void* bytes,
                   size_t size);

@@ -223,6 +223,12 @@ std::string InspectExecutable(const Executable& exe, const RegionDescriber& desc
                             : "@" + r.functions()->Get(x->fallback())->name()->str() +
                                   " (functions[" + Str(x->fallback()) + "])") +
          "\n";
+    if (x->tuned_fallback() || (x->tuned_note() && x->tuned_note()->size() > 0)) {
+      s += std::string("      tuned: ") +
+           (x->tuned_fallback() ? "runs its fallback (measured faster)" : "runs its vendor") +
+           (x->tuned_note() && x->tuned_note()->size() > 0 ? "; " + x->tuned_note()->str() : "") +
+           "\n";
+    }
     if (describe) {
       StatusOr<std::string> text = describe(x->vendor()->str(), x->blob() ? x->blob()->data() : nullptr,
                                             Len(x->blob()));

@@ -334,8 +334,23 @@ Status Executable::BindRegions(const LoadOptions& options) {
   size_t nx = root_->external_regions() ? root_->external_regions()->size() : 0;
   fallbacks_.assign(nx, Fallback{});
   std::map<std::string, std::vector<std::string>> fell_back;  // vendor -> why, per region
+  std::vector<std::string> tuned;  // "name (note)" per region the tune gave to its fallback
   for (size_t i = 0; i < nx; ++i) {
-    RETURN_IF_ERROR(BindRegion(static_cast<int>(i), options, &fell_back));
+    RETURN_IF_ERROR(BindRegion(static_cast<int>(i), options, &fell_back, &tuned));
+  }
+  auto notice = [&](const std::string& line) {
+    if (options.notice) {
+      options.notice(line);
+    } else {
+      std::fprintf(stderr, "kiln: notice: %s\n", line.c_str());
+    }
+  };
+  if (!tuned.empty()) {
+    std::string line = std::to_string(tuned.size()) + " of " + std::to_string(nx) +
+                       " regions run their fallback functions (kiln's JIT) because `kiln compile "
+                       "--tune` measured them faster: ";
+    for (size_t j = 0; j < tuned.size(); ++j) line += (j ? "; " : "") + tuned[j];
+    notice(line + " (--ignore-tuned-fallback runs the vendor)");
   }
   for (const auto& [vendor, regions] : fell_back) {
     std::string line;
@@ -349,12 +364,7 @@ Status Executable::BindRegions(const LoadOptions& options) {
              "instead: ";
       for (size_t j = 0; j < regions.size(); ++j) line += (j ? "; " : "") + regions[j];
     }
-    line += " (--require-vendor makes this an error)";
-    if (options.notice) {
-      options.notice(line);
-    } else {
-      std::fprintf(stderr, "kiln: notice: %s\n", line.c_str());
-    }
+    notice(line + " (--require-vendor makes this an error)");
   }
   return Status::Ok();
 }
@@ -362,9 +372,11 @@ Status Executable::BindRegions(const LoadOptions& options) {
 // Region i: the vendor's runtime, else (declined, or an absent vendor) its fallback, recorded
 // in `fell_back` for the notice. Without a fallback (files before 1.2) the vendor may not
 // decline and its answer stands, as before; with options.require_vendor a decline or absence
-// is an error.
+// is an error. A region the tune gave to its fallback (1.4) runs it without asking the vendor,
+// recorded in `tuned`, unless options say to ignore that.
 Status Executable::BindRegion(int i, const LoadOptions& options,
-                              std::map<std::string, std::vector<std::string>>* fell_back) {
+                              std::map<std::string, std::vector<std::string>>* fell_back,
+                              std::vector<std::string>* tuned) {
   const fb::ExternalRegion* r = root_->external_regions()->Get(i);
   ExternalRegionSpec spec{i, View(r->name()), View(r->vendor()),
                           r->blob() ? r->blob()->data() : nullptr,
@@ -374,6 +386,15 @@ Status Executable::BindRegion(int i, const LoadOptions& options,
   const std::string where = "external_regions[" + std::to_string(i) + "] '" + name +
                             "' (vendor '" + vendor + "')";
   const int fallback = r->fallback();
+  if (r->tuned_fallback() && fallback >= 0 && !options.ignore_tuned_fallback &&
+      !options.require_vendor) {
+    const std::string note = r->tuned_note() ? r->tuned_note()->str() : "";
+    externals_.push_back(nullptr);
+    fallbacks_[i] = Fallback{fallback, "`kiln compile --tune` measured the fallback faster" +
+                                           (note.empty() ? "" : ": " + note)};
+    tuned->push_back(note.empty() ? name : name + " (" + note + ")");
+    return Status::Ok();
+  }
   Status why;
   std::string entry = name;  // in the notice
   if (!options.externals->HasVendor(spec.vendor) && (fallback >= 0 || options.require_vendor)) {

@@ -61,6 +61,12 @@ struct LoadOptions {
   /// (Unsupported for a decline, NotFound for an absent vendor, naming vendor and region), for
   /// users who want the vendor or nothing (`--require-vendor`).
   bool require_vendor = false;
+  /// A region that `kiln compile --tune` measured slower than its fallback
+  /// (ExternalRegion.tuned_fallback, format 1.4) runs its fallback without its vendor region
+  /// being created (a cheaper load), with one notice line. True: ignore that record and create
+  /// the vendor region as for any other (`--ignore-tuned-fallback`, for A/B). require_vendor
+  /// implies it.
+  bool ignore_tuned_fallback = false;
   /// Receives the notices (one line each, no newline) about regions that run their fallback.
   /// Unset: printed to stderr as "kiln: notice: ...".
   std::function<void(const std::string&)> notice;
@@ -130,7 +136,8 @@ class Executable {
   /// The function that runs in place of region i (its fallback, ExternalRegion.fallback) when
   /// its vendor declined it or is absent; -1 when the vendor runs it (or when !bound()).
   int external_fallback(int i) const { return bound_ ? fallbacks_[i].function : -1; }
-  /// Why region i runs its fallback (the vendor's reason, or that it is absent); "" if not.
+  /// Why region i runs its fallback (the vendor's reason, that it is absent, or the tune's
+  /// record); "" if not.
   const std::string& external_fallback_reason(int i) const { return fallbacks_[i].reason; }
 
   /// Calls TensorFunction::Prefetch on every kernel and shape function that function
@@ -154,7 +161,8 @@ class Executable {
   Status BindProviders(const LoadOptions& options);
   Status BindRegions(const LoadOptions& options);
   Status BindRegion(int i, const LoadOptions& options,
-                    std::map<std::string, std::vector<std::string>>* fell_back);
+                    std::map<std::string, std::vector<std::string>>* fell_back,
+                    std::vector<std::string>* tuned);
   // Why region `name` has no fallback, as `kiln compile` wrote it in the function it gave up
   // on ("<name>/fallback", a single fatal instruction); "" when the file says nothing.
   std::string NoFallbackReason(const std::string& name) const;

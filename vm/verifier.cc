@@ -269,7 +269,11 @@ Status CheckConstants(const fb::Executable& exe, size_t file_size, size_t fb_siz
 // takes the region's inputs as parameters and returns its outputs.
 Status CheckFallback(const fb::Executable& exe, const fb::ExternalRegion& r, const std::string& w) {
   int32_t f = r.fallback();
-  if (f == -1) return Status::Ok();
+  if (f == -1) {
+    if (!r.tuned_fallback()) return Status::Ok();
+    return InvalidFormat(w + ".tuned_fallback: set, but the region has no fallback function to "
+                         "run (fallback -1)");
+  }
   if (f < -1 || static_cast<size_t>(f) >= Len(exe.functions())) {
     return InvalidFormat(w + ".fallback: function " + Str(f) + " out of range [-1, " +
                          Str(Len(exe.functions())) + ")");

@@ -186,10 +186,12 @@ BOOST_AUTO_TEST_CASE(runtime_flags_fill_runtime_options) {
   FlagParser flags("prog", "", "");
   AddRuntimeFlags(flags, &options);
   const char* args[] = {"prog",     "--threads=3", "--jit-cache",   "/tmp/c",
-                        "--plugin", "a.so",        "--plugin=b.so", "--require-vendor"};
-  BOOST_TEST(!flags.Parse(8, args).has_value());
+                        "--plugin", "a.so",        "--plugin=b.so", "--require-vendor",
+                        "--ignore-tuned-fallback"};
+  BOOST_TEST(!flags.Parse(9, args).has_value());
   BOOST_TEST(options.num_threads == 3);
   BOOST_TEST(options.require_vendor);
+  BOOST_TEST(options.ignore_tuned_fallback);
   BOOST_TEST(options.jit_cache == "/tmp/c");
   BOOST_TEST(options.plugins == (std::vector<std::string>{"a.so", "b.so"}));
   std::string help = flags.Help();
@@ -204,6 +206,7 @@ BOOST_AUTO_TEST_CASE(runtime_flags_fill_runtime_options) {
   BOOST_TEST(!more.Parse(2, off).has_value());
   BOOST_TEST(too_many.jit_cache == RuntimeOptions::kJitCacheOff);
   BOOST_TEST(!too_many.require_vendor);
+  BOOST_TEST(!too_many.ignore_tuned_fallback);
   const char* bad[] = {"prog", "--threads", "100000"};
   std::FILE* err = std::tmpfile();
   BOOST_TEST(more.Parse(3, bad, stdout, err).value_or(-1) == 2);

@@ -180,6 +180,19 @@ BOOST_AUTO_TEST_CASE(loads_bytes_and_file_and_runs_jit_kernels) {
   BOOST_CHECK_GE((*rt)->stats().engine.cache_hits, 4);
 }
 
+// RuntimeOptions::ignore_tuned_fallback (`--ignore-tuned-fallback`) reaches the loader, where
+// tests/vm/region_trial_test checks what it does.
+BOOST_AUTO_TEST_CASE(ignore_tuned_fallback_reaches_the_load_options) {
+  RuntimeOptions o = Quiet();
+  auto plain = Runtime::Create(o);
+  BOOST_REQUIRE(plain.ok());
+  BOOST_TEST(!(*plain)->load_options().ignore_tuned_fallback);
+  o.ignore_tuned_fallback = true;
+  auto ignoring = Runtime::Create(o);
+  BOOST_REQUIRE(ignoring.ok());
+  BOOST_TEST((*ignoring)->load_options().ignore_tuned_fallback);
+}
+
 BOOST_AUTO_TEST_CASE(thread_option_applies_to_creating_and_running_threads) {
   RuntimeOptions o = Quiet();
   o.num_threads = 3;  // not the machine's default, so the effect is observable

@@ -800,6 +800,18 @@ const std::vector<Case> kSemanticCases = {
      StatusCode::kInvalidFormat,
      {"external_regions[1] 'r'.fallback: function 0 'main' takes 0 parameters and returns 0 "
       "results; the region has 1 inputs and 1 outputs"}},
+    {"external_region_tuned_fallback_without_a_fallback",
+     [](ExecutableBuilder& b, FunctionBuilder& f) {
+       f.Ret({});
+       ExternalRegionDef r = Region("r", "test", "1", {});
+       r.tuned_fallback = true;  // 1.4: `kiln compile --tune` preferred a fallback it lacks
+       r.tuned_note = "fallback 1 ms vs region 2 ms";
+       b.AddExternalRegion(r);
+     },
+     nullptr,
+     StatusCode::kInvalidFormat,
+     {"external_regions[1] 'r'.tuned_fallback: set, but the region has no fallback function "
+      "to run (fallback -1)"}},
     {"metadata_entry_names_no_function",
      [](ExecutableBuilder& b, FunctionBuilder& f) {
        f.Ret({});
