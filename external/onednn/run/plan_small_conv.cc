@@ -66,8 +66,11 @@ std::string MdKey(const memory::desc& md) {
 
 // The trial runs oneDNN's primitive and kiln's convolution (zero weights: as fast as real
 // ones) on the step's trial buffers, one warm-up and three timed runs each, the minimum
-// counting; kiln's replaces the primitive only when more than 5% faster, so noise keeps
-// oneDNN. Its answer is not kept in tuning records (RegionTuning holds Winograd tiles only):
+// counting; kiln's replaces the primitive only when 20% faster. The margin is wide because
+// the shapes split cleanly (small_conv_bench, 1 and 2 threads: 1-channel and 9x9 first layers
+// run 2-2.3x faster than oneDNN's; the 3-channel 3x3 and 7x7 stems, where oneDNN's jit:avx2
+// is near the FMA peak, 1.1-2x slower), and a trial on a loaded machine (load 10+) picked
+// kiln's for resnet's 7x7 stem with 5%. Its answer is not kept in tuning records (RegionTuning holds Winograd tiles only):
 // a load with a record still runs this trial, ~4 runs of each first-layer convolution.
 bool Builder::SmallIc(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
                       const Window& win) {
@@ -104,7 +107,7 @@ bool Builder::SmallIc(const Op& op, const dnnl::convolution_forward::primitive_d
               : nullptr;
       const double onednn = Fastest([&] { step.prim.execute(stream, args), stream.wait(); }, 3);
       const double kiln = Fastest([&] { timed->Run(src, bias, dst); }, 3);
-      faster = kiln < 0.95 * onednn;
+      faster = kiln < 0.8 * onednn;
       Memo().Record(key, faster);
     }
     if (!faster) return false;
