@@ -1,6 +1,7 @@
 // The plan builder's choice between oneDNN's convolution and kiln's small-input-channel one
-// (small_conv.h) for a convolution of 1-4 input channels: a timed trial on the real shape,
-// once per shape and team size in a process.
+// (small_conv.h) for a convolution of 1-4 input channels: a rule admits the shapes where it
+// measured faster, then a timed trial on the real shape guards, once per shape and team size
+// in a process.
 #include <omp.h>
 
 #include <cstdlib>
@@ -18,8 +19,9 @@ namespace {
 
 using dnnl::memory;
 
-// What KILN_ONEDNN_SMALL_IC allows: unset, "" or "auto": the trial decides; "0": never (oneDNN
-// always); "force": wherever it applies, untimed (A/B runs and tests).
+// What KILN_ONEDNN_SMALL_IC allows: unset, "" or "auto": MayWin's shapes, then the trial
+// decides; "0": never (oneDNN always); "force": wherever it applies, untimed (A/B runs and
+// tests).
 enum class Mode { kTrial, kOff, kForce };
 
 Mode ModeFromEnv() {
@@ -62,22 +64,32 @@ std::string MdKey(const memory::desc& md) {
   return DimsToString(md.dims()) + std::to_string(md.get_size());
 }
 
+// Whether kiln's convolution can beat oneDNN's on this shape at all (the trial then checks):
+// stride 1 and at least 25 taps per channel. small_conv_bench at 1 and 2 threads: espcn's
+// 1-channel 5x5 and fast_style's 3-channel 9x9 run 2-2.3x faster than oneDNN's jit:avx2;
+// every 3x3 layer (stride 1 or 2, 1 or 3 channels) and resnet's 7x7 stride-2 stem, where
+// oneDNN's is near the FMA peak, 1.1-3x slower. A timed trial alone was not enough on a
+// loaded machine (load 10+): it picked kiln's for resnet's stem even with a 20% margin.
+bool MayWin(const Dims& wd, const Window& win) {
+  return win.strides.size() == 2 && win.strides[0] == 1 && win.strides[1] == 1 &&
+         wd[2] * wd[3] >= 25;
+}
+
 }  // namespace
 
 // The trial runs oneDNN's primitive and kiln's convolution (zero weights: as fast as real
 // ones) on the step's trial buffers, one warm-up and three timed runs each, the minimum
-// counting; kiln's replaces the primitive only when 20% faster. The margin is wide because
-// the shapes split cleanly (small_conv_bench, 1 and 2 threads: 1-channel and 9x9 first layers
-// run 2-2.3x faster than oneDNN's; the 3-channel 3x3 and 7x7 stems, where oneDNN's jit:avx2
-// is near the FMA peak, 1.1-2x slower), and a trial on a loaded machine (load 10+) picked
-// kiln's for resnet's 7x7 stem with 5%. Its answer is not kept in tuning records (RegionTuning holds Winograd tiles only):
-// a load with a record still runs this trial, ~4 runs of each first-layer convolution.
+// counting; kiln's replaces the primitive unless it measures slower (MayWin admits only
+// shapes where it is ~2x faster; the trial guards against a CPU unlike this one). Its answer
+// is not kept in tuning records (RegionTuning holds Winograd tiles only): a load with a record
+// still runs this trial, ~4 runs of each admitted first-layer convolution.
 bool Builder::SmallIc(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
                       const Window& win) {
   const Mode mode = ModeFromEnv();
   const int32_t w = op.inputs[1];
   const Dims& wd = dims_[w];
   if (mode == Mode::kOff || wd.size() != 4 || wd[1] > SmallConv::kMaxChannels) return false;
+  if (mode == Mode::kTrial && !MayWin(wd, win)) return false;
   const float* weights = static_cast<const float*>(d_.constant_data[w]);
   if (r_.tensors[w].dtype != DType::kF32 || weights == nullptr) return false;
   std::vector<WinogradPostOp> post;
@@ -107,7 +119,7 @@ bool Builder::SmallIc(const Op& op, const dnnl::convolution_forward::primitive_d
               : nullptr;
       const double onednn = Fastest([&] { step.prim.execute(stream, args), stream.wait(); }, 3);
       const double kiln = Fastest([&] { timed->Run(src, bias, dst); }, 3);
-      faster = kiln < 0.8 * onednn;
+      faster = kiln < onednn;
       Memo().Record(key, faster);
     }
     if (!faster) return false;
