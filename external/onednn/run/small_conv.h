@@ -1,8 +1,10 @@
 // kiln's direct convolution for inputs of 1 to 4 channels (a network's first layer) on
 // oneDNN's layouts (internal to external/onednn/run). oneDNN 2.6's jit:avx2 convolution runs
-// these at ~4.5 GMAC/s on an AVX2 + FMA core whose peak is ~10x that (its kernels vectorize
-// over input channels, which such a layer hardly has); this one vectorizes over 8 output
-// channels and keeps 2 x 6 outputs in registers per pass over the input window.
+// some of these far below this core's FMA peak (espcn's 1-channel 5x5: ~5 GMAC/s of ~45;
+// fast_style's 3-channel 9x9) while its 3x3 and 7x7 stride-2 stems run near it; this one
+// vectorizes over 8 output channels and keeps 2 x 6 outputs in registers per pass over the
+// input window: 2-2.3x oneDNN's on the former, slower on the latter (small_conv_bench), so the
+// plan takes it only where it measured faster (plan_small_conv.cc).
 #ifndef KILN_EXTERNAL_ONEDNN_RUN_SMALL_CONV_H_
 #define KILN_EXTERNAL_ONEDNN_RUN_SMALL_CONV_H_
 
