@@ -16,8 +16,9 @@
 #include "external/onednn/region.h"
 #include "external/onednn/run/blocked_pool.h"
 #include "external/onednn/run/channel_gather.h"
-#include "external/onednn/run/runtime.h"
 #include "external/onednn/run/depth_to_space.h"
+#include "external/onednn/run/runtime.h"
+#include "external/onednn/run/small_conv.h"
 #include "external/onednn/run/winograd_conv.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "base/status.h"
@@ -70,6 +71,9 @@ struct Step {
   /// When set, runs instead of `prim` (a 3x3 convolution measured slower than this; `prim`
   /// still describes the step) on the SRC, BIAS, DST and SCRATCHPAD arguments.
   std::shared_ptr<const WinogradConv> winograd;
+  /// When set, runs instead of `prim` (a convolution of 1-4 input channels measured slower
+  /// than this; `prim` still describes the step) on the SRC, BIAS and DST arguments.
+  std::shared_ptr<const SmallConv> small_conv;
   /// When set, runs instead of `prim` (a copy of dst into itself, never run: it only stands
   /// for the step) on the MULTIPLE_SRC and DST arguments: a channel copy (kChannels).
   std::shared_ptr<const ChannelGather> channels;

@@ -6,7 +6,9 @@
 #ifndef KILN_EXTERNAL_ONEDNN_RUN_PLAN_BUILDER_H_
 #define KILN_EXTERNAL_ONEDNN_RUN_PLAN_BUILDER_H_
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -31,6 +33,19 @@ inline size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 /// kAlign, 64-byte aligned) holding floats in [-0.75, 0.75] (speed does not depend on values;
 /// these avoid denormals), kept alive by `owned`. Throws std::bad_alloc.
 void* TrialBuffer(size_t bytes, std::vector<std::shared_ptr<void>>* owned);
+
+/// Seconds of the fastest of `runs` calls of `run` after one warm-up (timed trials).
+template <typename F>
+double Fastest(F run, int runs) {
+  double best = 1e30;
+  for (int i = 0; i <= runs; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    run();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (i > 0) best = std::min(best, s);
+  }
+  return best;
+}
 /// "[2, 3]".
 std::string DimsToString(const Dims& d);
 /// Row-major layout of `dims` (f32 unless `type` says otherwise); a rank-0 tensor is viewed as
@@ -131,6 +146,11 @@ struct WinogradLimits {
 WinogradLimits ProbeWinograd(const RegionData& data, WeightCache& weights,
                              const std::vector<Dims>& inputs);
 
+/// `op`'s post-ops as kiln's convolutions apply them (avx2_post_ops.h), appended to `out`; false
+/// for one they do not (binary operands, other eltwise functions, a second sum)
+/// (plan_winograd.cc).
+bool WinogradPostOps(const Op& op, std::vector<WinogradPostOp>* out);
+
 /// Builds one plan. Each op's primitives are created first with the layouts its inputs already
 /// have (blocked ones inside the region); if oneDNN refuses, the op is rebuilt from plain
 /// copies. Used once per plan, by one thread; primitive constructors may throw dnnl::error
@@ -226,6 +246,15 @@ class Builder {
                 const Window& win);
   size_t FasterConv(const dnnl::convolution_forward::primitive_desc& pd,
                     const std::vector<std::shared_ptr<const WinogradConv>>& candidates);
+  /// The last step's arguments on trial buffers (constants where they are), for timing it
+  /// against kiln's own convolutions; `owned` keeps the buffers.
+  std::unordered_map<int, dnnl::memory> TrialArgs(
+      const dnnl::convolution_forward::primitive_desc& pd,
+      std::vector<std::shared_ptr<void>>* owned);
+  /// Replaces the Conv step just added (`pd`, window `win`) with kiln's small-input-channel
+  /// convolution when it applies and measures faster; whether it did (plan_small_conv.cc).
+  bool SmallIc(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
+               const Window& win);
   void DropOneDnnWeights();
   /// The tile limits_.tuned records for the op being built, if `allowed` has it; else -1.
   int RecordedTile(const std::vector<int>& allowed) const;

@@ -375,7 +375,8 @@ Status Builder::Conv(const Op& op, bool plain) {
     args.push_back({DNNL_ARG_WEIGHTS, wts});
   }
   AddPrimitive(dnnl::convolution_forward(pd), pd.scratchpad_desc().get_size(), args);
-  if (!pruned && !padded && !plain && op.group == 1 && d_.constant_data[w] != nullptr)
+  if (!pruned && !padded && op.group == 1 && d_.constant_data[w] != nullptr &&
+      !SmallIc(op, pd, win) && !plain)
     Winograd(op, pd, win);
   return Status::Ok();
 }

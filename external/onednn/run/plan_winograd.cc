@@ -44,38 +44,6 @@ WinogradChoice ChoiceFromEnv() {
   return {{2, 4}, true};
 }
 
-// The region's post-ops in Winograd's terms, or false for one it does not do (binary
-// operands, other eltwise functions, a second sum).
-bool WinogradPostOps(const Op& op, std::vector<WinogradPostOp>* out) {
-  bool sum = false;
-  for (const PostOp& p : op.post_ops) {
-    WinogradPostOp w;
-    w.alpha = p.alpha, w.beta = p.beta;
-    if (p.kind == PostOpKind::kSum && !sum) {
-      w.kind = WinogradPostOp::Kind::kSum;
-      sum = true;
-    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kRelu) {
-      w.kind = WinogradPostOp::Kind::kRelu;
-    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kClip) {
-      w.kind = WinogradPostOp::Kind::kClip;
-    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kSigmoid) {
-      w.kind = WinogradPostOp::Kind::kSigmoid;
-    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kTanh) {
-      w.kind = WinogradPostOp::Kind::kTanh;
-    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kSwish) {
-      w.kind = WinogradPostOp::Kind::kSwish;
-    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kHardSwish) {
-      w.kind = WinogradPostOp::Kind::kHardSwish;
-    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kLinear) {
-      w.kind = WinogradPostOp::Kind::kLinear;
-    } else {
-      return false;
-    }
-    out->push_back(w);
-  }
-  return true;
-}
-
 // Whether F(m x m)'s transformed weights are too large for it to win: over 8 MiB (beyond L2,
 // streamed from L3 or memory on every call) and over 16 times src and dst together. Then the
 // GEMMs are bound by reading weights 1.8x (F(2x2)) or 4x (F(4x4)) the size of oneDNN's
@@ -86,19 +54,6 @@ bool WeightsOutweigh(int m, const Dims& wd, const dnnl::convolution_forward::pri
                                        ((wd[1] + 7) / 8 * 8) * sizeof(float));
   const size_t data = pd.src_desc().get_size() + pd.dst_desc().get_size();
   return u > (size_t{8} << 20) && u > 16 * data;
-}
-
-// Seconds of the fastest of `runs` calls of `run` after one warm-up.
-template <typename F>
-double Fastest(F run, int runs) {
-  double best = 1e30;
-  for (int i = 0; i <= runs; ++i) {
-    auto start = std::chrono::steady_clock::now();
-    run();
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (i > 0) best = std::min(best, s);
-  }
-  return best;
 }
 
 // The tile chosen for a convolution shape (0: oneDNN's primitive), measured once per process:
@@ -267,6 +222,36 @@ bool WithinShare(const Outputs& got, const Outputs& want) {
 
 }  // namespace
 
+bool WinogradPostOps(const Op& op, std::vector<WinogradPostOp>* out) {
+  bool sum = false;
+  for (const PostOp& p : op.post_ops) {
+    WinogradPostOp w;
+    w.alpha = p.alpha, w.beta = p.beta;
+    if (p.kind == PostOpKind::kSum && !sum) {
+      w.kind = WinogradPostOp::Kind::kSum;
+      sum = true;
+    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kRelu) {
+      w.kind = WinogradPostOp::Kind::kRelu;
+    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kClip) {
+      w.kind = WinogradPostOp::Kind::kClip;
+    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kSigmoid) {
+      w.kind = WinogradPostOp::Kind::kSigmoid;
+    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kTanh) {
+      w.kind = WinogradPostOp::Kind::kTanh;
+    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kSwish) {
+      w.kind = WinogradPostOp::Kind::kSwish;
+    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kHardSwish) {
+      w.kind = WinogradPostOp::Kind::kHardSwish;
+    } else if (p.kind == PostOpKind::kEltwise && p.eltwise == EltwiseAlg::kLinear) {
+      w.kind = WinogradPostOp::Kind::kLinear;
+    } else {
+      return false;
+    }
+    out->push_back(w);
+  }
+  return true;
+}
+
 WinogradLimits ProbeWinograd(const RegionData& data, WeightCache& weights,
                              const std::vector<Dims>& inputs) {
   const RegionProgram& r = data.region;
@@ -340,15 +325,7 @@ size_t Builder::FasterConv(const dnnl::convolution_forward::primitive_desc& pd,
                            const std::vector<std::shared_ptr<const WinogradConv>>& candidates) {
   Step& step = plan_->steps.back();
   std::vector<std::shared_ptr<void>> owned;
-  std::unordered_map<int, memory> args;
-  for (const auto& [arg, slot] : step.args) {
-    const Slot& s = plan_->slots[slot];
-    if (arg == DNNL_ARG_SCRATCHPAD) continue;
-    void* p = s.kind == Slot::Kind::kConst ? s.ptr : TrialBuffer(s.md.get_size(), &owned);
-    args.emplace(arg, memory(s.md, Engine(), p));
-  }
-  args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), Engine(),
-                                           TrialBuffer(pd.scratchpad_desc().get_size(), &owned)));
+  std::unordered_map<int, memory> args = TrialArgs(pd, &owned);
   dnnl::stream stream(Engine());
   const float* src = static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle());
   float* dst = static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle());
@@ -363,6 +340,21 @@ size_t Builder::FasterConv(const dnnl::convolution_forward::primitive_desc& pd,
     if (t < (best == 0 ? 0.95 : 0.9) * fastest) fastest = t, best = i + 1;
   }
   return best;
+}
+
+std::unordered_map<int, memory> Builder::TrialArgs(
+    const dnnl::convolution_forward::primitive_desc& pd,
+    std::vector<std::shared_ptr<void>>* owned) {
+  std::unordered_map<int, memory> args;
+  for (const auto& [arg, slot] : plan_->steps.back().args) {
+    const Slot& s = plan_->slots[slot];
+    if (arg == DNNL_ARG_SCRATCHPAD) continue;
+    void* p = s.kind == Slot::Kind::kConst ? s.ptr : TrialBuffer(s.md.get_size(), owned);
+    args.emplace(arg, memory(s.md, Engine(), p));
+  }
+  args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), Engine(),
+                                           TrialBuffer(pd.scratchpad_desc().get_size(), owned)));
+  return args;
 }
 
 void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,

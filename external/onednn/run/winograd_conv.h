@@ -11,22 +11,10 @@
 #include <memory>
 #include <vector>
 
+#include "external/onednn/run/avx2_post_ops.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace kiln::onednn::internal {
-
-/// A post-op the Winograd convolution applies to each output, in order, as oneDNN's
-/// post-ops do: relu (alpha: negative slope), clip to [alpha, beta], or sum (adds what dst held
-/// before the run: the residual of a fused Add).
-/// A post-op in oneDNN's meaning: kRelu (alpha: negative slope), kClip (alpha, beta: bounds),
-/// kSum (dst += its old value), kSigmoid, kTanh, kSwish (x * sigmoid(alpha x)), kHardSwish
-/// (x * min(max(x + 3, 0), 6) / 6), kLinear (alpha x + beta). The exponential-based ones are
-/// accurate to a few float32 ulp of their result (absolute, for |result| < 1), as oneDNN's.
-struct WinogradPostOp {
-  enum class Kind : uint8_t { kRelu, kClip, kSum, kSigmoid, kTanh, kSwish, kHardSwish, kLinear };
-  Kind kind = Kind::kRelu;
-  float alpha = 0.0f, beta = 0.0f;
-};
 
 /// Convolution of an f32 [N, C, H, W] tensor in aBcd8b (C padded to 8, padding zero as oneDNN
 /// keeps it) with constant 3x3 weights [K, C, 3, 3] (group 1, stride 1, no dilation, any

@@ -1,0 +1,135 @@
+// The plan builder's choice between oneDNN's convolution and kiln's small-input-channel one
+// (small_conv.h) for a convolution of 1-4 input channels: a rule admits the shapes where it
+// measured faster, then a timed trial on the real shape guards, once per shape and team size
+// in a process.
+#include <omp.h>
+
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "base/dtype.h"
+#include "external/onednn/run/plan_builder.h"
+
+namespace kiln::onednn::internal {
+namespace {
+
+using dnnl::memory;
+
+// What KILN_ONEDNN_SMALL_IC allows: unset, "" or "auto": MayWin's shapes, then the trial
+// decides; "0": never (oneDNN always); "force": wherever it applies, untimed (A/B runs and
+// tests).
+enum class Mode { kTrial, kOff, kForce };
+
+Mode ModeFromEnv() {
+  const char* env = std::getenv("KILN_ONEDNN_SMALL_IC");
+  const std::string v = env != nullptr ? env : "";
+  if (v == "0") return Mode::kOff;
+  if (v == "force") return Mode::kForce;
+  return Mode::kTrial;
+}
+
+// The trial's answers by shape (src and dst descriptors, kernel, strides, paddings, team
+// size), once per process: every plan of the process computes a shape alike, and repeated
+// builds (the Winograd probe's plans, other input sizes' regions) pay the trial once.
+class SmallIcMemo {
+ public:
+  bool Find(const std::string& key, bool* faster) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = faster_.find(key);
+    if (it == faster_.end()) return false;
+    *faster = it->second;
+    return true;
+  }
+  void Record(const std::string& key, bool faster) {
+    std::lock_guard<std::mutex> lock(mu_);
+    faster_.emplace(key, faster);
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, bool> faster_;
+};
+
+SmallIcMemo& Memo() {
+  static SmallIcMemo* memo = new SmallIcMemo();
+  return *memo;
+}
+
+// A descriptor's dims and size (abcd and aBcd8b differ in size for 1-4 channels).
+std::string MdKey(const memory::desc& md) {
+  return DimsToString(md.dims()) + std::to_string(md.get_size());
+}
+
+// Whether kiln's convolution can beat oneDNN's on this shape at all (the trial then checks):
+// stride 1 and at least 25 taps per channel. small_conv_bench at 1 and 2 threads: espcn's
+// 1-channel 5x5 and fast_style's 3-channel 9x9 run 2-2.3x faster than oneDNN's jit:avx2;
+// every 3x3 layer (stride 1 or 2, 1 or 3 channels) and resnet's 7x7 stride-2 stem, where
+// oneDNN's is near the FMA peak, 1.1-3x slower. A timed trial alone was not enough on a
+// loaded machine (load 10+): it picked kiln's for resnet's stem even with a 20% margin.
+bool MayWin(const Dims& wd, const Window& win) {
+  return win.strides.size() == 2 && win.strides[0] == 1 && win.strides[1] == 1 &&
+         wd[2] * wd[3] >= 25;
+}
+
+}  // namespace
+
+// The trial runs oneDNN's primitive and kiln's convolution (zero weights: as fast as real
+// ones) on the step's trial buffers, one warm-up and three timed runs each, the minimum
+// counting; kiln's replaces the primitive unless it measures slower (MayWin admits only
+// shapes where it is ~2x faster; the trial guards against a CPU unlike this one). Its answer
+// is not kept in tuning records (RegionTuning holds Winograd tiles only): a load with a record
+// still runs this trial, ~4 runs of each admitted first-layer convolution.
+bool Builder::SmallIc(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
+                      const Window& win) {
+  const Mode mode = ModeFromEnv();
+  const int32_t w = op.inputs[1];
+  const Dims& wd = dims_[w];
+  if (mode == Mode::kOff || wd.size() != 4 || wd[1] > SmallConv::kMaxChannels) return false;
+  if (mode == Mode::kTrial && !MayWin(wd, win)) return false;
+  const float* weights = static_cast<const float*>(d_.constant_data[w]);
+  if (r_.tensors[w].dtype != DType::kF32 || weights == nullptr) return false;
+  std::vector<WinogradPostOp> post;
+  if (!WinogradPostOps(op, &post)) return false;
+  const int threads = omp_get_max_threads();  // the op's team (TeamSize)
+  auto make = [&](const float* wts) {
+    return SmallConv::Make(pd.src_desc(), pd.dst_desc(), wts, wd, win.strides, win.dilations,
+                           win.pad_l, post, threads);
+  };
+  std::shared_ptr<const SmallConv> timed = make(nullptr);
+  if (timed == nullptr) return false;
+  if (mode == Mode::kTrial) {
+    const std::string key = MdKey(pd.src_desc()) + MdKey(pd.dst_desc()) + DimsToString(wd) +
+                            DimsToString(win.strides) + DimsToString(win.pad_l) +
+                            DimsToString(win.pad_r) + "/" + std::to_string(threads);
+    bool faster = false;
+    if (!Memo().Find(key, &faster)) {
+      Step& step = plan_->steps.back();
+      std::vector<std::shared_ptr<void>> owned;
+      std::unordered_map<int, memory> args = TrialArgs(pd, &owned);
+      dnnl::stream stream(Engine());
+      const float* src = static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle());
+      float* dst = static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle());
+      const float* bias =
+          args.count(DNNL_ARG_BIAS)
+              ? static_cast<const float*>(args.at(DNNL_ARG_BIAS).get_data_handle())
+              : nullptr;
+      const double onednn = Fastest([&] { step.prim.execute(stream, args), stream.wait(); }, 3);
+      const double kiln = Fastest([&] { timed->Run(src, bias, dst); }, 3);
+      faster = kiln < onednn;
+      Memo().Record(key, faster);
+    }
+    if (!faster) return false;
+  }
+  timed.reset();
+  std::shared_ptr<const SmallConv> chosen = make(weights);
+  if (chosen == nullptr) return false;
+  plan_->steps.back().small_conv = chosen;
+  DropOneDnnWeights();
+  return true;
+}
+
+}  // namespace kiln::onednn::internal
