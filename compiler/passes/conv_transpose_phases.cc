@@ -290,6 +290,20 @@ std::map<std::string, Attribute> ConvAttrs(const Plan& p, const PhaseDim& ph, co
   return attrs;
 }
 
+// Node `n` (the ConvTranspose) turned into an `op` node reading `inputs` (its other input
+// slots dropped), without attributes or dim facts; it keeps writing its output value.
+Node& Retype(Graph& g, NodeId n, const char* op, const std::vector<ValueId>& inputs) {
+  const size_t slots = g.node(n).inputs.size();
+  for (size_t k = inputs.size(); k < slots; ++k) g.SetNodeInput(n, static_cast<int>(k), kNoValue);
+  for (size_t k = 0; k < inputs.size(); ++k) g.SetNodeInput(n, static_cast<int>(k), inputs[k]);
+  Node& node = g.mutable_node(n);
+  node.inputs.resize(inputs.size());
+  node.op_type = op;
+  node.attributes.clear();
+  node.dim_facts.clear();
+  return node;
+}
+
 // Whether ConvTranspose `n` reads a 1 x 1 image without pads (a generator's first layer,
 // latent -> k x k): then out[:, co, i, j] = sum_ci x[:, ci] W[ci, co, i, j], one GEMM with
 // W's own bytes as [Cin, Cout * kh * kw]; as phase convolutions it would mostly multiply pads.
@@ -360,14 +374,7 @@ Status RewriteOnePixel(Graph& g, NodeId n, const Plan& p, const std::optional<No
   }
   ASSIGN_OR_RETURN(ValueId out_shape,
                    AddShape(g, name + "_image", {-1, p.cout_g, p.kernel[0], p.kernel[1]}));
-  if (bias != kNoValue) g.SetNodeInput(n, 2, kNoValue);
-  g.SetNodeInput(n, 0, y);
-  g.SetNodeInput(n, 1, out_shape);
-  Node& r = g.mutable_node(n);
-  r.inputs.resize(2);
-  r.op_type = "Reshape";
-  r.attributes.clear();
-  r.dim_facts.clear();
+  Retype(g, n, "Reshape", {y, out_shape});
   return Status::Ok();
 }
 
@@ -433,16 +440,9 @@ Status Rewrite(Graph& g, NodeId n, const Plan& p, const std::optional<Node>& act
   concat.outputs = {cat};
   RETURN_IF_ERROR(g.AddNode(std::move(concat)).status());
   // The ConvTranspose node becomes the DepthToSpace: its output value keeps its producer.
-  if (bias != kNoValue) g.SetNodeInput(n, 2, kNoValue);
-  g.SetNodeInput(n, 1, kNoValue);
-  g.SetNodeInput(n, 0, cat);
-  Node& d2s = g.mutable_node(n);
-  d2s.inputs.resize(1);
-  d2s.op_type = "DepthToSpace";
-  d2s.attributes.clear();
+  Node& d2s = Retype(g, n, "DepthToSpace", {cat});
   d2s.attributes["blocksize"] = Attribute::Int(p.stride);
   d2s.attributes["mode"] = Attribute::String("DCR");
-  d2s.dim_facts.clear();
   return Status::Ok();
 }
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -28,6 +29,30 @@ namespace kiln::onednn::internal {
 /// Workspace buffers, intermediates and reordered weights are aligned to this many bytes.
 inline constexpr size_t kAlign = 64;
 inline size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+/// A timed trial's answers by shape key, once per process: every plan of the process then
+/// computes a shape alike (two regions or models with the same layer, the Winograd probe's
+/// plans, other input sizes' regions) instead of each following its own timing noise, and
+/// pays the trial once. Thread-safe; a concurrent build's first answer for a key stays.
+template <typename T>
+class ChoiceMemo {
+ public:
+  bool Find(const std::string& key, T* answer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = answers_.find(key);
+    if (it == answers_.end()) return false;
+    *answer = it->second;
+    return true;
+  }
+  void Record(const std::string& key, T answer) {
+    std::lock_guard<std::mutex> lock(mu_);
+    answers_.emplace(key, answer);
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, T> answers_;
+};
 
 /// Scratch for a timed trial (layout or implementation choice): at least `bytes` (rounded up to
 /// kAlign, 64-byte aligned) holding floats in [-0.75, 0.75] (speed does not depend on values;

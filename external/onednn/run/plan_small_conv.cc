@@ -33,29 +33,9 @@ Mode ModeFromEnv() {
 }
 
 // The trial's answers by shape (src and dst descriptors, kernel, strides, paddings, team
-// size), once per process: every plan of the process computes a shape alike, and repeated
-// builds (the Winograd probe's plans, other input sizes' regions) pay the trial once.
-class SmallIcMemo {
- public:
-  bool Find(const std::string& key, bool* faster) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = faster_.find(key);
-    if (it == faster_.end()) return false;
-    *faster = it->second;
-    return true;
-  }
-  void Record(const std::string& key, bool faster) {
-    std::lock_guard<std::mutex> lock(mu_);
-    faster_.emplace(key, faster);
-  }
-
- private:
-  std::mutex mu_;
-  std::unordered_map<std::string, bool> faster_;
-};
-
-SmallIcMemo& Memo() {
-  static SmallIcMemo* memo = new SmallIcMemo();
+// size), once per process (ChoiceMemo).
+ChoiceMemo<bool>& Memo() {
+  static ChoiceMemo<bool>* memo = new ChoiceMemo<bool>();
   return *memo;
 }
 

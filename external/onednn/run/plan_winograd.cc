@@ -57,30 +57,9 @@ bool WeightsOutweigh(int m, const Dims& wd, const dnnl::convolution_forward::pri
 }
 
 // The tile chosen for a convolution shape (0: oneDNN's primitive), measured once per process:
-// identical convolutions (resnet repeats each of its shapes) then cost one trial, and every
-// plan of the process computes them alike (two regions or models with the same layer),
-// instead of each following its own timing noise.
-class ChoiceMemo {
- public:
-  bool Find(const std::string& key, int* tile) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = tiles_.find(key);
-    if (it == tiles_.end()) return false;
-    *tile = it->second;
-    return true;
-  }
-  void Record(const std::string& key, int tile) {
-    std::lock_guard<std::mutex> lock(mu_);
-    tiles_.emplace(key, tile);  // a concurrent build's first answer stays
-  }
-
- private:
-  std::mutex mu_;
-  std::unordered_map<std::string, int> tiles_;
-};
-
-ChoiceMemo& Memo() {
-  static ChoiceMemo* memo = new ChoiceMemo();
+// identical convolutions (resnet repeats each of its shapes) then cost one trial.
+ChoiceMemo<int>& Memo() {
+  static ChoiceMemo<int>* memo = new ChoiceMemo<int>();
   return *memo;
 }
 
