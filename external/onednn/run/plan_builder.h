@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "external/onednn/region.h"
+#include "external/onednn/run/kiln_conv.h"
 #include "external/onednn/run/plan.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
@@ -271,11 +272,22 @@ class Builder {
                 const Window& win);
   size_t FasterConv(const dnnl::convolution_forward::primitive_desc& pd,
                     const std::vector<std::shared_ptr<const WinogradConv>>& candidates);
-  /// The last step's arguments on trial buffers (constants where they are), for timing it
-  /// against kiln's own convolutions; `owned` keeps the buffers.
-  std::unordered_map<int, dnnl::memory> TrialArgs(
-      const dnnl::convolution_forward::primitive_desc& pd,
-      std::vector<std::shared_ptr<void>>* owned);
+  /// A timed trial of the Conv step just added (`pd`) against kiln's own convolutions: its
+  /// arguments on trial buffers of the real shape (constants where they are), the raw pointers
+  /// kiln's kernels take, and oneDNN's time on them (Fastest of 3).
+  struct ConvTrial {
+    std::vector<std::shared_ptr<void>> owned;  // the trial buffers
+    std::unordered_map<int, dnnl::memory> args;
+    const float* src = nullptr;
+    float* dst = nullptr;
+    const float* bias = nullptr;  // null: the conv has none
+    double onednn_seconds = 0;
+  };
+  ConvTrial TimeOneDnnConv(const dnnl::convolution_forward::primitive_desc& pd);
+  /// The Conv `op` (primitive `pd`, window `win`) as kiln's own convolutions take it, with
+  /// post-ops `post`, weights null (set them before a final Make) and this op's team.
+  KilnConvSpec ConvSpec(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
+                        const Window& win, std::vector<WinogradPostOp> post) const;
   /// Replaces the Conv step just added (`pd`, window `win`) with kiln's small-input-channel
   /// convolution when it applies and measures faster; whether it did (plan_small_conv.cc).
   bool SmallIc(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,

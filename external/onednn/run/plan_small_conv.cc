@@ -2,13 +2,9 @@
 // (small_conv.h) for a convolution of 1-4 input channels: a rule admits the shapes where it
 // measured faster, then a timed trial on the real shape guards, once per shape and team size
 // in a process.
-#include <omp.h>
-
 #include <cstdlib>
 #include <memory>
-#include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "base/dtype.h"
@@ -74,32 +70,22 @@ bool Builder::SmallIc(const Op& op, const dnnl::convolution_forward::primitive_d
   if (r_.tensors[w].dtype != DType::kF32 || weights == nullptr) return false;
   std::vector<WinogradPostOp> post;
   if (!WinogradPostOps(op, &post)) return false;
-  const int threads = omp_get_max_threads();  // the op's team (TeamSize)
+  KilnConvSpec spec = ConvSpec(op, pd, win, std::move(post));
   auto make = [&](const float* wts) {
-    return SmallConv::Make(pd.src_desc(), pd.dst_desc(), wts, wd, win.strides, win.dilations,
-                           win.pad_l, post, threads);
+    spec.weights = wts;
+    return SmallConv::Make(spec);
   };
   std::shared_ptr<const SmallConv> timed = make(nullptr);
   if (timed == nullptr) return false;
   if (mode == Mode::kTrial) {
     const std::string key = MdKey(pd.src_desc()) + MdKey(pd.dst_desc()) + DimsToString(wd) +
                             DimsToString(win.strides) + DimsToString(win.pad_l) +
-                            DimsToString(win.pad_r) + "/" + std::to_string(threads);
+                            DimsToString(win.pad_r) + "/" + std::to_string(spec.threads);
     bool faster = false;
     if (!Memo().Find(key, &faster)) {
-      Step& step = plan_->steps.back();
-      std::vector<std::shared_ptr<void>> owned;
-      std::unordered_map<int, memory> args = TrialArgs(pd, &owned);
-      dnnl::stream stream(Engine());
-      const float* src = static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle());
-      float* dst = static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle());
-      const float* bias =
-          args.count(DNNL_ARG_BIAS)
-              ? static_cast<const float*>(args.at(DNNL_ARG_BIAS).get_data_handle())
-              : nullptr;
-      const double onednn = Fastest([&] { step.prim.execute(stream, args), stream.wait(); }, 3);
-      const double kiln = Fastest([&] { timed->Run(src, bias, dst); }, 3);
-      faster = kiln < onednn;
+      ConvTrial trial = TimeOneDnnConv(pd);
+      faster = Fastest([&] { timed->Run(trial.src, trial.bias, trial.dst); }, 3) <
+               trial.onednn_seconds;
       Memo().Record(key, faster);
     }
     if (!faster) return false;

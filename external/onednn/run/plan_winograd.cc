@@ -302,38 +302,50 @@ std::vector<bool> Builder::F4Allowed() const {
 // index + 1, or 0 for oneDNN.
 size_t Builder::FasterConv(const dnnl::convolution_forward::primitive_desc& pd,
                            const std::vector<std::shared_ptr<const WinogradConv>>& candidates) {
-  Step& step = plan_->steps.back();
-  std::vector<std::shared_ptr<void>> owned;
-  std::unordered_map<int, memory> args = TrialArgs(pd, &owned);
-  dnnl::stream stream(Engine());
-  const float* src = static_cast<const float*>(args.at(DNNL_ARG_SRC).get_data_handle());
-  float* dst = static_cast<float*>(args.at(DNNL_ARG_DST).get_data_handle());
-  const float* bias = args.count(DNNL_ARG_BIAS)
-                          ? static_cast<const float*>(args.at(DNNL_ARG_BIAS).get_data_handle())
-                          : nullptr;
-  double fastest = Fastest([&] { step.prim.execute(stream, args), stream.wait(); }, 3);
+  ConvTrial trial = TimeOneDnnConv(pd);
+  double fastest = trial.onednn_seconds;
   size_t best = 0;
   for (size_t i = 0; i < candidates.size(); ++i) {
-    void* scratch = TrialBuffer(candidates[i]->scratch_bytes(), &owned);
-    double t = Fastest([&] { candidates[i]->Run(src, bias, dst, scratch); }, 3);
+    void* scratch = TrialBuffer(candidates[i]->scratch_bytes(), &trial.owned);
+    double t = Fastest([&] { candidates[i]->Run(trial.src, trial.bias, trial.dst, scratch); }, 3);
     if (t < (best == 0 ? 0.95 : 0.9) * fastest) fastest = t, best = i + 1;
   }
   return best;
 }
 
-std::unordered_map<int, memory> Builder::TrialArgs(
-    const dnnl::convolution_forward::primitive_desc& pd,
-    std::vector<std::shared_ptr<void>>* owned) {
-  std::unordered_map<int, memory> args;
-  for (const auto& [arg, slot] : plan_->steps.back().args) {
+Builder::ConvTrial Builder::TimeOneDnnConv(const dnnl::convolution_forward::primitive_desc& pd) {
+  ConvTrial trial;
+  Step& step = plan_->steps.back();
+  for (const auto& [arg, slot] : step.args) {
     const Slot& s = plan_->slots[slot];
     if (arg == DNNL_ARG_SCRATCHPAD) continue;
-    void* p = s.kind == Slot::Kind::kConst ? s.ptr : TrialBuffer(s.md.get_size(), owned);
-    args.emplace(arg, memory(s.md, Engine(), p));
+    void* p = s.kind == Slot::Kind::kConst ? s.ptr : TrialBuffer(s.md.get_size(), &trial.owned);
+    trial.args.emplace(arg, memory(s.md, Engine(), p));
   }
-  args.emplace(DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), Engine(),
-                                           TrialBuffer(pd.scratchpad_desc().get_size(), owned)));
-  return args;
+  const memory::desc scratchpad = pd.scratchpad_desc();
+  void* pad = TrialBuffer(scratchpad.get_size(), &trial.owned);
+  trial.args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad, Engine(), pad));
+  auto data = [&](int arg) { return static_cast<float*>(trial.args.at(arg).get_data_handle()); };
+  trial.src = data(DNNL_ARG_SRC);
+  trial.dst = data(DNNL_ARG_DST);
+  trial.bias = trial.args.count(DNNL_ARG_BIAS) ? data(DNNL_ARG_BIAS) : nullptr;
+  dnnl::stream stream(Engine());
+  trial.onednn_seconds = Fastest([&] { step.prim.execute(stream, trial.args), stream.wait(); }, 3);
+  return trial;
+}
+
+KilnConvSpec Builder::ConvSpec(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
+                               const Window& win, std::vector<WinogradPostOp> post) const {
+  KilnConvSpec spec;
+  spec.src = pd.src_desc();
+  spec.dst = pd.dst_desc();
+  spec.weight_dims = dims_[op.inputs[1]];
+  spec.strides = win.strides;
+  spec.dilations = win.dilations;
+  spec.pad_l = win.pad_l;
+  spec.post_ops = std::move(post);
+  spec.threads = omp_get_max_threads();  // the op's team (TeamSize)
+  return spec;
 }
 
 void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
@@ -364,9 +376,10 @@ void Builder::Winograd(const Op& op, const dnnl::convolution_forward::primitive_
   // Timed candidates run on zero weights (as fast as real ones): only the chosen tile's
   // weights are transformed, once.
   const bool trial = choice.measure && known < 0;
+  KilnConvSpec spec = ConvSpec(op, pd, win, std::move(post));
   auto make = [&](int m, const float* wts) {
-    return WinogradConv::Make(pd.src_desc(), pd.dst_desc(), wts, wd, win.strides, win.dilations,
-                              win.pad_l, post, m, omp_get_max_threads());
+    spec.weights = wts;
+    return WinogradConv::Make(spec, m);
   };
   // With real weights: made once per tile for the probe's plans and the final one.
   auto transformed = [&](int m) {

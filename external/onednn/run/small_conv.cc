@@ -185,17 +185,18 @@ SmallConv::SmallConv(const Geometry& g, std::vector<WinogradPostOp> post_ops,
   }
 }
 
-std::shared_ptr<const SmallConv> SmallConv::Make(
-    const memory::desc& src, const memory::desc& dst, const float* weights,
-    const std::vector<int64_t>& weight_dims, const std::vector<int64_t>& strides,
-    const std::vector<int64_t>& dilations, const std::vector<int64_t>& pad_l,
-    std::vector<WinogradPostOp> post_ops, int threads) {
+std::shared_ptr<const SmallConv> SmallConv::Make(const KilnConvSpec& spec) {
+  const memory::desc& src = spec.src;
+  const memory::desc& dst = spec.dst;
+  const std::vector<int64_t>& weight_dims = spec.weight_dims;
+  const std::vector<int64_t>& strides = spec.strides;
+  const std::vector<int64_t>& pad_l = spec.pad_l;
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return nullptr;
   const bool plain = Is(src, memory::format_tag::abcd);
   if ((!plain && !Is(src, memory::format_tag::aBcd8b)) || !Is(dst, memory::format_tag::aBcd8b))
     return nullptr;
-  if (weight_dims.size() != 4 || strides.size() != 2 || dilations != std::vector<int64_t>{0, 0} ||
-      pad_l.size() != 2)
+  if (weight_dims.size() != 4 || strides.size() != 2 ||
+      spec.dilations != std::vector<int64_t>{0, 0} || pad_l.size() != 2)
     return nullptr;
   memory::dims in = src.dims(), out = dst.dims();
   Geometry g;
@@ -217,8 +218,8 @@ std::shared_ptr<const SmallConv> SmallConv::Make(
   g.x_lo = std::min((g.pl + g.sw - 1) / g.sw, g.ow);
   const int64_t last = g.w + g.pl - g.kw;  // the largest x sw inside
   g.x_hi = last < 0 ? g.x_lo : std::clamp(last / g.sw + 1, g.x_lo, g.ow);
-  g.threads = std::max(threads, 1);
-  return std::shared_ptr<const SmallConv>(new SmallConv(g, std::move(post_ops), weights));
+  g.threads = std::max(spec.threads, 1);
+  return std::shared_ptr<const SmallConv>(new SmallConv(g, spec.post_ops, spec.weights));
 }
 
 void SmallConv::Run(const float* src, const float* bias, float* dst) const {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "external/onednn/run/avx2_post_ops.h"
+#include "external/onednn/run/kiln_conv.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace kiln::onednn::internal {
@@ -28,21 +29,11 @@ class SmallConv {
   /// The largest input channel count it takes.
   static constexpr int64_t kMaxChannels = 4;
 
-  /// The convolution, or nullptr when it does not apply and oneDNN's primitive should run
-  /// instead: a CPU without AVX2 and FMA, src not f32 abcd or aBcd8b 4-D, dst not f32 aBcd8b,
-  /// more than kMaxChannels input channels, strides other than 1 or 2, dilations (oneDNN's: 0
-  /// is dense) other than 0, or dims that do not agree. `weights` (plain [K, C, KH, KW], read
-  /// only during Make) are packed once; null packs zeros (Run's speed does not depend on the
-  /// weights' values), for timing. `pad_l` holds the top and left paddings (the others follow
-  /// from dst's dims). `threads` bounds the OpenMP team Run uses.
-  static std::shared_ptr<const SmallConv> Make(const dnnl::memory::desc& src,
-                                               const dnnl::memory::desc& dst,
-                                               const float* weights,
-                                               const std::vector<int64_t>& weight_dims,
-                                               const std::vector<int64_t>& strides,
-                                               const std::vector<int64_t>& dilations,
-                                               const std::vector<int64_t>& pad_l,
-                                               std::vector<WinogradPostOp> post_ops, int threads);
+  /// The convolution of `spec`, or nullptr when it does not apply and oneDNN's primitive
+  /// should run instead: a CPU without AVX2 and FMA, src not f32 abcd or aBcd8b 4-D, dst not
+  /// f32 aBcd8b, more than kMaxChannels input channels, strides other than 1 or 2, dilations
+  /// other than 0, or dims that do not agree. The weights are packed once (null: zeros).
+  static std::shared_ptr<const SmallConv> Make(const KilnConvSpec& spec);
 
   /// dst = post_ops(conv(src) + bias) (bias: K floats, or null). src must not alias dst. Runs
   /// on OpenMP's team (at most `threads` of Make), as oneDNN's primitives do.

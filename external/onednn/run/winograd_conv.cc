@@ -318,17 +318,17 @@ WinogradConv::WinogradConv(const Geometry& g, std::vector<WinogradPostOp> post_o
   scratch_bytes_ = (shared_floats_ + per_thread_floats_ * g_.threads) * sizeof(float);
 }
 
-std::shared_ptr<const WinogradConv> WinogradConv::Make(
-    const memory::desc& src, const memory::desc& dst, const float* weights,
-    const std::vector<int64_t>& weight_dims, const std::vector<int64_t>& strides,
-    const std::vector<int64_t>& dilations, const std::vector<int64_t>& pad_l,
-    std::vector<WinogradPostOp> post_ops, int m, int threads) {
+std::shared_ptr<const WinogradConv> WinogradConv::Make(const KilnConvSpec& spec, int m) {
+  const memory::desc& src = spec.src;
+  const memory::desc& dst = spec.dst;
+  const std::vector<int64_t>& weight_dims = spec.weight_dims;
+  const std::vector<int64_t>& pad_l = spec.pad_l;
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return nullptr;
   if ((m != 2 && m != 4) || !IsBlocked8(src) || !IsBlocked8(dst)) return nullptr;
   const std::vector<int64_t> three = {3, 3}, one = {1, 1}, zero = {0, 0};
   if (weight_dims.size() != 4 ||
-      std::vector<int64_t>(weight_dims.begin() + 2, weight_dims.end()) != three || strides != one ||
-      dilations != zero || pad_l.size() != 2)
+      std::vector<int64_t>(weight_dims.begin() + 2, weight_dims.end()) != three ||
+      spec.strides != one || spec.dilations != zero || pad_l.size() != 2)
     return nullptr;
   memory::dims in = src.dims(), out = dst.dims();
   Geometry g;
@@ -340,10 +340,10 @@ std::shared_ptr<const WinogradConv> WinogradConv::Make(
   g.m = m, g.alpha = m + 2, g.positions = g.alpha * g.alpha;
   g.cb = (g.c + 7) / 8, g.kb16 = (g.k + 15) / 16, g.kb8 = (g.k + 7) / 8;
   g.th = (g.oh + m - 1) / m, g.tw = (g.ow + m - 1) / m, g.tiles = g.n * g.th * g.tw;
-  g.threads = std::max(threads, 1);
+  g.threads = std::max(spec.threads, 1);
   ChooseBlocking(&g);
-  std::shared_ptr<WinogradConv> conv(new WinogradConv(g, std::move(post_ops)));
-  conv->TransformWeights(weights);
+  std::shared_ptr<WinogradConv> conv(new WinogradConv(g, spec.post_ops));
+  conv->TransformWeights(spec.weights);
   return conv;
 }
 

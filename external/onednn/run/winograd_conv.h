@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "external/onednn/run/avx2_post_ops.h"
+#include "external/onednn/run/kiln_conv.h"
 #include "oneapi/dnnl/dnnl.hpp"
 
 namespace kiln::onednn::internal {
@@ -24,22 +25,12 @@ namespace kiln::onednn::internal {
 /// Run may be called from any number of threads at once, each with its own scratch.
 class WinogradConv {
  public:
-  /// The convolution, or nullptr when it does not apply and oneDNN's primitive should run
-  /// instead: a CPU without AVX2 and FMA, src or dst not f32 aBcd8b 4-D, a kernel other than
-  /// 3x3, strides other than 1, dilations (oneDNN's: 0 is dense) other than 0, dims that do not
-  /// agree, or `m` other than 2 or 4. `weights` (plain [K, C, 3, 3], read only during Make)
-  /// is transformed once; null makes a convolution of zero weights, as fast as the real one
-  /// (Run's speed does not depend on the weights' values), for timing without transforming; `pad_l` holds the top and left paddings (the others follow from
-  /// dst's dims). `threads` bounds the OpenMP team Run uses (its scratch is sized for it).
-  static std::shared_ptr<const WinogradConv> Make(const dnnl::memory::desc& src,
-                                                  const dnnl::memory::desc& dst,
-                                                  const float* weights,
-                                                  const std::vector<int64_t>& weight_dims,
-                                                  const std::vector<int64_t>& strides,
-                                                  const std::vector<int64_t>& dilations,
-                                                  const std::vector<int64_t>& pad_l,
-                                                  std::vector<WinogradPostOp> post_ops, int m,
-                                                  int threads);
+  /// F(m x m, 3x3) for `spec`, or nullptr when it does not apply and oneDNN's primitive
+  /// should run instead: a CPU without AVX2 and FMA, src or dst not f32 aBcd8b 4-D, a kernel
+  /// other than 3x3, strides other than 1, dilations other than 0, dims that do not agree, or
+  /// `m` other than 2 or 4. The weights are transformed once (null: zeros); the scratch is
+  /// sized for spec.threads.
+  static std::shared_ptr<const WinogradConv> Make(const KilnConvSpec& spec, int m);
 
   /// dst = post_ops(conv(src) + bias) (bias: K floats, or null). `scratch` holds at least
   /// scratch_bytes() bytes, 64-byte aligned; src and scratch must not alias dst. Runs on

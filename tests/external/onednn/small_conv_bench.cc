@@ -103,8 +103,8 @@ int main(int argc, char** argv) {
     memory src(src_md, eng, Buffer(src_md.get_size())), dst(dst_md, eng, Buffer(dst_md.get_size()));
     memory w(pd.weights_desc(), eng, Buffer(pd.weights_desc().get_size()));
     memory b({{s.k}, memory::data_type::f32, memory::format_tag::a}, eng, Buffer(s.k * 4));
-    auto kiln = SmallConv::Make(src_md, dst_md, wt.data(), wd, {s.stride, s.stride}, {0, 0},
-                                {pad, pad}, {WinogradPostOp{s.post, alpha, beta}}, threads);
+    auto kiln = SmallConv::Make({src_md, dst_md, wt.data(), wd, {s.stride, s.stride}, {0, 0},
+                                 {pad, pad}, {WinogradPostOp{s.post, alpha, beta}}, threads});
     if (kiln == nullptr) return 1;
     std::vector<double> t[2];
     for (int r = 0; r < runs + 2; ++r) {

@@ -151,8 +151,8 @@ BOOST_DATA_TEST_CASE(MatchesFloat64, data::make(Cases()), param) {
   const memory::desc src_md({t.n, t.c, t.h, t.w}, memory::data_type::f32,
                             t.blocked_src ? tag::aBcd8b : tag::abcd);
   const memory::desc dst_md({t.n, t.k, oh, ow}, memory::data_type::f32, tag::aBcd8b);
-  auto conv = SmallConv::Make(src_md, dst_md, wts.data(), {t.k, t.c, t.kh, t.kw}, {t.sh, t.sw},
-                              {0, 0}, {t.pt, t.pl}, t.post, 2);
+  auto conv = SmallConv::Make({src_md, dst_md, wts.data(), {t.k, t.c, t.kh, t.kw}, {t.sh, t.sw},
+                               {0, 0}, {t.pt, t.pl}, t.post, 2});
   BOOST_REQUIRE(conv != nullptr);
   conv->Run(x.data(), t.bias ? bias.data() : nullptr, dst.data());
 
@@ -211,8 +211,8 @@ BOOST_AUTO_TEST_CASE(SameOnAnyTeam) {
   for (size_t i = 0; i < w.size(); ++i) w[i] = Value(i, 6, 0.5f);
   std::vector<std::vector<float>> outs;
   for (int threads : {1, 2, 3}) {
-    auto conv = SmallConv::Make(src_md, dst_md, w.data(), {24, 3, 3, 3}, {2, 2}, {0, 0}, {1, 1},
-                                {kRelu}, threads);
+    auto conv = SmallConv::Make({src_md, dst_md, w.data(), {24, 3, 3, 3}, {2, 2}, {0, 0}, {1, 1},
+                                 {kRelu}, threads});
     BOOST_REQUIRE(conv != nullptr);
     outs.emplace_back(24 * 15 * 16);
     conv->Run(x.data(), nullptr, outs.back().data());
@@ -228,7 +228,7 @@ BOOST_AUTO_TEST_CASE(DeclinesWhatItDoesNotRun) {
   const std::vector<int64_t> wd = {16, 3, 3, 3}, one = {1, 1}, dense = {0, 0}, pad = {1, 1};
   auto make = [&](const memory::desc& s, const memory::desc& d, const std::vector<int64_t>& w,
                   const std::vector<int64_t>& st, const std::vector<int64_t>& dil) {
-    return SmallConv::Make(s, d, nullptr, w, st, dil, pad, {}, 1) != nullptr;
+    return SmallConv::Make({s, d, nullptr, w, st, dil, pad, {}, 1}) != nullptr;
   };
   BOOST_TEST(make(plain, out, wd, one, dense) == HasAvx2());
   // Five input channels.

@@ -89,8 +89,8 @@ int main(int argc, char** argv) {
     std::vector<std::shared_ptr<const WinogradConv>> wino;
     std::vector<void*> scratch;
     for (int m : {2, 4}) {
-      wino.push_back(WinogradConv::Make(src_md, dst_md, wt.data(), wd, {1, 1}, {0, 0}, {1, 1},
-                                        {WinogradPostOp{}}, m, threads));
+      wino.push_back(WinogradConv::Make(
+          {src_md, dst_md, wt.data(), wd, {1, 1}, {0, 0}, {1, 1}, {WinogradPostOp{}}, threads}, m));
       scratch.push_back(Buffer(wino.back()->scratch_bytes()));
     }
     std::vector<double> t[3];

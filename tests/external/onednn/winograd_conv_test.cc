@@ -282,8 +282,8 @@ BOOST_DATA_TEST_CASE(within_the_error_bound_of_float64_and_onednn, data::make(Ca
   for (float& v : wt) v *= 0.3f;  // outputs of order 1, as a trained network's are
   memory::desc src_md(xd, memory::data_type::f32, tag::aBcd8b);
   memory::desc dst_md(yd, memory::data_type::f32, tag::aBcd8b);
-  auto conv = WinogradConv::Make(src_md, dst_md, wt.data(), wd, {1, 1}, {0, 0}, {c.pt, c.pl},
-                                 c.post, c.m, 2);
+  auto conv = WinogradConv::Make(
+      {src_md, dst_md, wt.data(), wd, {1, 1}, {0, 0}, {c.pt, c.pl}, c.post, 2}, c.m);
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
     BOOST_TEST(conv == nullptr);  // the contract on such CPUs: oneDNN's primitive runs
     return;
@@ -365,7 +365,7 @@ BOOST_AUTO_TEST_CASE(leaves_other_convolutions_to_onednn) {
   memory::dims in = {1, 16, 8, 8}, out = {1, 16, 8, 8};
   auto make = [&](memory::desc s, memory::desc d, memory::dims w, memory::dims strides,
                   memory::dims dil, int m) {
-    return WinogradConv::Make(s, d, wt.data(), w, strides, dil, {1, 1}, {}, m, 1);
+    return WinogradConv::Make({s, d, wt.data(), w, strides, dil, {1, 1}, {}, 1}, m);
   };
   memory::dims w3 = {16, 16, 3, 3};
   // Stride 2, dilation, a 5x5 kernel, grouped weights ([K, C / 2, 3, 3]), plain and
@@ -403,8 +403,8 @@ BOOST_AUTO_TEST_CASE(bitwise_equal_at_one_and_two_threads) {
       memory::desc dst_md({1, s.k, s.hw, s.hw}, memory::data_type::f32, tag::aBcd8b);
       std::vector<float> x = Random(s.c * s.hw * s.hw, 5), wt = Random(s.k * s.c * 9, 6);
       std::vector<float> bias = Random(s.k, 7);
-      auto conv =
-          WinogradConv::Make(src_md, dst_md, wt.data(), wd, {1, 1}, {0, 0}, {1, 1}, {kRelu}, m, 2);
+      auto conv = WinogradConv::Make(
+          {src_md, dst_md, wt.data(), wd, {1, 1}, {0, 0}, {1, 1}, {kRelu}, 2}, m);
       if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
         BOOST_TEST(conv == nullptr);
         continue;
