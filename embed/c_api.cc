@@ -262,6 +262,8 @@ kiln_status* kiln_runtime_create(const kiln_runtime_options* options, kiln_runti
     if (options->jit_cache != nullptr) o.jit_cache = options->jit_cache;
     if (options->jit_cache_bytes > 0) o.jit_cache_bytes = options->jit_cache_bytes;
     o.dispatch.tiering = options->jit_tiering_off == 0;
+    o.require_vendor = options->require_vendor != 0;
+    o.ignore_tuned_fallback = options->ignore_tuned_fallback != 0;
     if (options->allocator_cache_bytes > 0) {
       o.allocator_cache_bytes = options->allocator_cache_bytes;
     }

@@ -140,6 +140,12 @@ typedef struct kiln_runtime_options {
   uint64_t jit_cache_bytes;      /* bound on the JIT cache directory (LRU); 0: 1 GiB */
   int32_t jit_tiering_off;       /* nonzero: kernels are optimized at their first compile (no
                                     cheap first tier; RuntimeOptions::dispatch.tiering) */
+  int32_t require_vendor;        /* nonzero: loading fails when a vendor declines an external
+                                    region or is not registered (default: the region runs its
+                                    fallback, kiln's JIT, with one notice on stderr) */
+  int32_t ignore_tuned_fallback; /* nonzero: regions `kiln compile --tune` measured slower than
+                                    their fallback get their vendor runtime anyway (default:
+                                    they run the fallback) */
 } kiln_runtime_options;
 
 /* Counters since the runtime was created. */

@@ -3,7 +3,10 @@
 
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <mutex>
+#include <string>
+#include <tuple>
 #include <utility>
 
 #include "embed/compile.h"
@@ -28,8 +31,11 @@ bool FileIsKiln(const std::string& path) {
 
 }  // namespace
 
-RuntimeOptions ToRuntimeOptions(py::handle threads, py::handle jit_cache, py::handle plugins) {
+RuntimeOptions ToRuntimeOptions(py::handle threads, py::handle jit_cache, py::handle plugins,
+                                bool require_vendor, bool ignore_tuned_fallback) {
   RuntimeOptions options;
+  options.require_vendor = require_vendor;
+  options.ignore_tuned_fallback = ignore_tuned_fallback;
   if (!threads.is_none()) options.num_threads = py::cast<int>(threads);
   if (!jit_cache.is_none())
     options.jit_cache = py::str(py::module_::import("os").attr("fspath")(jit_cache));
@@ -43,9 +49,11 @@ RuntimeOptions ToRuntimeOptions(py::handle threads, py::handle jit_cache, py::ha
 
 StatusOr<std::shared_ptr<Runtime>> SharedRuntime(const RuntimeOptions& options) {
   static std::mutex mu;
-  static auto* runtimes = new std::map<std::pair<int, std::string>, std::weak_ptr<Runtime>>();
+  using Key = std::tuple<int, std::string, bool, bool>;
+  static auto* runtimes = new std::map<Key, std::weak_ptr<Runtime>>();
   std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_pair(options.num_threads, options.jit_cache);
+  const Key key{options.num_threads, options.jit_cache, options.require_vendor,
+                options.ignore_tuned_fallback};
   if (std::shared_ptr<Runtime> runtime = (*runtimes)[key].lock()) return runtime;
   ASSIGN_OR_RETURN(std::shared_ptr<Runtime> runtime, Runtime::Create(options));
   (*runtimes)[key] = runtime;

@@ -20,12 +20,15 @@ namespace py = pybind11;
 
 /// RuntimeOptions from Python's keywords: `threads` None or an int (0: OpenMP's default),
 /// `jit_cache` None (the default directory), "off" or a directory, `plugins` a sequence of
-/// paths. Needs the GIL.
-RuntimeOptions ToRuntimeOptions(py::handle threads, py::handle jit_cache, py::handle plugins);
+/// paths, and the load policy (RuntimeOptions::require_vendor, ::ignore_tuned_fallback).
+/// Needs the GIL.
+RuntimeOptions ToRuntimeOptions(py::handle threads, py::handle jit_cache, py::handle plugins,
+                                bool require_vendor = false, bool ignore_tuned_fallback = false);
 
-/// The runtime InferenceSession uses for `options` (threads, jit_cache, no plugins): one per
-/// distinct pair in the process while any session holds it, so sessions share compiled
-/// kernels, vendor runtimes and the allocator. Errors are Runtime::Create's. Thread-safe.
+/// The runtime InferenceSession uses for `options` (threads, jit_cache, the load policy, no
+/// plugins): one per distinct combination in the process while any session holds it, so
+/// sessions share compiled kernels, vendor runtimes and the allocator. Errors are
+/// Runtime::Create's. Thread-safe.
 StatusOr<std::shared_ptr<Runtime>> SharedRuntime(const RuntimeOptions& options);
 
 /// How to compile an .onnx: `dims` pins symbolic dims, `external` names the external compiler,

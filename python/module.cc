@@ -60,15 +60,23 @@ void DefineRuntime(py::module_& m) {
       m, "Runtime",
       "The JIT (kernels compiled on first use, persistent object cache), vendor runtimes "
       "(oneDNN, plugins) and a pooling allocator. Create one and load many models into it; "
-      "InferenceSession makes (and shares) one per (threads, jit_cache) by itself.")
-      .def(py::init([](py::object threads, py::object jit_cache, py::object plugins) {
-             return Unwrap(Runtime::Create(ToRuntimeOptions(threads, jit_cache, plugins)));
+      "InferenceSession makes (and shares) one per option set by itself.")
+      .def(py::init([](py::object threads, py::object jit_cache, py::object plugins,
+                       bool require_vendor, bool ignore_tuned_fallback) {
+             return Unwrap(Runtime::Create(ToRuntimeOptions(threads, jit_cache, plugins,
+                                                            require_vendor,
+                                                            ignore_tuned_fallback)));
            }),
            py::arg("threads") = py::none(), py::arg("jit_cache") = py::none(),
-           py::arg("plugins") = py::none(),
+           py::arg("plugins") = py::none(), py::arg("require_vendor") = false,
+           py::arg("ignore_tuned_fallback") = false,
            "threads: OpenMP threads of kernels and oneDNN regions (None: $OMP_NUM_THREADS, else "
            "every core); jit_cache: None (~/.cache/kiln), \"off\" or a directory; plugins: "
-           "vendor plugin .so paths.")
+           "vendor plugin .so paths; require_vendor: a load fails when a vendor declines an "
+           "external region or is not registered (default: the region runs its fallback, "
+           "kiln's JIT, with one notice on stderr); ignore_tuned_fallback: regions `kiln "
+           "compile --tune` measured slower than their fallback get their vendor runtime anyway "
+           "(default: they run the fallback).")
       .def(
           "load",
           [](std::shared_ptr<Runtime> self, py::object model, py::object dims,
@@ -95,17 +103,20 @@ void DefineSession(py::module_& m) {
       "A model ready to run, modelled on onnxruntime.InferenceSession. Safe to run from any "
       "number of Python threads at once; the GIL is released while kiln runs.")
       .def(py::init([](py::object model, py::object threads, py::object jit_cache,
-                       py::object external, py::object dims) {
-             std::shared_ptr<Runtime> runtime =
-                 Unwrap(SharedRuntime(ToRuntimeOptions(threads, jit_cache, py::none())));
+                       py::object external, py::object dims, bool require_vendor,
+                       bool ignore_tuned_fallback) {
+             std::shared_ptr<Runtime> runtime = Unwrap(SharedRuntime(ToRuntimeOptions(
+                 threads, jit_cache, py::none(), require_vendor, ignore_tuned_fallback)));
              return Open(std::move(runtime), model, dims, external);
            }),
            py::arg("path_or_bytes"), py::arg("threads") = py::none(),
            py::arg("jit_cache") = py::none(), py::arg("external") = "onednn",
-           py::arg("dims") = py::none(),
+           py::arg("dims") = py::none(), py::arg("require_vendor") = false,
+           py::arg("ignore_tuned_fallback") = false,
            "Loads a .kiln executable, or compiles an .onnx model in memory first (path or "
-           "bytes). threads / jit_cache as kiln.Runtime; external: the external compiler for an "
-           ".onnx (\"onednn\" or \"none\"); dims: {symbol: size} pinned when compiling an .onnx.")
+           "bytes). threads / jit_cache / require_vendor / ignore_tuned_fallback as "
+           "kiln.Runtime; external: the external compiler for an .onnx (\"onednn\" or "
+           "\"none\"); dims: {symbol: size} pinned when compiling an .onnx.")
       .def("get_inputs", &Session::GetInputs)
       .def("get_outputs", &Session::GetOutputs)
       .def("run", &Session::Run, py::arg("output_names"), py::arg("input_feed"),

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "embed/c_api.h"
 
@@ -263,6 +264,89 @@ static void TestJitStats(void) {
   CHECK(aot.aot_linked == 0 && aot.compilations == 0);
 }
 
+/* Loads tests/embed/c_api_tuned.kiln (a region of the unregistered vendor "acme" that
+ * `kiln compile --tune` gave to its fallback) through a runtime with the given load policy,
+ * with stderr (the load's notice) captured into `notice`; runs x + x when it loaded and
+ * checks the answer. Returns the load's status. */
+static kiln_status* LoadTuned(int require_vendor, int ignore_tuned, char* notice, size_t cap) {
+  kiln_runtime_options options;
+  kiln_runtime* rt = NULL;
+  kiln_executable* exe = NULL;
+  kiln_status* status;
+  FILE* captured = tmpfile();
+  int saved = dup(2);
+  size_t got = 0;
+  memset(&options, 0, sizeof(options));
+  options.num_threads = 1;
+  options.jit_cache = "off";
+  options.require_vendor = require_vendor;
+  options.ignore_tuned_fallback = ignore_tuned;
+  CHECK(kiln_runtime_create(&options, &rt) == NULL);
+  CHECK(captured != NULL && saved >= 0);
+  fflush(stderr);
+  if (captured != NULL) dup2(fileno(captured), 2);
+  status = kiln_runtime_load_file(rt, "tests/embed/c_api_tuned.kiln", &exe);
+  fflush(stderr);
+  if (saved >= 0) dup2(saved, 2), close(saved);
+  if (captured != NULL) {
+    rewind(captured);
+    got = fread(notice, 1, cap - 1, captured);
+    fclose(captured);
+  }
+  notice[got] = '\0';
+  if (status == NULL) {
+    kiln_context* ctx = NULL;
+    float x[3] = {1, -2, 4};
+    int64_t shape[1] = {3};
+    kiln_tensor *tx = NULL, *out[1] = {NULL};
+    size_t n = 0;
+    CHECK(kiln_runtime_context_create(rt, exe, &ctx) == NULL);
+    CHECK(kiln_tensor_wrap(x, KILN_F32, shape, 1, &tx) == NULL);
+    const kiln_tensor* in[1] = {tx};
+    CHECK(kiln_context_invoke(ctx, "main", in, 1, out, 1, &n, 0) == NULL);
+    CHECK(n == 1);
+    if (n == 1) {
+      const float* y = (const float*)kiln_tensor_data(out[0]);
+      CHECK(y[0] == 2 && y[1] == -4 && y[2] == 8);
+      kiln_tensor_free(out[0]);
+    }
+    kiln_tensor_free(tx);
+    kiln_context_free(ctx);
+  }
+  kiln_executable_free(exe);
+  kiln_runtime_free(rt);
+  return status;
+}
+
+/* Checks that `text` contains `part`. */
+static void ExpectIn(const char* text, const char* part) {
+  if (strstr(text, part) != NULL) {
+    ++g_passed;
+  } else {
+    ++g_failed;
+    fprintf(stderr, "'%s' lacks '%s'\n", text, part);
+  }
+}
+
+/* The load policy's options reach the loader: by default the tuned region runs its fallback
+ * (the tune's notice); ignore_tuned_fallback asks for the vendor, absent here, so the region
+ * falls back for that reason instead; require_vendor makes the absence an error. */
+static void TestLoadPolicy(void) {
+  char notice[4096];
+  kiln_status* s = LoadTuned(0, 0, notice, sizeof(notice));
+  CHECK(s == NULL);
+  kiln_status_free(s);
+  ExpectIn(notice, "--tune` measured them faster: acme_0 (fallback 0.5x the region)");
+  CHECK(strstr(notice, "no runtime is registered") == NULL);
+  s = LoadTuned(0, 1, notice, sizeof(notice));
+  CHECK(s == NULL);
+  kiln_status_free(s);
+  ExpectIn(notice, "no runtime is registered for vendor 'acme'");
+  CHECK(strstr(notice, "measured them faster") == NULL);
+  ExpectError(LoadTuned(1, 0, notice, sizeof(notice)), KILN_NOT_FOUND,
+              "no runtime is registered for vendor 'acme'; the vendor is required");
+}
+
 /* kiln_executable_load_bytes and kiln_runtime_load_bytes on a valid executable: same signature,
  * same answers, and the bytes may be freed as soon as the call returns. */
 static void TestLoadBytes(void) {
@@ -319,6 +403,7 @@ int main(void) {
   TestNullsAndBadTensors();
   TestRuntime();
   TestJitStats();
+  TestLoadPolicy();
   TestLoadBytes();
   printf("%d checks passed, %d failed\n", g_passed, g_failed);
   return g_failed == 0 ? 0 : 1;

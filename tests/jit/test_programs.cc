@@ -53,6 +53,40 @@ void AddTwicePlusProgram(ExecutableBuilder& b) {
   f.Ret({3});
 }
 
+void AddTunedFallbackProgram(ExecutableBuilder& b, const std::string& vendor) {
+  Operand x{DType::kF32, 1, {}};
+  Kernel add = ElementwiseBinary("add", x, x, DType::kF32, [](Expr a, Expr c) { return a + c; });
+  int k = b.AddKernel(KirKernel(add, {DType::kF32, DType::kF32}, {DType::kF32}));
+  const ValueSpec vec{"x", DType::kF32, {{3, ""}}, false};
+  ExternalRegionDef def;
+  def.name = "acme_0";
+  def.vendor = vendor;
+  def.blob = {'x', '2'};
+  def.num_inputs = def.num_outputs = 1;
+  const int region = b.AddExternalRegion(def);
+  FunctionBuilder& main = b.AddFunction("main");
+  main.AddParam(vec);
+  main.AddResult(ValueSpec{"y", DType::kF32, {{3, ""}}, false});
+  main.LoadConsti(1, 12);
+  main.AllocStorage(2, 1);
+  main.AllocTensor(3, 2, 0, DType::kF32, {3});
+  main.InvokeExternal(region, {0}, {3});
+  main.Ret({3});
+  FunctionBuilder& fallback = b.AddFunction(def.name + "/fallback");
+  fallback.AddParam(vec);
+  fallback.AddResult(vec);
+  fallback.LoadConsti(1, 12);
+  fallback.AllocStorage(2, 1);
+  fallback.AllocTensor(3, 2, 0, DType::kF32, {3});
+  fallback.InvokeKernel(k, {0, 0}, {3});
+  fallback.Ret({3});
+  b.SetRegionFallback(region, fallback.index());
+  b.SetRegionTune(region, true, "fallback 0.5x the region");
+  MetadataDef meta;
+  meta.entry = "main";
+  b.SetMetadata(meta);
+}
+
 void AddExpProgram(ExecutableBuilder& b, int64_t storage_bytes) {
   Kernel exp = ElementwiseUnary("exp", DType::kF32, DType::kF32, 2, [](Expr x) { return Exp(x); });
   int k = b.AddKernel(KirKernel(exp, {DType::kF32}, {DType::kF32}));

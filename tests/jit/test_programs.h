@@ -4,6 +4,7 @@
 #define KILN_TESTS_JIT_TEST_PROGRAMS_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "base/dtype.h"
@@ -25,6 +26,12 @@ void AddPassThroughProgram(ExecutableBuilder& b);
 /// Adds to `b` one kernel and @main(x: f32[3]) -> (y: f32[3]) = x + x through it, on a 12-byte
 /// storage.
 void AddTwicePlusProgram(ExecutableBuilder& b);
+
+/// Adds to `b` @main(x: f32[3]) -> (y: f32[3]) through one external region "acme_0" of vendor
+/// `vendor` (blob "x2") whose fallback function computes y = x + x through one kernel, the
+/// region marked as `kiln compile --tune` marks a region its fallback beat (format 1.4): a
+/// load runs the fallback unless told to ignore the mark or to require the vendor.
+void AddTunedFallbackProgram(ExecutableBuilder& b, const std::string& vendor);
 
 /// Adds to `b` one kernel and @main(x: f32[n, m]) -> (y: f32[n, m]) = exp(x) through it (vector
 /// math: a compile of tens of ms), its output on a storage of `storage_bytes` (>= 4 n m).

@@ -155,3 +155,27 @@ def test_package_exports():
     assert pathlib.Path(kiln.__file__).name == "__init__.py"
     for name in kiln.__all__:
         assert hasattr(kiln, name), name
+
+
+def test_load_policy_reaches_the_loader(capfd):
+    # tests/embed/c_api_tuned.kiln: x + x through a region of the unregistered vendor "acme"
+    # that `kiln compile --tune` gave to its fallback. By default the fallback runs with the
+    # tune's notice; ignore_tuned_fallback asks for the vendor, absent here, so the region
+    # falls back for that reason; require_vendor makes the absence an error.
+    path = "tests/embed/c_api_tuned.kiln"
+    x = np.array([1, -2, 4], np.float32)
+    capfd.readouterr()
+    for kwargs, notice in (({}, "measured them faster: acme_0"),
+                           ({"ignore_tuned_fallback": True},
+                            "no runtime is registered for vendor 'acme'")):
+        for session in (kiln.Runtime(threads=1, jit_cache="off", **kwargs).load(path),
+                        kiln.InferenceSession(path, threads=1, jit_cache="off", **kwargs)):
+            (y,) = session.run(None, {"x": x})
+            np.testing.assert_array_equal(y, 2 * x)
+        err = capfd.readouterr().err
+        assert notice in err, (kwargs, err)
+    for make in (lambda: kiln.Runtime(threads=1, jit_cache="off", require_vendor=True).load(path),
+                 lambda: kiln.InferenceSession(path, threads=1, jit_cache="off",
+                                               require_vendor=True)):
+        with pytest.raises(kiln.NotFound, match="vendor 'acme'.*the vendor is required"):
+            make()
