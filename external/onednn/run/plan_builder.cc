@@ -17,10 +17,11 @@ using dnnl::memory;
 using dt = memory::data_type;
 using Kind = Slot::Kind;
 
-// Step::threads for steps of `work`: 1 when it would not pay for the caller's team, else 0.
-int SerialIfSmall(int64_t work) {
+// Step::threads for steps of `work` whose largest input written by a team's step has `spread`
+// elements: 1 when the team would not pay, else 0.
+int SerialIfSmall(int64_t work, int64_t spread) {
   const int team = omp_get_max_threads();
-  return StepThreads(work, team) < team ? 1 : 0;
+  return StepThreads(work, spread, team) < team ? 1 : 0;
 }
 
 }  // namespace
@@ -190,6 +191,7 @@ StatusOr<std::shared_ptr<Plan>> Builder::Build(const std::vector<Dims>& inputs) 
     s.ptr = const_cast<void*>(d_.constant_data[c.tensor]);
     slot_of_[c.tensor] = AddSlot(s);
   }
+  spread_.assign(r_.tensors.size(), false);
   readers_.assign(r_.tensors.size(), 0);
   for (int32_t t : r_.outputs) ++readers_[t];
   for (const Op& op : r_.ops) {
@@ -204,11 +206,12 @@ StatusOr<std::shared_ptr<Plan>> Builder::Build(const std::vector<Dims>& inputs) 
     std::string where = "ops[" + std::to_string(i) + "] (" + OpKindName(op.kind) + ")";
     skip_next_ = false;
     // An op too small to pay for a fork gets primitives made for, and run on, one thread.
-    step_threads_ = SerialIfSmall(OpWork(op, dims_));
+    step_threads_ = SerialIfSmall(OpWork(op, dims_), SpreadInput(op));
     TeamSize team(step_threads_);
     Status s = BuildOpWithFallback(op);
     if (!s.ok()) return s.WithContext(where);
-    if (skip_next_) ++i;
+    NoteSpread(op);
+    if (skip_next_) NoteSpread(r_.ops[++i]);
   }
   op_index_ = -1;
   for (size_t i = 0; i < r_.outputs.size(); ++i) {
@@ -219,7 +222,7 @@ StatusOr<std::shared_ptr<Plan>> Builder::Build(const std::vector<Dims>& inputs) 
     // A copy reads and writes each element once: work of two elements per element.
     Op copy;
     copy.inputs = {t};
-    step_threads_ = SerialIfSmall(OpWork(copy, dims_));
+    step_threads_ = SerialIfSmall(OpWork(copy, dims_), SpreadInput(copy));
     TeamSize team(step_threads_);
     if (cur.kind != Kind::kOutput) AddReorder(slot_of_[t], out);
   }
@@ -230,6 +233,23 @@ StatusOr<std::shared_ptr<Plan>> Builder::Build(const std::vector<Dims>& inputs) 
   plan_->slots[0].offset = AlignUp(plan_->work_bytes);
   plan_->work_bytes = plan_->slots[0].offset + AlignUp(std::max<size_t>(scratch_, 1));
   return std::move(plan_);
+}
+
+int64_t Builder::SpreadInput(const Op& op) const {
+  double largest = 0;
+  auto note = [&](int32_t t) {
+    if (t < 0 || !spread_[t]) return;
+    double n = 1;
+    for (int64_t d : dims_[t]) n *= static_cast<double>(std::max<int64_t>(d, 0));
+    largest = std::max(largest, n);
+  };
+  for (int32_t t : op.inputs) note(t);
+  for (const PostOp& p : op.post_ops) note(p.tensor);
+  return largest >= 4e18 ? int64_t{4} << 60 : static_cast<int64_t>(largest);
+}
+
+void Builder::NoteSpread(const Op& op) {
+  if (op.output >= 0) spread_[op.output] = step_threads_ == 0 && omp_get_max_threads() > 1;
 }
 
 Status Builder::BuildOpWithFallback(const Op& op) {

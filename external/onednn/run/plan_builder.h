@@ -131,9 +131,14 @@ int64_t OpWork(const Op& op, const std::vector<Dims>& dims);
 /// Work below which a step runs on one thread: a second thread saves nothing there on a quiet
 /// host, and a fork costs up to milliseconds on a loaded one (plan_threads.cc: the figures).
 inline constexpr int64_t kSerialWork = int64_t{1} << 21;
-/// The threads an op of `work` uses when the caller's team has `threads`: 1 below
-/// kSerialWork, else `threads`.
-int StepThreads(int64_t work, int threads);
+/// Elements of an input written by a step on the team (so spread over the team's caches) from
+/// which a step keeps the team whatever its work: one thread reading it all from the other
+/// cores' caches costs more than the fork (plan_threads.cc: the figures).
+inline constexpr int64_t kSpreadElements = int64_t{1} << 15;
+/// The threads an op of `work` uses when the caller's team has `threads` and its largest input
+/// written by a team's step has `spread` elements (0: none): 1 below kSerialWork unless
+/// `spread` reaches kSpreadElements, else `threads`.
+int StepThreads(int64_t work, int64_t spread, int threads);
 dnnl::algorithm EltwiseAlgorithm(EltwiseAlg a);
 dnnl::algorithm BinaryAlgorithm(BinaryAlg a);
 
@@ -342,6 +347,11 @@ class Builder {
   /// The op after `op` when it is a Relu (slope 0) of op's output and nothing else reads that
   /// output (no other op, post-op or region output): `op` may apply it and skip it.
   const Op* SoleRelu(const Op& op) const;
+  /// Elements of `op`'s largest input (or post-op operand) that a step on the team wrote
+  /// (spread_), 0 when none did: StepThreads' `spread`.
+  int64_t SpreadInput(const Op& op) const;
+  /// Records whether `op`'s output was written by steps on the team (step_threads_ 0).
+  void NoteSpread(const Op& op);
 
   const RegionData& d_;
   const RegionProgram& r_;
@@ -371,6 +381,9 @@ class Builder {
   bool skip_next_ = false;
   // Step::threads of the steps being added: 1 while building an op too small for a team.
   int step_threads_ = 0;
+  // Per tensor: written by steps on a team of two or more threads, so its lines sit in
+  // several cores' caches (SpreadInput).
+  std::vector<bool> spread_;
   // F4Allowed(), computed at the first Winograd candidate (constants' dims known by then).
   std::vector<bool> f4_allowed_;
 };

@@ -13,6 +13,19 @@
 // and kws_dscnn's plan of such steps 12-14 ms per run, against 0.13 ms all on one thread.
 // Below 2^21 a step therefore runs on one thread: nothing is lost on a quiet host, and a
 // loaded one waits only for the steps that have real work to share.
+//
+// Except where its input was written by the team (kSpreadElements): those figures time a
+// step in a plan all on one thread against one all on two, but a step held to one thread in
+// a two-thread plan reads what the step before it wrote on both cores, half from the other
+// core's cache, and its worker may sleep meanwhile (GOMP_SPINCOUNT, ~75 us). In
+// efficientnet_b0 at two threads (`kiln profile --threads 2 --iters 50`, 3 runs each, medians)
+// the squeeze-excite steps after a team's depthwise convolution took, serial / on the team:
+// the global pool of 480x14x14 36 / 19 us (26 at one thread in a one-thread plan), the
+// broadcast multiply of 480x14x14 67-72 / 26-28 us (23 alone), of 1152x7x7 65 / 46, of
+// 144x28x28 78 / 47; the pool of 672x7x7 (32,928 values) 25 / 17, of 240x14x14 20 / 15;
+// a 3x3 depthwise convolution of 1152x7x7 127 / 70. The 1x1 convolutions between them, of
+// 4-1152 values, lost 3-10 us each on the team. A step whose input the team wrote with at
+// least 2^15 values (128 KiB of f32) therefore keeps the team; its small neighbours do not.
 #include <algorithm>
 
 #include "external/onednn/run/plan_builder.h"
@@ -102,8 +115,8 @@ int64_t OpWork(const Op& op, const std::vector<Dims>& dims) {
   return Saturate(macs + elements * kElementWork);
 }
 
-int StepThreads(int64_t work, int threads) {
-  return threads > 1 && work < kSerialWork ? 1 : threads;
+int StepThreads(int64_t work, int64_t spread, int threads) {
+  return threads > 1 && work < kSerialWork && spread < kSpreadElements ? 1 : threads;
 }
 
 }  // namespace kiln::onednn::internal

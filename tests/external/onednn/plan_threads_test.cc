@@ -17,6 +17,7 @@ namespace kiln::onednn::testing {
 namespace {
 
 using internal::kSerialWork;
+using internal::kSpreadElements;
 using internal::OpWork;
 using internal::StepThreads;
 
@@ -51,6 +52,16 @@ Op Conv3x3() {
   op.pads = {1, 1, 1, 1};
   return op;
 }
+
+// The team size each step ran under (a profile sample is taken as its step ends).
+struct Teams : RegionProfiler {
+  std::vector<int> sizes;
+  std::vector<std::string> kinds;
+  void Record(const RegionStepSample& s) override {
+    sizes.push_back(omp_get_max_threads());
+    kinds.emplace_back(s.kind);
+  }
+};
 
 // Must run first: the OpenMP pool's threads, once started, stay for the process's life.
 BOOST_AUTO_TEST_CASE(a_region_of_small_ops_at_two_threads_starts_no_thread) {
@@ -117,14 +128,19 @@ BOOST_AUTO_TEST_CASE(work_counts_multiply_adds_and_elements) {
 }
 
 BOOST_AUTO_TEST_CASE(threads_drop_to_one_below_the_threshold_only) {
-  BOOST_TEST(StepThreads(kSerialWork - 1, 2) == 1);
-  BOOST_TEST(StepThreads(kSerialWork, 2) == 2);
-  BOOST_TEST(StepThreads(kSerialWork, 8) == 8);
-  BOOST_TEST(StepThreads(0, 1) == 1);
-  BOOST_TEST(StepThreads(int64_t{1} << 40, 1) == 1);
+  BOOST_TEST(StepThreads(kSerialWork - 1, 0, 2) == 1);
+  BOOST_TEST(StepThreads(kSerialWork, 0, 2) == 2);
+  BOOST_TEST(StepThreads(kSerialWork, 0, 8) == 8);
+  BOOST_TEST(StepThreads(0, 0, 1) == 1);
+  BOOST_TEST(StepThreads(int64_t{1} << 40, 0, 1) == 1);
+  // Small work on an input the team wrote keeps the team once that input is large.
+  BOOST_TEST(StepThreads(kSerialWork - 1, kSpreadElements - 1, 2) == 1);
+  BOOST_TEST(StepThreads(kSerialWork - 1, kSpreadElements, 2) == 2);
+  BOOST_TEST(StepThreads(0, kSpreadElements, 1) == 1);
 }
 
-// A large conv keeps the team; the small ops around it run serially; results match.
+// A large conv keeps the team, and so does the pool that reads its output; the copy of the
+// 64 pooled values runs serially; results match.
 BOOST_AUTO_TEST_CASE(large_steps_keep_the_team) {
   Threads two(2);
   Dims wd = {64, 64, 3, 3};
@@ -140,23 +156,89 @@ BOOST_AUTO_TEST_CASE(large_steps_keep_the_team) {
   Floats x = Random(Numel(xd), 5);
   Floats a = Relu(RefConv2d(x, xd, w, wd, nullptr, {1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &cd));
   Floats want = RefPool2d(a, cd, false, {28, 28}, {1, 1}, {0, 0, 0, 0}, false, &yd);
-  // The team size each step ran under (a profile sample is taken as its step ends).
-  struct Teams : RegionProfiler {
-    std::vector<int> sizes;
-    void Record(const RegionStepSample&) override { sizes.push_back(omp_get_max_threads()); }
-  } teams;
+  Teams teams;
   std::vector<Floats> got;
   BOOST_REQUIRE(r.TryRun({{xd, x}}, {yd}, &got, &teams).ok());
   // Sums of 576 products of magnitude <= 0.05, averaged over 784 positions.
   BOOST_TEST(Close(got[0], want, 1e-5 * std::sqrt(576.0) * 4, 1e-4));
   const RegionStats s = r.region().stats();
-  BOOST_TEST(s.serial_steps >= 1);  // the pooled 64 values and the output copy
+  BOOST_TEST(s.serial_steps >= 1);  // the output copy of the 64 pooled values
   BOOST_TEST(s.serial_steps < s.plan_steps);
   // Serial steps run at 1, the others at the caller's 2: the team is switched where the steps
   // switch (and left at 1 until then), and the caller's is back after the run.
   BOOST_TEST(std::count(teams.sizes.begin(), teams.sizes.end(), 1) == s.serial_steps);
   BOOST_TEST(std::count(teams.sizes.begin(), teams.sizes.end(), 2) == s.plan_steps - s.serial_steps);
   BOOST_TEST(omp_get_max_threads() == 2);
+}
+
+// A squeeze-excite block after a large convolution: the pool and the multiply have little
+// work but read the 50,176 values the team's threads wrote (each half in its own core's
+// cache), so they keep the team; the two products of 64 values between them, which read only
+// what one thread wrote, run serially. Results match plain loops.
+BOOST_AUTO_TEST_CASE(steps_reading_what_the_team_wrote_keep_the_team) {
+  Threads two(2);
+  Dims wd = {64, 64, 3, 3}, w1d = {16, 64, 1, 1}, w2d = {64, 16, 1, 1};
+  Floats w = Random(Numel(wd), 8, -0.05f, 0.05f);
+  Floats w1 = Random(Numel(w1d), 9, -0.2f, 0.2f), w2 = Random(Numel(w2d), 10, -0.2f, 0.2f);
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 64, 28, 28] X) => (float Y) {
+      c = Conv <pads = [1, 1, 1, 1]> (X, W)
+      p = GlobalAveragePool(c)
+      f = Conv (p, W1)
+      h = Relu(f)
+      s = Conv (h, W2)
+      Y = Mul(c, s)
+    })",
+                                       {{"W", wd, w}, {"W1", w1d, w1}, {"W2", w2d, w2}}));
+  Dims xd = {1, 64, 28, 28}, cd, pd, fd, sd;
+  Floats x = Random(Numel(xd), 11);
+  Floats c = RefConv2d(x, xd, w, wd, nullptr, {1, {1, 1}, {1, 1}, {1, 1, 1, 1}}, &cd);
+  Floats p = RefPool2d(c, cd, false, {28, 28}, {1, 1}, {0, 0, 0, 0}, false, &pd);
+  Floats h = Relu(RefConv2d(p, pd, w1, w1d, nullptr, {1, {1, 1}, {1, 1}, {0, 0, 0, 0}}, &fd));
+  Floats sc = RefConv2d(h, fd, w2, w2d, nullptr, {1, {1, 1}, {1, 1}, {0, 0, 0, 0}}, &sd);
+  Floats want = c;
+  for (size_t i = 0; i < want.size(); ++i) want[i] *= sc[i / (28 * 28)];
+  Teams teams;
+  std::vector<Floats> got;
+  BOOST_REQUIRE(r.TryRun({{xd, x}}, {cd}, &got, &teams).ok());
+  // c: sums of 576 products of magnitude <= 0.05; s: of 16 products of terms below ~1.
+  BOOST_TEST(Close(got[0], want, 1e-5 * std::sqrt(576.0) * 8, 1e-4));
+  // The conv (with its input's reorder), the pool and the multiply (with the copy out) at
+  // 2; the two products of 64 and 16 values at 1.
+  int pools = 0, muls = 0, serial_convs = 0;
+  for (size_t i = 0; i < teams.kinds.size(); ++i) {
+    BOOST_TEST_INFO("step " << i << ": " << teams.kinds[i]);
+    if (teams.kinds[i] == "pool" || teams.kinds[i] == "binary") {
+      BOOST_TEST(teams.sizes[i] == 2);
+      (teams.kinds[i] == "pool" ? pools : muls) += 1;
+    }
+    serial_convs += teams.kinds[i] == "conv" && teams.sizes[i] == 1;
+  }
+  BOOST_TEST(pools == 1);
+  BOOST_TEST(muls == 1);
+  BOOST_TEST(serial_convs == 2);
+  BOOST_TEST(r.region().stats().serial_steps == 2);
+}
+
+// The same pool on the region's input (written outside the region, by whoever): too little
+// work for a fork, it runs serially.
+BOOST_AUTO_TEST_CASE(small_steps_on_the_region_input_stay_serial) {
+  Threads two(2);
+  CompiledRegion r = Compile(MakeGraph(R"(<ir_version: 8, opset_import: ["" : 17]>
+    g (float[1, 64, 28, 28] X) => (float Y) {
+      Y = GlobalAveragePool(X)
+    })",
+                                       {}));
+  Dims xd = {1, 64, 28, 28}, yd;
+  Floats x = Random(Numel(xd), 12);
+  Floats want = RefPool2d(x, xd, false, {28, 28}, {1, 1}, {0, 0, 0, 0}, false, &yd);
+  Teams teams;
+  std::vector<Floats> got;
+  BOOST_REQUIRE(r.TryRun({{xd, x}}, {yd}, &got, &teams).ok());
+  BOOST_TEST(Close(got[0], want, 1e-5, 1e-6));
+  const RegionStats s = r.region().stats();
+  BOOST_TEST(s.serial_steps == s.plan_steps);
+  BOOST_TEST(std::count(teams.sizes.begin(), teams.sizes.end(), 1) == s.plan_steps);
 }
 
 // At one thread nothing is marked: there is no team to leave.
