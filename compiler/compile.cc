@@ -15,6 +15,7 @@
 #include "compiler/passes/fold_constants.h"
 #include "compiler/passes/pack_weights.h"
 #include "compiler/passes/partition.h"
+#include "compiler/passes/pointwise_conv_rows.h"
 #include "compiler/passes/reshape_shapes.h"
 #include "compiler/passes/shape_inference.h"
 #include "compiler/passes/simplify.h"
@@ -187,6 +188,9 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   }
   RETURN_IF_ERROR(InferShapes(graph, so));
   st.folded_nodes = folded;
+  // Before Simplify, so that the Transpose it moves below a reduction merges with the
+  // Transpose a reader applies next (DGCNN's next layer reads its points as [N, P, C]).
+  ASSIGN_OR_RETURN(int pointwise, PointwiseConvsOverRows(graph));
   SimplifyStats simplified;
   RETURN_IF_ERROR(Simplify(graph, &simplified));
   st.simplified_nodes =
@@ -196,7 +200,7 @@ StatusOr<std::vector<uint8_t>> CompileGraph(Graph graph, const CompileOptions& o
   // ConvTranspose layers as the convolutions of their output phases (both back ends run
   // convolutions faster), before partitioning so that oneDNN can claim them.
   ASSIGN_OR_RETURN(int phased, ConvTransposeToPhaseConvs(graph));
-  st.simplified_nodes += phased;
+  st.simplified_nodes += phased + pointwise;
   // Before partitioning: a Reshape whose target was computed from Shape(x) of a region's value
   // could not join that region (the chain closes a cycle), e.g. ShuffleNet's channel shuffle.
   ASSIGN_OR_RETURN(int reshapes, ConstantReshapeShapes(graph));

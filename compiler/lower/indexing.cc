@@ -403,8 +403,9 @@ StatusOr<int> TopKAxis(const NodeContext& ctx) {
   return ctx.NormalizeAxis(a, ctx.input_rank(0));
 }
 
-// Per row (parallel over rows): insertion of each element into the sorted top-k kept in the
-// outputs themselves. An element goes after every kept one that is better or equal, so ties keep
+// Per row (every row dim flattened into one parallel loop: a kNN's rows of a batch of 1 are
+// [1, points], which ParallelNest ran serially, parallel over the batch of 1 alone): insertion
+// of each element into the sorted top-k kept in the outputs themselves. An element goes after every kept one that is better or equal, so ties keep
 // the lower index first. Once k are kept, an element no better than the last kept one is passed
 // over after one comparison: O(n + inserts * k), not O(n * k) (a kNN's TopK of 10 over rows of
 // 512 distances spent 98% of its comparisons on elements that were never inserted). NaN orders
@@ -420,7 +421,7 @@ Status LowerTopK(LowerContext& ctx) {
   Expr n = ctx.InputDim(0, axis), k = ctx.OutputDim(0, axis);
   std::vector<Expr> rows = ctx.InputDims(0);
   rows.erase(rows.begin() + axis);
-  Stmt body = ParallelNest(rows, [&](const std::vector<Expr>& r) {
+  Stmt body = ParallelFlat(rows, [&](const std::vector<Expr>& r) {
     auto at = [&](Expr pos) {
       std::vector<Expr> index = r;
       index.insert(index.begin() + axis, std::move(pos));

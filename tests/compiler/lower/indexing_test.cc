@@ -14,6 +14,7 @@
 
 #include "compiler/lower/lower.h"
 #include "tests/compiler/lower/op_test_util.h"
+#include "tests/compiler/test_util.h"
 
 namespace kiln::compiler {
 namespace {
@@ -473,6 +474,29 @@ BOOST_AUTO_TEST_CASE(top_k_long_rows_small_k) {
       }
     }
   }
+}
+
+// A kNN's TopK over [batch 1, points, points]: the rows of every dim before the axis share the
+// team (parallel over the batch dim alone, a batch of 1 ran on one thread).
+BOOST_AUTO_TEST_CASE(top_k_rows_of_a_batch_of_one_split_across_threads) {
+  StatusOr<Graph> g = testing::InferText(
+      Model(11, "float[1,64,300] x", "v, i", "v, i = TopK(x, k)", "int64[1] k = {10}"));
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
+  NodeId top_k = kNoNode;
+  for (NodeId n = 0; n < g->num_nodes(); ++n) {
+    if (g->node(n).op_type == "TopK") top_k = n;
+  }
+  BOOST_REQUIRE(top_k != kNoNode);
+  StatusOr<LoweredNode> lowered = LowerNode(*g, top_k, false, Table());
+  BOOST_REQUIRE_MESSAGE(lowered.ok(), lowered.status().ToString());
+  BOOST_REQUIRE(lowered->kernel.has_value());
+  // The one parallel loop runs over all 1 * 64 rows, not over the batch dim of 1.
+  const std::string text = jit::ToText(*lowered->kernel);
+  const size_t at = text.find("parallel for");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, text);
+  const std::string line = text.substr(at, text.find('\n', at) - at);
+  BOOST_TEST(line.find("64") != std::string::npos, line);
+  BOOST_TEST(text.find("parallel for", at + 1) == std::string::npos, text);
 }
 
 // NaN orders above every number (torch.topk, NumPy's sort): NaNs lead the largest, in index
