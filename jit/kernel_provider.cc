@@ -15,6 +15,43 @@
 namespace kiln::jit {
 namespace {
 
+// The last shape key whose arguments passed a kernel's preconditions, so that the steady state
+// (one shape call after call) compares the key instead of evaluating the preconditions again:
+// they read dims only, and the key holds every argument's dims. A seqlock of atomics, so any
+// number of threads read it at once without a lock (and without a data race); a writer that
+// finds another writing skips its update. A reader that sees a write in progress, or a key that
+// differs, evaluates the preconditions as without the memo.
+class PassedShapeMemo {
+ public:
+  explicit PassedShapeMemo(int key_size) : key_(static_cast<size_t>(key_size)) {}
+
+  bool Holds(const int64_t* key) const {
+    const uint64_t seq = seq_.load(std::memory_order_acquire);
+    if (seq == 0 || (seq & 1) != 0) return false;  // nothing recorded yet, or a write under way
+    bool same = true;
+    for (size_t i = 0; i < key_.size(); ++i) {
+      same &= key_[i].load(std::memory_order_relaxed) == key[i];
+    }
+    std::atomic_thread_fence(std::memory_order_acquire);
+    return same && seq_.load(std::memory_order_relaxed) == seq;
+  }
+
+  void Record(const int64_t* key) {
+    if (writing_.exchange(true, std::memory_order_acquire)) return;
+    const uint64_t seq = seq_.load(std::memory_order_relaxed);
+    seq_.store(seq + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    for (size_t i = 0; i < key_.size(); ++i) key_[i].store(key[i], std::memory_order_relaxed);
+    seq_.store(seq + 2, std::memory_order_release);
+    writing_.store(false, std::memory_order_release);
+  }
+
+ private:
+  std::atomic<uint64_t> seq_{0};  // odd while a write is under way; 0: no key yet
+  std::atomic<bool> writing_{false};
+  std::vector<std::atomic<int64_t>> key_;
+};
+
 class JitTensorFunction : public TensorFunction {
  public:
   JitTensorFunction(std::shared_ptr<KernelDispatcher> dispatcher, PreconditionProgram pre,
@@ -23,6 +60,7 @@ class JitTensorFunction : public TensorFunction {
       : dispatcher_(std::move(dispatcher)),
         pre_(std::move(pre)),
         sites_(IndexCheckSites(dispatcher_->kernel())),
+        passed_(dispatcher_->key_size()),
         startup_(std::move(startup)),
         optimized_prefetch_(std::move(optimized_prefetch)) {}
 
@@ -62,7 +100,7 @@ class JitTensorFunction : public TensorFunction {
       strides[i] = t->strides();
       for (int d = 0; d < b.rank; ++d) key[pos++] = t->dim(d);
     }
-    if (!pre_.empty()) {
+    if (!pre_.empty() && !passed_.Holds(key)) {
       int failed = pre_.Check(shapes);
       if (failed >= 0) {
         std::string got;
@@ -72,6 +110,7 @@ class JitTensorFunction : public TensorFunction {
                                ") violate its precondition " + pre_.Describe(failed) +
                                (why.empty() ? "" : ": " + why));
       }
+      passed_.Record(key);
     }
     const std::vector<DimBinding>& bindings = dispatcher_->dim_bindings();
     for (size_t i = 0; i < bindings.size(); ++i) {
@@ -99,6 +138,7 @@ class JitTensorFunction : public TensorFunction {
   std::shared_ptr<KernelDispatcher> dispatcher_;
   PreconditionProgram pre_;
   std::vector<std::string> sites_;  // IndexCheckSites of the kernel, for its error messages
+  PassedShapeMemo passed_;          // skips pre_ for the last key that passed it
   std::weak_ptr<StartupCompiler> startup_;
   std::shared_ptr<const std::atomic<int>> optimized_prefetch_;
 };

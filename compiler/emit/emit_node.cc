@@ -3,6 +3,7 @@
 // allocation of what they write; and the executable's tables (kernels, shape functions and
 // constants, each stored once).
 #include <algorithm>
+#include <cstring>
 
 #include "compiler/emit/emitter.h"
 #include "jit/kernel_ir_serialize.h"
@@ -77,6 +78,38 @@ int Emitter::AddConstantData(const std::string& name, const TensorData& d) {
   return index;
 }
 
+namespace {
+// FNV-1a over the bytes, 8 at a time (the tail byte-wise): a key for finding equal constants,
+// which are then compared in full.
+uint64_t HashBytes(const void* data, size_t size) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint64_t h = 0xcbf29ce484222325ull;
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h = (h ^ w) * 0x100000001b3ull;
+  }
+  for (; i < size; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+}  // namespace
+
+int Emitter::StoredConstant(const std::string& name, const std::shared_ptr<const TensorData>& d) {
+  auto key = std::make_tuple(d->dtype(), d->dims(), HashBytes(d->data(), d->size_bytes()));
+  auto [lo, hi] = sh_.constant_by_content.equal_range(key);
+  for (auto it = lo; it != hi; ++it) {
+    const TensorData& other = *it->second.first;
+    if (other.size_bytes() == d->size_bytes() &&
+        (d->size_bytes() == 0 || std::memcmp(other.data(), d->data(), d->size_bytes()) == 0)) {
+      return it->second.second;
+    }
+  }
+  int index = AddConstantData(name, *d);
+  sh_.constant_by_content.emplace(std::move(key), std::make_pair(d, index));
+  return index;
+}
+
 StatusOr<int> Emitter::ConstantIndexOf(ValueId v) {
   auto it = constant_index_.find(v);
   if (it != constant_index_.end()) return it->second;
@@ -87,7 +120,7 @@ StatusOr<int> Emitter::ConstantIndexOf(ValueId v) {
   auto stored = sh_.constant_by_data.find(val.data.get());
   int index = share_constants_ && stored != sh_.constant_by_data.end()
                   ? stored->second
-                  : AddConstantData(val.name, *val.data);
+                  : StoredConstant(val.name, val.data);
   sh_.constant_by_data.emplace(val.data.get(), index);
   constant_index_[v] = index;
   return index;

@@ -4,10 +4,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "jit/compute.h"
@@ -345,6 +347,76 @@ BOOST_AUTO_TEST_CASE(preconditions_stop_mismatched_shapes_before_the_kernel_runs
   const Tensor* good[] = {&ta, &tb, &ty};
   BOOST_TEST((*fn)->Run(good, 2, 1).ok());
   BOOST_TEST(y[63] == 3.0f);
+}
+
+// The provider remembers the last shapes that passed a kernel's preconditions, to skip checking
+// them again: other shapes must still be checked, after any number of good calls, from any
+// number of threads at once.
+BOOST_AUTO_TEST_CASE(remembered_good_shapes_never_let_a_mismatched_call_through) {
+  auto provider = std::make_shared<JitKernelProvider>(SharedEngineForProvider());
+  Kernel k = AddKernel();
+  std::vector<Expr> pre;
+  for (int a = 0; a < 2; ++a) pre.push_back(Eq(DimOf(k.buffers[2], a), DimOf(k.buffers[0], a)));
+  pre.push_back(Eq(DimOf(k.buffers[1], 0), DimOf(k.buffers[0], 1)));
+  std::vector<uint8_t> payload = SerializeKernel(k, {}, pre);
+  KernelSpec spec;
+  spec.name = "add";
+  spec.input_dtypes = {DType::kF32, DType::kF32};
+  spec.output_dtypes = {DType::kF32};
+  spec.payload_format = kPayloadFormat;
+  spec.payload = payload.data();
+  spec.payload_size = payload.size();
+  auto prepared = provider->PrepareKernel(spec);
+  BOOST_REQUIRE_MESSAGE(prepared.ok(), prepared.status().ToString());
+  TensorFunction* fn = prepared->get();
+
+  // One thread's calls: `rounds` times a good [8, 8] call, then calls whose output, or whose
+  // second input, has other dims than the good call's (each passes alone as far as ranks and
+  // dtypes go); the good one writes a[i, j] + b[j], the others nothing.
+  auto calls = [fn](int rounds, float base, std::string* failure) {
+    std::vector<float> a(64), b(8), y(64), small(8, -1.0f), wide(72, -1.0f);
+    for (int i = 0; i < 64; ++i) a[i] = base + static_cast<float>(i);
+    for (int j = 0; j < 8; ++j) b[j] = static_cast<float>(100 * j);
+    Tensor ta = Wrap(a, {8, 8}), tb = Wrap(b, {8}), ty = Wrap(y, {8, 8});
+    Tensor t_small = Wrap(small, {1, 8}), t_wide = Wrap(wide, {8, 9}), tb_short = Wrap(b, {4});
+    const Tensor* good[] = {&ta, &tb, &ty};
+    const Tensor* bad_rows[] = {&ta, &tb, &t_small};
+    const Tensor* bad_cols[] = {&ta, &tb, &t_wide};
+    const Tensor* bad_b[] = {&ta, &tb_short, &ty};
+    for (int r = 0; r < rounds && failure->empty(); ++r) {
+      std::fill(y.begin(), y.end(), 0.0f);
+      Status s = fn->Run(good, 2, 1);
+      if (!s.ok()) *failure = "good call failed: " + s.ToString();
+      for (int i = 0; i < 64 && failure->empty(); ++i) {
+        if (y[i] != a[i] + b[i % 8]) *failure = "good call wrote y[" + std::to_string(i) + "]";
+      }
+      for (const Tensor* const* bad : {bad_rows, bad_cols, bad_b}) {
+        std::fill(y.begin(), y.end(), -1.0f);
+        Status b2 = fn->Run(bad, 2, 1);
+        if (b2.code() != StatusCode::kInvalidArgument ||
+            b2.message().find("violate its precondition") == std::string::npos) {
+          *failure = "a mismatched call returned " + b2.ToString();
+        }
+      }
+      if (failure->empty() && (small != std::vector<float>(8, -1.0f) ||
+                               wide != std::vector<float>(72, -1.0f) ||
+                               y != std::vector<float>(64, -1.0f))) {
+        *failure = "a mismatched call wrote its output";
+      }
+    }
+  };
+  std::string failure;
+  calls(3, 0.0f, &failure);
+  BOOST_REQUIRE_MESSAGE(failure.empty(), failure);
+
+  constexpr int kThreads = 4;
+  std::vector<std::string> failures(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back(calls, 200, static_cast<float>(1000 * t), &failures[t]);
+  }
+  for (std::thread& t : threads) t.join();
+  for (const std::string& f : failures) BOOST_TEST(f.empty(), f);
 }
 
 BOOST_AUTO_TEST_CASE(dispatch_hints_in_the_executable_reach_the_provider) {
