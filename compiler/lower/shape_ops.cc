@@ -681,23 +681,57 @@ Status LowerPad(LowerContext& ctx) {
     value = jit::Const(dtype, 0);
   }
   value = h.Hoist(value);
-  Stmt pad = jit::ComputeInto(ctx.out(0), [&](const std::vector<Expr>& index) {
-    std::vector<Expr> src;
-    Expr inside = IntImm(1, DType::kBool);
-    for (int d = 0; d < rank; ++d) {
-      Expr n = ctx.InputDim(0, d), i = index[d] - pads[d];
-      if (mode == "constant")
-        inside = jit::And(inside, jit::And(jit::Ge(i, IntImm(0)), jit::Lt(i, n)));
-      if (mode == "reflect") {
-        i = jit::Select(jit::Lt(i, IntImm(0)), -i, i);
-        i = jit::Select(jit::Ge(i, n), (n - 1) * 2 - i, i);
-      }
-      if (mode == "wrap") i = jit::FloorMod(i, n);  // Pad-19; n > 0 here (empty: `fill`)
-      src.push_back(Clamp(i, IntImm(0), n - 1));  // loads stay in bounds where `inside` is false
+  // The source index along dim d for output index i (clamped: loads stay in bounds where
+  // `inside` is false), and whether i reads the input at all (constant mode).
+  auto source = [&](int d, const Expr& index, Expr* inside) {
+    Expr n = ctx.InputDim(0, d), i = index - pads[d];
+    if (mode == "constant")
+      *inside = jit::And(*inside, jit::And(jit::Ge(i, IntImm(0)), jit::Lt(i, n)));
+    if (mode == "reflect") {
+      i = jit::Select(jit::Lt(i, IntImm(0)), -i, i);
+      i = jit::Select(jit::Ge(i, n), (n - 1) * 2 - i, i);
     }
-    Expr x = jit::Load(ctx.in(0), src);
-    return mode == "constant" ? jit::Select(inside, x, value) : x;
-  });
+    if (mode == "wrap") i = jit::FloorMod(i, n);  // Pad-19; n > 0 here (empty: `fill`)
+    return Clamp(i, IntImm(0), n - 1);
+  };
+  // Per output row (every dim but the last), the last dim in three loops: the pads on either
+  // side through the mode's index map, and between them a plain copy of the input row, whose
+  // affine loads the JIT vectorizes (with the map applied to every element, each was a gather:
+  // ~1 ns an element, fast_style's reflect pads 5% of its run).
+  Stmt pad;
+  if (rank == 0) {
+    pad = jit::ComputeInto(ctx.out(0),
+                           [&](const std::vector<Expr>&) { return jit::Load(ctx.in(0), {}); });
+  } else {
+    const int last = rank - 1;
+    std::vector<Expr> rows = ctx.OutputDims(0);
+    rows.pop_back();
+    pad = ParallelFlat(rows, [&](const std::vector<Expr>& row) {
+      Lets r("r");
+      std::vector<Expr> src;
+      Expr row_inside = IntImm(1, DType::kBool);
+      for (int d = 0; d < last; ++d) src.push_back(r.Bind(source(d, row[d], &row_inside)));
+      row_inside = r.Bind(row_inside);
+      const Expr width = ctx.OutputDim(0, last), n = ctx.InputDim(0, last), p = pads[last];
+      // [0, lo): left pad; [lo, hi): input columns lo - p .. hi - p - 1; [hi, width): right pad.
+      const Expr lo = r.Bind(Clamp(p, IntImm(0), width));
+      const Expr hi = r.Bind(Clamp(p + n, lo, width));
+      auto loop = [&](const std::string& name, const Expr& begin, const Expr& end, bool copy) {
+        jit::Var x(name, DType::kI64);
+        std::vector<Expr> at = row;
+        at.push_back(x);
+        std::vector<Expr> from = src;
+        Expr inside = row_inside;
+        from.push_back(copy ? Expr(x) - p : source(last, x, &inside));
+        Expr v = jit::Load(ctx.in(0), from);
+        if (mode == "constant") v = jit::Select(inside, v, value);
+        return jit::For(x, begin, end - begin, copy ? ForKind::kVectorized : ForKind::kSerial,
+                        jit::Store(ctx.out(0), at, jit::Cast(ctx.out(0)->dtype, v)));
+      };
+      return r.Wrap(jit::Seq({loop("x0", IntImm(0), lo, false), loop("x1", lo, hi, true),
+                              loop("x2", hi, width, false)}));
+    });
+  }
   // An empty input has nothing to load from: every output element is the pad value.
   Expr empty = IntImm(0, DType::kBool);
   for (int d = 0; d < rank; ++d) empty = jit::Or(empty, jit::Eq(ctx.InputDim(0, d), IntImm(0)));

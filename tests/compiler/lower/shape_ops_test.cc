@@ -613,6 +613,22 @@ BOOST_AUTO_TEST_CASE(pad_modes_and_forms) {
              PadRef(xr, p, mode, -1.5));
     }
   }
+  // Rows wider than a vector (the copy between the pads runs vectorized, with a tail), pads
+  // on the last dim only, wider than the row on one side (edge repeats, constant fills), and
+  // a crop on one side.
+  TensorDataRef wide = RandomTensor(DType::kF32, {2, 3, 37}, -1, 1, 18);
+  Nd wr = ToNd(wide);
+  for (std::string mode : {"constant", "edge", "reflect"}) {
+    for (std::vector<int64_t> p : std::vector<std::vector<int64_t>>{
+             {0, 0, 3, 0, 0, 4}, {0, 1, 9, 1, 0, 0}, {0, 0, -5, 0, 0, 17}, {0, 0, 0, 0, 0, 0}}) {
+      if (mode == "reflect" && p[5] > 36) continue;  // reflect needs pads below the size
+      std::string body = "p = Constant<value = int64[6] {" + IntList(p) +
+                         "}>()\n v = Constant<value = float {2.5}>()\n y = Pad<mode = \"" + mode +
+                         "\">(x, p" + (mode == "constant" ? ", v" : "") + ")";
+      Expect(Run(Model(13, "float[2,3,37] x", "y", body), {wide})[0], DType::kF32,
+             PadRef(wr, p, mode, 2.5));
+    }
+  }
   // Without constant_value: zeros. Integer data.
   TensorDataRef xi = RandomTensor(DType::kI64, {2, 3}, -9, 9, 17);
   Expect(Run(Model(13, "int64[2,3] x", "y",
