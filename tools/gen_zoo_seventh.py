@@ -25,7 +25,15 @@ gathered with GatherElements and summed with ScatterElements reduction=add; dyna
 and a tokenizer-free byte model (Embedding of byte ids, positions from a CumSum over the
 non-padding mask, a small transformer; dynamic seq). Random weights with the zoo's seed and
 opset 17. Skipped: the RoPE decoder with a KV cache (past_key_values are further graph inputs,
-and gen_zoo's export and zoo.json hold one input per model).
+and gen_zoo's export and zoo.json hold one input per model) and torchvision's swin_v2_t (torch
+1.13 cannot export its aten::zero to opset 17). Uses gen_zoo_third's helpers (--shared DIR).
+
+What it found (2026-11-27, main fef5065): all 11 correct on both back ends. bifpn_det was 2.95x
+ONNX Runtime at 1 thread (3.17x at 2): each weighted fusion adds a row-major Resize output to a
+channel-blocked conv output, which oneDNN 2.6 runs with its reference binary (10-12 ms per
+1x64x16x16 add); ghostnet_like was 1.48x: the same mixed-layout add made kiln decline its whole
+oneDNN region. Fixed in external/onednn/run/plan_eltwise_binary.cc (one operand reordered into
+the other's blocking): bifpn_det 1.29x / 0.84x, ghostnet_like 0.94x / 0.72x.
 """
 import math
 
