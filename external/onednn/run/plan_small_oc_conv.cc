@@ -2,6 +2,7 @@
 // (small_oc_conv.h) for a convolution of 1-4 output channels: a rule admits the shapes where it
 // measured faster, then a timed trial on the real shape guards, once per shape and team size
 // in a process.
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -35,15 +36,16 @@ ChoiceMemo<bool>& Memo() {
   return *memo;
 }
 
-// Whether kiln's convolution can beat oneDNN's on this shape at all (the trial then checks):
-// stride 1, a kernel larger than 1x1 and at least 48 products per output. small_oc_conv_bench
+// Whether kiln's convolution (2-D, or 1-D as one row) can beat oneDNN's on this shape at all
+// (the trial then checks): stride 1, a kernel larger than 1x1 and at least 48 products per output. small_oc_conv_bench
 // at 1 thread (src and dst aBcd8b): fast_style's 16 -> 3 9x9 4.3x faster than oneDNN's
 // jit:avx2, 3x3 layers to 3-4 channels from 32 or 64 2-2.5x, 1x7 1-D layers to 1 channel 3-4x,
 // dcgan's 64 -> 3 2x2 phases 2.6x; a 1x1 64 -> 2 head only 1.1x (oneDNN's jit_1x1), so 1x1 is
 // left to oneDNN; strides 2 were not measured.
 bool MayWin(const Dims& wd, const Window& win) {
-  return win.strides.size() == 2 && win.strides[0] == 1 && win.strides[1] == 1 &&
-         wd[2] * wd[3] > 1 && wd[1] * wd[2] * wd[3] >= 48;
+  const int64_t taps = wd.size() == 4 ? wd[2] * wd[3] : wd[2];
+  return std::all_of(win.strides.begin(), win.strides.end(), [](int64_t s) { return s == 1; }) &&
+         taps > 1 && wd[1] * taps >= 48;
 }
 
 }  // namespace
@@ -58,7 +60,9 @@ bool Builder::SmallOc(const Op& op, const dnnl::convolution_forward::primitive_d
   const Mode mode = ModeFromEnv();
   const int32_t w = op.inputs[1];
   const Dims& wd = dims_[w];
-  if (mode == Mode::kOff || wd.size() != 4 || wd[0] > SmallOcConv::kMaxOutputs) return false;
+  if (mode == Mode::kOff || (wd.size() != 4 && wd.size() != 3) ||
+      wd[0] > SmallOcConv::kMaxOutputs)
+    return false;
   if (mode == Mode::kTrial && !MayWin(wd, win)) return false;
   const float* weights = static_cast<const float*>(d_.constant_data[w]);
   if (r_.tensors[w].dtype != DType::kF32 || weights == nullptr) return false;

@@ -137,9 +137,19 @@ RowFn RowForStride(int64_t k) {
   }
 }
 
-bool Is(const memory::desc& md, memory::format_tag tag) {
-  return md.data_type() == memory::data_type::f32 && md.dims().size() == 4 &&
-         md == memory::desc(md.dims(), memory::data_type::f32, tag);
+// Whether md is f32 in 8-channel blocks: aBcd8b, or aBc8b (1-D, taken as one row).
+bool IsBlocked(const memory::desc& md) {
+  const size_t rank = md.dims().size();
+  if (md.data_type() != memory::data_type::f32 || (rank != 3 && rank != 4)) return false;
+  return md == memory::desc(md.dims(), memory::data_type::f32,
+                            rank == 4 ? memory::format_tag::aBcd8b : memory::format_tag::aBc8b);
+}
+
+// A 1-D (rank 3) dims, window or weight dims as 2-D with one row: `fill` inserted before the
+// last entry (from `at` on: 2 for [N, C, W], 0 for a window's strides); 4-D ones unchanged.
+std::vector<int64_t> AsRows(std::vector<int64_t> v, size_t rank, size_t at, int64_t fill) {
+  if (rank == 3 && v.size() == at + 1) v.insert(v.begin() + at, fill);
+  return v;
 }
 
 }  // namespace
@@ -161,16 +171,17 @@ SmallOcConv::SmallOcConv(const Geometry& g, std::vector<WinogradPostOp> post_ops
 std::shared_ptr<const SmallOcConv> SmallOcConv::Make(const KilnConvSpec& spec) {
   const memory::desc& src = spec.src;
   const memory::desc& dst = spec.dst;
-  const std::vector<int64_t>& weight_dims = spec.weight_dims;
-  const std::vector<int64_t>& strides = spec.strides;
-  const std::vector<int64_t>& pad_l = spec.pad_l;
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return nullptr;
-  if (!Is(src, memory::format_tag::aBcd8b) || !Is(dst, memory::format_tag::aBcd8b))
+  if (!IsBlocked(src) || !IsBlocked(dst) || src.dims().size() != dst.dims().size())
     return nullptr;
+  const size_t rank = src.dims().size();  // 3: a 1-D convolution, run as 2-D on one row
+  const std::vector<int64_t> weight_dims = AsRows(spec.weight_dims, rank, 2, 1);
+  const std::vector<int64_t> strides = AsRows(spec.strides, rank, 0, 1);
+  const std::vector<int64_t> pad_l = AsRows(spec.pad_l, rank, 0, 0);
   if (weight_dims.size() != 4 || strides.size() != 2 ||
-      spec.dilations != std::vector<int64_t>{0, 0} || pad_l.size() != 2)
+      AsRows(spec.dilations, rank, 0, 0) != std::vector<int64_t>{0, 0} || pad_l.size() != 2)
     return nullptr;
-  memory::dims in = src.dims(), out = dst.dims();
+  const memory::dims in = AsRows(src.dims(), rank, 2, 1), out = AsRows(dst.dims(), rank, 2, 1);
   Geometry g;
   g.n = in[0], g.c = in[1], g.h = in[2], g.w = in[3];
   g.k = out[1], g.oh = out[2], g.ow = out[3], g.kh = weight_dims[2], g.kw = weight_dims[3];

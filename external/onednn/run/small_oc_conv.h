@@ -20,21 +20,22 @@
 namespace kiln::onednn::internal {
 
 /// Convolution of an f32 aBcd8b [N, C, H, W] tensor (any C; its padded channels, as oneDNN
-/// and kiln's kernels leave them, zeros) with constant weights [K, C, KH, KW] (K <= 4, any
-/// kernel size, group 1, stride 1 or 2 per axis, no dilation, any zero padding), plus an
-/// optional bias and post-ops, into an aBcd8b [N, K, OH, OW] tensor whose padded channels it
-/// writes as zeros. Every output is one sum in a fixed order (8 lane sums over the channel
-/// blocks and taps, then a pairwise sum of the lanes) by one thread: results do not depend on
-/// the team size. Immutable; Run may be called from any number of threads at once.
+/// and kiln's kernels leave them, zeros), or aBc8b [N, C, W] (1-D: one row), with constant
+/// weights [K, C, KH, KW] ([K, C, KW]; K <= 4, any kernel size, group 1, stride 1 or 2 per
+/// axis, no dilation, any zero padding), plus an optional bias and post-ops, into an aBcd8b
+/// [N, K, OH, OW] (aBc8b [N, K, OW]) tensor whose padded channels it writes as zeros. Every
+/// output is one sum in a fixed order (8 lane sums over the channel blocks and taps, then a
+/// pairwise sum of the lanes) by one thread: results do not depend on the team size.
+/// Immutable; Run may be called from any number of threads at once.
 class SmallOcConv {
  public:
   /// The largest output channel count it takes.
   static constexpr int64_t kMaxOutputs = 4;
 
   /// The convolution of `spec`, or nullptr when it does not apply and oneDNN's primitive
-  /// should run instead: a CPU without AVX2 and FMA, src or dst not f32 aBcd8b 4-D, more than
-  /// kMaxOutputs output channels, strides other than 1 or 2, dilations other than 0, or dims
-  /// that do not agree. The weights are packed once (null: zeros).
+  /// should run instead: a CPU without AVX2 and FMA, src or dst not f32 aBcd8b (or both
+  /// aBc8b), more than kMaxOutputs output channels, strides other than 1 or 2, dilations
+  /// other than 0, or dims that do not agree. The weights are packed once (null: zeros).
   static std::shared_ptr<const SmallOcConv> Make(const KilnConvSpec& spec);
 
   /// dst = post_ops(conv(src) + bias) (bias: K floats, or null). src must not alias dst. Runs

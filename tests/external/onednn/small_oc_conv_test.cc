@@ -228,6 +228,33 @@ BOOST_AUTO_TEST_CASE(SameOnAnyTeam) {
   BOOST_TEST(outs[0] == outs[2]);
 }
 
+// A 1-D convolution (aBc8b, a vocoder's 16 -> 1 k7 with pads 3) computes what the same
+// convolution as 2-D on one row does (checked against float64 above: 1-row cases), bit for bit.
+BOOST_AUTO_TEST_CASE(OneDimensionalIsOneRow) {
+  if (!HasAvx2()) return;
+  const int64_t c = 16, w = 45, ow = 45;
+  std::vector<float> x(2 * 16 * w), wts(c * 7), bias = {0.25f};
+  for (size_t i = 0; i < x.size(); ++i) x[i] = Value(i, 7, 1.0f);
+  for (size_t i = 0; i < wts.size(); ++i) wts[i] = Value(i, 8, 0.5f);
+  auto md = [](std::vector<int64_t> dims, tag t) {
+    return memory::desc(dims, memory::data_type::f32, t);
+  };
+  auto one_d = SmallOcConv::Make({md({2, c, w}, tag::aBc8b), md({2, 1, ow}, tag::aBc8b),
+                                  wts.data(), {1, c, 7}, {1}, {0}, {3}, {kTanh}, 2});
+  auto two_d = SmallOcConv::Make({md({2, c, 1, w}, tag::aBcd8b), md({2, 1, 1, ow}, tag::aBcd8b),
+                                  wts.data(), {1, c, 1, 7}, {1, 1}, {0, 0}, {0, 3}, {kTanh}, 2});
+  BOOST_REQUIRE(one_d != nullptr);
+  BOOST_REQUIRE(two_d != nullptr);
+  std::vector<float> got(2 * ow * 8, -1.0f), want(2 * ow * 8, -2.0f);
+  one_d->Run(x.data(), bias.data(), got.data());
+  two_d->Run(x.data(), bias.data(), want.data());
+  BOOST_TEST(got == want);
+  BOOST_TEST(want[8] != 0.0f);
+  // Ranks that disagree.
+  BOOST_TEST(SmallOcConv::Make({md({2, c, w}, tag::aBc8b), md({2, 1, 1, ow}, tag::aBcd8b),
+                                nullptr, {1, c, 7}, {1}, {0}, {3}, {}, 1}) == nullptr);
+}
+
 // What Make leaves to oneDNN (nullptr), each next to an accepted twin.
 BOOST_AUTO_TEST_CASE(DeclinesWhatItDoesNotRun) {
   const memory::desc blocked({1, 16, 16, 16}, memory::data_type::f32, tag::aBcd8b);
