@@ -102,10 +102,13 @@ KILN_AVX2 void Column(const Geometry& g, const float* src, const float* w, __m25
   Store<K, 1>(acc, bias, lanes, ops, dst + x * 8);
 }
 
-// Output row y of image `src` into `dst` (that row of the image's output).
+// Columns [xa, xb) of output row y of image `src` into `dst` (that row of the image's
+// output). An interior column computes the same in a block of P as alone (the same FMAs in the
+// same order): results do not depend on where the range splits.
 template <int K, int S>
 KILN_AVX2 void Row(const Geometry& g, const float* src, const float* w, const float* bias,
-                   const std::vector<WinogradPostOp>& ops, float* dst, int64_t y) {
+                   const std::vector<WinogradPostOp>& ops, float* dst, int64_t y, int64_t xa,
+                   int64_t xb) {
   // Columns per block: K * P accumulators and K weight vectors in registers, the source
   // vector an FMA operand. P = 4 for K = 3 (12 + 3 of 16 ymm) made GCC read the weights from
   // memory in every FMA instead: 29 GMAC/s on fast_style's output layer against 43 for P = 3.
@@ -116,18 +119,19 @@ KILN_AVX2 void Row(const Geometry& g, const float* src, const float* w, const fl
   const __m256 bv = bias != nullptr ? _mm256_maskload_ps(bias, valid) : _mm256_setzero_ps();
   const int64_t iy0 = y * g.sh - g.pt;
   const int64_t kh0 = std::max<int64_t>(0, -iy0), kh1 = std::min(g.kh, g.h - iy0);
-  int64_t x = 0;
-  for (; x < g.x_lo; ++x) Column<K, S>(g, src, w, bv, lanes, ops, dst, iy0, kh0, kh1, x);
-  for (; x + P <= g.x_hi; x += P) {
+  const int64_t lo = std::clamp(g.x_lo, xa, xb), hi = std::clamp(g.x_hi, lo, xb);
+  int64_t x = xa;
+  for (; x < lo; ++x) Column<K, S>(g, src, w, bv, lanes, ops, dst, iy0, kh0, kh1, x);
+  for (; x + P <= hi; x += P) {
     V8 acc[K][P];
     Sums<K, P, S>(g, src, w, iy0, x * S - g.pl, kh0, kh1, 0, g.kw, acc);
     Store<K, P>(acc, bv, lanes, ops, dst + x * 8);
   }
-  for (; x < g.ow; ++x) Column<K, S>(g, src, w, bv, lanes, ops, dst, iy0, kh0, kh1, x);
+  for (; x < xb; ++x) Column<K, S>(g, src, w, bv, lanes, ops, dst, iy0, kh0, kh1, x);
 }
 
 using RowFn = void (*)(const Geometry&, const float*, const float*, const float*,
-                       const std::vector<WinogradPostOp>&, float*, int64_t);
+                       const std::vector<WinogradPostOp>&, float*, int64_t, int64_t, int64_t);
 
 // Row's instance for the channel count and width stride.
 template <int S>
@@ -210,10 +214,16 @@ void SmallOcConv::Run(const float* src, const float* bias, float* dst) const {
   const RowFn row = g.sw == 1 ? RowForStride<1>(g.k) : RowForStride<2>(g.k);
   const int64_t rows = g.n * g.oh, image = g.cb * g.h * g.w * 8;
   const int team = std::max(1, std::min(omp_get_max_threads(), g.threads));
-#pragma omp parallel for num_threads(team) schedule(static) if (team > 1 && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t n = r / g.oh, y = r % g.oh;
-    row(g, src + n * image, w_.data(), bias, post_ops_, dst + (n * g.oh + y) * g.ow * 8, y);
+  // Items are (image, row, column range): whole rows when there are enough of them for the
+  // team, else (a 1-D convolution: one row) ranges of at least 64 columns, 4 per thread.
+  const int64_t parts =
+      rows >= 4 * team ? 1 : std::max<int64_t>(1, std::min<int64_t>(4 * team, g.ow / 64));
+  const int64_t span = (g.ow + parts - 1) / parts, items = rows * parts;
+#pragma omp parallel for num_threads(team) schedule(static) if (team > 1 && items > 1)
+  for (int64_t i = 0; i < items; ++i) {
+    const int64_t r = i / parts, p = i % parts, n = r / g.oh, y = r % g.oh;
+    row(g, src + n * image, w_.data(), bias, post_ops_, dst + (n * g.oh + y) * g.ow * 8, y,
+        std::min(g.ow, p * span), std::min(g.ow, (p + 1) * span));
   }
 }
 

@@ -228,28 +228,60 @@ BOOST_AUTO_TEST_CASE(SameOnAnyTeam) {
   BOOST_TEST(outs[0] == outs[2]);
 }
 
-// A 1-D convolution (aBc8b, a vocoder's 16 -> 1 k7 with pads 3) computes what the same
-// convolution as 2-D on one row does (checked against float64 above: 1-row cases), bit for bit.
-BOOST_AUTO_TEST_CASE(OneDimensionalIsOneRow) {
+// A 1-D convolution (aBc8b, a vocoder's 16 -> 1 k7 with pads 3, wide enough that each row is
+// split in column ranges over the team) against float64, the same at 1, 2 and 3 threads, and
+// bit for bit what the same convolution as 2-D on one row computes.
+BOOST_AUTO_TEST_CASE(OneDimensional) {
   if (!HasAvx2()) return;
-  const int64_t c = 16, w = 45, ow = 45;
-  std::vector<float> x(2 * 16 * w), wts(c * 7), bias = {0.25f};
-  for (size_t i = 0; i < x.size(); ++i) x[i] = Value(i, 7, 1.0f);
+  const int64_t c = 13, cb = 2, w = 601, ow = 601;
+  std::vector<float> x(2 * cb * 8 * w, 0.0f), wts(c * 7), bias = {0.25f};
+  for (int64_t n = 0; n < 2; ++n) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t i = 0; i < w; ++i)
+        x[((n * cb + ch / 8) * w + i) * 8 + ch % 8] = Value((n * c + ch) * w + i, 7, 1.0f);
+    }
+  }
   for (size_t i = 0; i < wts.size(); ++i) wts[i] = Value(i, 8, 0.5f);
   auto md = [](std::vector<int64_t> dims, tag t) {
     return memory::desc(dims, memory::data_type::f32, t);
   };
-  auto one_d = SmallOcConv::Make({md({2, c, w}, tag::aBc8b), md({2, 1, ow}, tag::aBc8b),
-                                  wts.data(), {1, c, 7}, {1}, {0}, {3}, {kTanh}, 2});
+  std::vector<std::vector<float>> outs;
+  for (int threads : {1, 2, 3}) {
+    auto conv = SmallOcConv::Make({md({2, c, w}, tag::aBc8b), md({2, 1, ow}, tag::aBc8b),
+                                   wts.data(), {1, c, 7}, {1}, {0}, {3}, {kTanh}, threads});
+    BOOST_REQUIRE(conv != nullptr);
+    outs.emplace_back(2 * ow * 8, -1.0f);
+    conv->Run(x.data(), bias.data(), outs.back().data());
+  }
+  BOOST_TEST(outs[0] == outs[1]);
+  BOOST_TEST(outs[0] == outs[2]);
   auto two_d = SmallOcConv::Make({md({2, c, 1, w}, tag::aBcd8b), md({2, 1, 1, ow}, tag::aBcd8b),
                                   wts.data(), {1, c, 1, 7}, {1, 1}, {0, 0}, {0, 3}, {kTanh}, 2});
-  BOOST_REQUIRE(one_d != nullptr);
   BOOST_REQUIRE(two_d != nullptr);
-  std::vector<float> got(2 * ow * 8, -1.0f), want(2 * ow * 8, -2.0f);
-  one_d->Run(x.data(), bias.data(), got.data());
+  std::vector<float> want(2 * ow * 8, -2.0f);
   two_d->Run(x.data(), bias.data(), want.data());
-  BOOST_TEST(got == want);
-  BOOST_TEST(want[8] != 0.0f);
+  BOOST_TEST(outs[0] == want);
+  // Against float64: 91 products + bias, tanh's Lipschitz constant 1 (the header's bound).
+  const double eps = std::ldexp(1.0, -24), gamma = 93 * eps / (1 - 93 * eps);
+  int64_t bad = 0;
+  for (int64_t n = 0; n < 2; ++n) {
+    for (int64_t o = 0; o < ow; ++o) {
+      double s = bias[0], mag = std::fabs(bias[0]);
+      for (int64_t ch = 0; ch < c; ++ch) {
+        for (int64_t j = 0; j < 7; ++j) {
+          const int64_t i = o - 3 + j;
+          if (i < 0 || i >= w) continue;
+          const double p = static_cast<double>(wts[ch * 7 + j]) *
+                           x[((n * cb + ch / 8) * w + i) * 8 + ch % 8];
+          s += p, mag += std::fabs(p);
+        }
+      }
+      const double want_o = std::tanh(s), tol = gamma * mag + 8 * eps;
+      bad += !(std::fabs(outs[0][(n * ow + o) * 8] - want_o) <= tol);
+      for (int l = 1; l < 8; ++l) bad += outs[0][(n * ow + o) * 8 + l] != 0.0f;
+    }
+  }
+  BOOST_TEST(bad == 0);
   // Ranks that disagree.
   BOOST_TEST(SmallOcConv::Make({md({2, c, w}, tag::aBc8b), md({2, 1, 1, ow}, tag::aBcd8b),
                                 nullptr, {1, c, 7}, {1}, {0}, {3}, {}, 1}) == nullptr);
