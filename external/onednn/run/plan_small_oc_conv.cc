@@ -37,16 +37,15 @@ ChoiceMemo<bool>& Memo() {
 }
 
 // Whether kiln's convolution (2-D, or 1-D as one row) can beat oneDNN's on this shape at all
-// (the trial then checks): stride 1, a kernel larger than 1x1 and at least 48 products per
-// output. small_oc_conv_bench (src and dst aBcd8b; 1 thread / 2 threads): fast_style's
-// 16 -> 3 9x9 6.1x / 6.3x faster than oneDNN's jit:avx2, esrgan's 32 and 64 -> 3 3x3 3-3.7x,
-// a vocoder's 16 or 32 -> 1 k7 (1-D) 3.6-4.3x / 7-8x, dcgan's 64 -> 3 2x2 phases 3x, a 32 -> 4
-// 3x3 head 2.1x / 2.8x; a 1x1 64 -> 2 head 1.5x against oneDNN's jit_1x1 (left to oneDNN
-// for now: the least gain); strides 2 were not measured.
+// (the trial then checks): stride 1 and at least 48 products per output. small_oc_conv_bench
+// (src and dst aBcd8b; 1 thread / 2 threads): fast_style's 16 -> 3 9x9 6.1x / 6.3x faster
+// than oneDNN's jit:avx2, esrgan's 32 and 64 -> 3 3x3 3-3.7x, a vocoder's 16 or 32 -> 1 k7
+// (1-D) 3.6-4.3x / 7-8x, dcgan's 64 -> 3 2x2 phases 3x, a 32 -> 4 3x3 head 2.1x / 2.8x, a
+// 1x1 64 -> 2 head 1.5x against oneDNN's jit_1x1; strides 2 were not measured.
 bool MayWin(const Dims& wd, const Window& win) {
   const int64_t taps = wd.size() == 4 ? wd[2] * wd[3] : wd[2];
   return std::all_of(win.strides.begin(), win.strides.end(), [](int64_t s) { return s == 1; }) &&
-         taps > 1 && wd[1] * taps >= 48;
+         wd[1] * taps >= 48;
 }
 
 }  // namespace

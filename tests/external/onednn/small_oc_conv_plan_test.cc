@@ -1,7 +1,7 @@
 // The plan's choice of kiln's small-output-channel convolution (plan_small_oc_conv.cc) in a
 // region: KILN_ONEDNN_SMALL_OC=force runs it for every convolution of 1-4 output channels it
 // applies to (and never for more), "0" never, and the default never for a shape its rule
-// excludes (1x1); the region's output matches a float64 reference in every mode, post-ops and
+// excludes (stride 2, few products); the region's output matches a float64 reference in every mode, post-ops and
 // padding included.
 #define BOOST_TEST_MODULE onednn_small_oc_conv_plan_test
 #include <algorithm>
@@ -49,14 +49,16 @@ class ScopedMode {
 bool HasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 // A 16 -> 12 3x3 conv with a Relu (too many output channels for kiln's) on a batch of 2, then
-// an output layer 12 -> 3 (kernel `kernel`, asymmetric pads when larger than 1, bias, Tanh).
+// an output layer 12 -> 3 (kernel `kernel`, stride `stride`, asymmetric pads when the kernel is
+// larger than 1, bias, Tanh).
 const Dims kXd = {2, 16, 19, 23}, kW0d = {12, 16, 3, 3};
 const ConvParams kP0{1, {1, 1}, {1, 1}, {1, 1, 1, 1}};
 
 struct Net {
-  explicit Net(int64_t kernel)
-      : k(kernel), w1d{3, 12, kernel, kernel}, p1{1, {1, 1}, {1, 1}, {0, 0, 0, 0}} {
+  explicit Net(int64_t kernel, int64_t stride = 1)
+      : k(kernel), w1d{3, 12, kernel, kernel}, p1{1, {stride, stride}, {1, 1}, {0, 0, 0, 0}} {
     if (k > 1) p1.pads = {k / 2, k / 2 - 1, k / 2, k / 2 + 1};
+    yd = {2, 3, (19 + 2 * (k / 2) - k) / stride + 1, (23 + 2 * (k / 2) - k) / stride + 1};
     w1 = Random(Numel(w1d), 13, -0.2f, 0.2f);
     text = "<ir_version: 8, opset_import: [\"\" : 17]>\n"
            "g (float[2, 16, 19, 23] X) => (float Y) {\n"
@@ -65,12 +67,13 @@ struct Net {
            "  c1 = Conv <pads = [" +
            std::to_string(p1.pads[0]) + ", " + std::to_string(p1.pads[1]) + ", " +
            std::to_string(p1.pads[2]) + ", " + std::to_string(p1.pads[3]) +
+           "], strides = [" + std::to_string(stride) + ", " + std::to_string(stride) +
            "]> (r0, W1, B1)\n"
            "  Y = Tanh(c1)\n"
            "}";
   }
   int64_t k;
-  Dims w1d;
+  Dims w1d, yd;
   ConvParams p1;
   Floats w0 = Random(Numel(kW0d), 11, -0.2f, 0.2f), b0 = Random(12, 12, -0.1f, 0.1f);
   Floats w1, b1 = Random(3, 14, -0.1f, 0.1f);
@@ -83,7 +86,7 @@ struct Net {
     CompiledRegion r = Compile(MakeGraph(
         text, {{"W0", kW0d, w0}, {"B0", {12}, b0}, {"W1", w1d, w1}, {"B1", {3}, b1}}));
     std::vector<Floats> got;
-    BOOST_REQUIRE(r.TryRun({{kXd, x}}, {{2, 3, 19, 23}}, &got, impls).ok());
+    BOOST_REQUIRE(r.TryRun({{kXd, x}}, {yd}, &got, impls).ok());
     return got[0];
   }
 
@@ -92,7 +95,7 @@ struct Net {
     Floats y = RefConv2d(x, kXd, w0, kW0d, &b0, kP0, &d0);
     for (float& v : y) v = std::max(v, 0.0f);
     y = RefConv2d(y, d0, w1, w1d, &b1, p1, &d1);
-    BOOST_REQUIRE((d1 == Dims{2, 3, 19, 23}));
+    BOOST_REQUIRE(d1 == yd);
     for (float& v : y) v = std::tanh(v);
     return y;
   }
@@ -103,8 +106,7 @@ struct Net {
 constexpr double kAtol = 2e-5;
 
 BOOST_AUTO_TEST_CASE(ForceRunsItOnTheOutputLayerOnly) {
-  for (int64_t kernel : {1, 5}) {
-    const Net net(kernel);
+  for (const Net& net : {Net(1), Net(5), Net(5, 2)}) {
     Impls impls;
     const Floats got = net.Run("force", &impls);
     BOOST_TEST(impls.Count("kiln:small_oc") == (HasAvx2() ? 1 : 0));
@@ -120,14 +122,15 @@ BOOST_AUTO_TEST_CASE(OffNeverRunsIt) {
   BOOST_TEST(Close(got, net.Reference(), kAtol, 0));
 }
 
-// By default the rule (stride 1, a kernel over 1x1, 48 products or more) leaves a 1x1 head to
-// oneDNN, whose jit_1x1 runs it about as fast: no trial, whatever the timing.
-BOOST_AUTO_TEST_CASE(DefaultLeaves1x1HeadsToOneDnn) {
-  const Net net(1);
-  Impls impls;
-  const Floats got = net.Run(nullptr, &impls);
-  BOOST_TEST(impls.Count("kiln:small_oc") == 0);
-  BOOST_TEST(Close(got, net.Reference(), kAtol, 0));
+// By default the rule (stride 1, 48 products or more) leaves a strided layer (not measured)
+// and one of 12 products (a 1x1 from 12 channels) to oneDNN: no trial, whatever the timing.
+BOOST_AUTO_TEST_CASE(DefaultLeavesStridedAndSmallLayersToOneDnn) {
+  for (const Net& net : {Net(5, 2), Net(1)}) {
+    Impls impls;
+    const Floats got = net.Run(nullptr, &impls);
+    BOOST_TEST(impls.Count("kiln:small_oc") == 0);
+    BOOST_TEST(Close(got, net.Reference(), kAtol, 0));
+  }
 }
 
 // By default a 5x5 output layer is admitted and timed: either choice computes the same.
