@@ -60,8 +60,7 @@ bool Builder::SmallOc(const Op& op, const dnnl::convolution_forward::primitive_d
   const Mode mode = ModeFromEnv();
   const int32_t w = op.inputs[1];
   const Dims& wd = dims_[w];
-  if (mode == Mode::kOff || (wd.size() != 4 && wd.size() != 3) ||
-      wd[0] > SmallOcConv::kMaxOutputs)
+  if (mode == Mode::kOff || (wd.size() != 4 && wd.size() != 3) || wd[0] > SmallOcConv::kMaxOutputs)
     return false;
   if (mode == Mode::kTrial && !MayWin(wd, win)) return false;
   const float* weights = static_cast<const float*>(d_.constant_data[w]);
@@ -83,8 +82,8 @@ bool Builder::SmallOc(const Op& op, const dnnl::convolution_forward::primitive_d
     bool faster = false;
     if (!Memo().Find(key, &faster)) {
       ConvTrial trial = TimeOneDnnConv(pd);
-      faster = Fastest([&] { timed->Run(trial.src, trial.bias, trial.dst); }, 3) <
-               trial.onednn_seconds;
+      faster =
+          Fastest([&] { timed->Run(trial.src, trial.bias, trial.dst); }, 3) < trial.onednn_seconds;
       Memo().Record(key, faster);
     }
     if (!faster) return false;

@@ -33,10 +33,9 @@ typedef float V8 __attribute__((vector_size(32)));
 // (at kw = 0; column j at ix0 + j * S).
 template <int K, int P, int S>
 KILN_AVX2 __attribute__((always_inline)) inline void Sums(const Geometry& g, const float* src,
-                                                          const float* w, int64_t iy0,
-                                                          int64_t ix0, int64_t kh0, int64_t kh1,
-                                                          int64_t kw0, int64_t kw1,
-                                                          V8 (&out)[K][P]) {
+                                                          const float* w, int64_t iy0, int64_t ix0,
+                                                          int64_t kh0, int64_t kh1, int64_t kw0,
+                                                          int64_t kw1, V8 (&out)[K][P]) {
   V8 acc[K][P];
   for (int k = 0; k < K; ++k) {
     for (int j = 0; j < P; ++j) acc[k][j] = V8{};
@@ -93,8 +92,8 @@ KILN_AVX2 __attribute__((always_inline)) inline void Store(V8 (&acc)[K][P], __m2
 // inside the image's width.
 template <int K, int S>
 KILN_AVX2 void Column(const Geometry& g, const float* src, const float* w, __m256 bias,
-                      __m256 lanes, const std::vector<WinogradPostOp>& ops, float* dst,
-                      int64_t iy0, int64_t kh0, int64_t kh1, int64_t x) {
+                      __m256 lanes, const std::vector<WinogradPostOp>& ops, float* dst, int64_t iy0,
+                      int64_t kh0, int64_t kh1, int64_t x) {
   const int64_t ix0 = x * S - g.pl;
   V8 acc[K][1];
   Sums<K, 1, S>(g, src, w, iy0, ix0, kh0, kh1, std::max<int64_t>(0, -ix0),
@@ -113,8 +112,8 @@ KILN_AVX2 void Row(const Geometry& g, const float* src, const float* w, const fl
   // vector an FMA operand. P = 4 for K = 3 (12 + 3 of 16 ymm) made GCC read the weights from
   // memory in every FMA instead: 29 GMAC/s on fast_style's output layer against 43 for P = 3.
   constexpr int P = K == 3 ? 3 : 12 / K;
-  const __m256i valid = _mm256_cmpgt_epi32(_mm256_set1_epi32(K),
-                                           _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  const __m256i valid =
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(K), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   const __m256 lanes = _mm256_castsi256_ps(valid);
   const __m256 bv = bias != nullptr ? _mm256_maskload_ps(bias, valid) : _mm256_setzero_ps();
   const int64_t iy0 = y * g.sh - g.pt;
@@ -137,10 +136,14 @@ using RowFn = void (*)(const Geometry&, const float*, const float*, const float*
 template <int S>
 RowFn RowForStride(int64_t k) {
   switch (k) {
-    case 1: return Row<1, S>;
-    case 2: return Row<2, S>;
-    case 3: return Row<3, S>;
-    default: return Row<4, S>;
+    case 1:
+      return Row<1, S>;
+    case 2:
+      return Row<2, S>;
+    case 3:
+      return Row<3, S>;
+    default:
+      return Row<4, S>;
   }
 }
 
@@ -179,8 +182,7 @@ std::shared_ptr<const SmallOcConv> SmallOcConv::Make(const KilnConvSpec& spec) {
   const memory::desc& src = spec.src;
   const memory::desc& dst = spec.dst;
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return nullptr;
-  if (!IsBlocked(src) || !IsBlocked(dst) || src.dims().size() != dst.dims().size())
-    return nullptr;
+  if (!IsBlocked(src) || !IsBlocked(dst) || src.dims().size() != dst.dims().size()) return nullptr;
   const size_t rank = src.dims().size();  // 3: a 1-D convolution, run as 2-D on one row
   const std::vector<int64_t> weight_dims = AsRows(spec.weight_dims, rank, 2, 1);
   const std::vector<int64_t> strides = AsRows(spec.strides, rank, 0, 1);

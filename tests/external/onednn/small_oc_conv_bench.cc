@@ -92,15 +92,24 @@ int main(int argc, char** argv) {
     memory b({{s.k}, memory::data_type::f32, memory::format_tag::a}, eng, Buffer(s.k * 4));
     std::vector<WinogradPostOp> post;
     if (s.post) post.push_back({Kind::kTanh});
-    auto kiln = SmallOcConv::Make({src_md, dst_md, wt.data(), wd, {s.stride, s.stride}, {0, 0},
-                                   {s.pad_h, s.pad_w}, post, threads});
+    auto kiln = SmallOcConv::Make({src_md,
+                                   dst_md,
+                                   wt.data(),
+                                   wd,
+                                   {s.stride, s.stride},
+                                   {0, 0},
+                                   {s.pad_h, s.pad_w},
+                                   post,
+                                   threads});
     std::vector<double> t[2];
     for (int r = 0; r < runs + 2; ++r) {
       for (int i = 0; i < 2; ++i) {
         if (i == 1 && kiln == nullptr) continue;
         double start = NowUs(threads == 1);
         if (i == 0) {
-          conv.execute(st, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, w}, {DNNL_ARG_BIAS, b},
+          conv.execute(st, {{DNNL_ARG_SRC, src},
+                            {DNNL_ARG_WEIGHTS, w},
+                            {DNNL_ARG_BIAS, b},
                             {DNNL_ARG_DST, dst}});
           st.wait();
         } else {
@@ -120,8 +129,8 @@ int main(int argc, char** argv) {
       continue;
     }
     const double m1 = Typical(t[1], threads);
-    std::printf("%-28s %10.0f %10.0f %8.1f %8.1f %7.2f  (%s)\n", s.name, m0, m1,
-                macs / m0 / 1e3, macs / m1 / 1e3, m1 / m0, pd.impl_info_str());
+    std::printf("%-28s %10.0f %10.0f %8.1f %8.1f %7.2f  (%s)\n", s.name, m0, m1, macs / m0 / 1e3,
+                macs / m1 / 1e3, m1 / m0, pd.impl_info_str());
   }
   return 0;
 }

@@ -1,8 +1,8 @@
 // The plan's choice of kiln's small-output-channel convolution (plan_small_oc_conv.cc) in a
 // region: KILN_ONEDNN_SMALL_OC=force runs it for every convolution of 1-4 output channels it
 // applies to (and never for more), "0" never, and the default never for a shape its rule
-// excludes (stride 2, few products); the region's output matches a float64 reference in every mode, post-ops and
-// padding included.
+// excludes (stride 2, few products); the region's output matches a float64 reference in every
+// mode, post-ops and padding included.
 #define BOOST_TEST_MODULE onednn_small_oc_conv_plan_test
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
@@ -60,17 +60,18 @@ struct Net {
     if (k > 1) p1.pads = {k / 2, k / 2 - 1, k / 2, k / 2 + 1};
     yd = {2, 3, (19 + 2 * (k / 2) - k) / stride + 1, (23 + 2 * (k / 2) - k) / stride + 1};
     w1 = Random(Numel(w1d), 13, -0.2f, 0.2f);
-    text = "<ir_version: 8, opset_import: [\"\" : 17]>\n"
-           "g (float[2, 16, 19, 23] X) => (float Y) {\n"
-           "  c0 = Conv <pads = [1, 1, 1, 1]> (X, W0, B0)\n"
-           "  r0 = Relu(c0)\n"
-           "  c1 = Conv <pads = [" +
-           std::to_string(p1.pads[0]) + ", " + std::to_string(p1.pads[1]) + ", " +
-           std::to_string(p1.pads[2]) + ", " + std::to_string(p1.pads[3]) +
-           "], strides = [" + std::to_string(stride) + ", " + std::to_string(stride) +
-           "]> (r0, W1, B1)\n"
-           "  Y = Tanh(c1)\n"
-           "}";
+    text =
+        "<ir_version: 8, opset_import: [\"\" : 17]>\n"
+        "g (float[2, 16, 19, 23] X) => (float Y) {\n"
+        "  c0 = Conv <pads = [1, 1, 1, 1]> (X, W0, B0)\n"
+        "  r0 = Relu(c0)\n"
+        "  c1 = Conv <pads = [" +
+        std::to_string(p1.pads[0]) + ", " + std::to_string(p1.pads[1]) + ", " +
+        std::to_string(p1.pads[2]) + ", " + std::to_string(p1.pads[3]) + "], strides = [" +
+        std::to_string(stride) + ", " + std::to_string(stride) +
+        "]> (r0, W1, B1)\n"
+        "  Y = Tanh(c1)\n"
+        "}";
   }
   int64_t k;
   Dims w1d, yd;
@@ -83,8 +84,8 @@ struct Net {
   // Runs the region built under `mode`; returns its output and records the implementations.
   Floats Run(const char* mode, Impls* impls) const {
     ScopedMode scoped(mode);  // read when the plan is built: the first run
-    CompiledRegion r = Compile(MakeGraph(
-        text, {{"W0", kW0d, w0}, {"B0", {12}, b0}, {"W1", w1d, w1}, {"B1", {3}, b1}}));
+    CompiledRegion r = Compile(
+        MakeGraph(text, {{"W0", kW0d, w0}, {"B0", {12}, b0}, {"W1", w1d, w1}, {"B1", {3}, b1}}));
     std::vector<Floats> got;
     BOOST_REQUIRE(r.TryRun({{kXd, x}}, {yd}, &got, impls).ok());
     return got[0];

@@ -56,8 +56,8 @@ const WinogradPostOp kLinear{Kind::kLinear, -1.5f, 0.25f};
 // sizes, batch, bias and post-op list varied across them (each comes up several times).
 std::vector<Case> Cases() {
   const std::vector<std::vector<WinogradPostOp>> posts = {
-      {},      {kRelu},  {kLeaky},     {kClip},   {kSum},         {kSigmoid},
-      {kTanh}, {kSwish}, {kHardSwish}, {kLinear}, {kSum, kRelu},  {kLinear, kTanh}};
+      {},      {kRelu},  {kLeaky},     {kClip},   {kSum},        {kSigmoid},
+      {kTanh}, {kSwish}, {kHardSwish}, {kLinear}, {kSum, kRelu}, {kLinear, kTanh}};
   const int64_t cs[] = {16, 3, 32, 8, 64, 1, 13, 24, 5, 40, 17};
   const int64_t kernels[][2] = {{1, 1}, {3, 3}, {7, 7}, {9, 9}, {1, 7}, {3, 5}};
   std::vector<Case> cases;
@@ -69,8 +69,8 @@ std::vector<Case> Cases() {
         t.n = i % 3 == 0 ? 2 : 1, t.c = cs[i % 11], t.k = k;
         t.kh = kernel[0], t.kw = kernel[1];
         t.sh = stride, t.sw = i % 4 == 3 ? 3 - stride : stride;  // mixed strides
-        t.h = t.kh == 1 && i % 2 ? 1 : 5 + 2 * (i % 5) + t.kh;  // 1-row images (a 1-D conv)
-        t.w = 13 + 3 * (i % 7) + t.kw;                            // odd, partial column blocks
+        t.h = t.kh == 1 && i % 2 ? 1 : 5 + 2 * (i % 5) + t.kh;   // 1-row images (a 1-D conv)
+        t.w = 13 + 3 * (i % 7) + t.kw;                           // odd, partial column blocks
         t.pt = t.kh / 2, t.pl = (t.kw - 1) / 2 + i % 2, t.pb = i % 3, t.pr = t.kw / 2 + 1;
         if (i % 6 == 5) t.pt = t.pl = t.pb = t.pr = 0;  // valid (fast_style's output layer)
         t.pt = std::min(t.pt, t.kh - 1), t.pb = std::min(t.pb, t.kh - 1);
@@ -78,10 +78,9 @@ std::vector<Case> Cases() {
         t.blocked_src = true, t.bias = i % 5 != 4;
         t.post = posts[i % posts.size()];
         t.name = "oc" + std::to_string(k) + "_c" + std::to_string(t.c) + "_k" +
-                 std::to_string(t.kh) + "x" + std::to_string(t.kw) + "_s" +
-                 std::to_string(t.sh) + std::to_string(t.sw) + "_" + std::to_string(t.h) + "x" +
-                 std::to_string(t.w) + "_n" + std::to_string(t.n) + "_post" +
-                 std::to_string(t.post.size());
+                 std::to_string(t.kh) + "x" + std::to_string(t.kw) + "_s" + std::to_string(t.sh) +
+                 std::to_string(t.sw) + "_" + std::to_string(t.h) + "x" + std::to_string(t.w) +
+                 "_n" + std::to_string(t.n) + "_post" + std::to_string(t.post.size());
         cases.push_back(t);
         ++i;
       }
@@ -102,14 +101,30 @@ float Value(uint64_t i, uint64_t seed, float scale) {  // deterministic, in [-sc
 double RefPostOps(double y, const std::vector<WinogradPostOp>& ops, double old) {
   for (const WinogradPostOp& p : ops) {
     switch (p.kind) {
-      case Kind::kRelu: y = y > 0 ? y : p.alpha * y; break;
-      case Kind::kClip: y = std::min<double>(p.beta, std::max<double>(p.alpha, y)); break;
-      case Kind::kSum: y += old; break;
-      case Kind::kSigmoid: y = 1 / (1 + std::exp(-y)); break;
-      case Kind::kTanh: y = std::tanh(y); break;
-      case Kind::kSwish: y = y / (1 + std::exp(-p.alpha * y)); break;
-      case Kind::kHardSwish: y = y * std::min(std::max(y + 3, 0.0), 6.0) / 6; break;
-      case Kind::kLinear: y = p.alpha * y + p.beta; break;
+      case Kind::kRelu:
+        y = y > 0 ? y : p.alpha * y;
+        break;
+      case Kind::kClip:
+        y = std::min<double>(p.beta, std::max<double>(p.alpha, y));
+        break;
+      case Kind::kSum:
+        y += old;
+        break;
+      case Kind::kSigmoid:
+        y = 1 / (1 + std::exp(-y));
+        break;
+      case Kind::kTanh:
+        y = std::tanh(y);
+        break;
+      case Kind::kSwish:
+        y = y / (1 + std::exp(-p.alpha * y));
+        break;
+      case Kind::kHardSwish:
+        y = y * std::min(std::max(y + 3, 0.0), 6.0) / 6;
+        break;
+      case Kind::kLinear:
+        y = p.alpha * y + p.beta;
+        break;
     }
   }
   return y;
@@ -123,7 +138,8 @@ double Lipschitz(const std::vector<WinogradPostOp>& ops, bool* transcendental) {
   for (const WinogradPostOp& p : ops) {
     if (p.kind == Kind::kSigmoid) l *= 0.25, *transcendental = true;
     if (p.kind == Kind::kTanh) *transcendental = true;
-    if (p.kind == Kind::kSwish) l *= 1.1 * std::max(1.0f, std::fabs(p.alpha)), *transcendental = true;
+    if (p.kind == Kind::kSwish)
+      l *= 1.1 * std::max(1.0f, std::fabs(p.alpha)), *transcendental = true;
     if (p.kind == Kind::kHardSwish) l *= 1.5, *transcendental = true;
     if (p.kind == Kind::kLinear) l *= std::fabs(p.alpha);
   }
@@ -156,8 +172,15 @@ BOOST_DATA_TEST_CASE(MatchesFloat64, data::make(Cases()), param) {
 
   const memory::desc src_md({t.n, t.c, t.h, t.w}, memory::data_type::f32, tag::aBcd8b);
   const memory::desc dst_md({t.n, t.k, oh, ow}, memory::data_type::f32, tag::aBcd8b);
-  auto conv = SmallOcConv::Make({src_md, dst_md, wts.data(), {t.k, t.c, t.kh, t.kw},
-                                 {t.sh, t.sw}, {0, 0}, {t.pt, t.pl}, t.post, 2});
+  auto conv = SmallOcConv::Make({src_md,
+                                 dst_md,
+                                 wts.data(),
+                                 {t.k, t.c, t.kh, t.kw},
+                                 {t.sh, t.sw},
+                                 {0, 0},
+                                 {t.pt, t.pl},
+                                 t.post,
+                                 2});
   BOOST_REQUIRE(conv != nullptr);
   conv->Run(x.data(), t.bias ? bias.data() : nullptr, dst.data());
 
@@ -191,8 +214,8 @@ BOOST_DATA_TEST_CASE(MatchesFloat64, data::make(Cases()), param) {
             }
           }
           const double want = RefPostOps(s, t.post, old[at]);
-          const double tol = lip * gamma * mag + (transcendental ? 8 : 2) * eps *
-                                                     std::max(1.0, std::fabs(want));
+          const double tol =
+              lip * gamma * mag + (transcendental ? 8 : 2) * eps * std::max(1.0, std::fabs(want));
           const double err = std::fabs(dst[at] - want);
           worst = std::max(worst, err / tol);
           if (!(err <= tol) && bad++ < 3) {
@@ -218,8 +241,8 @@ BOOST_AUTO_TEST_CASE(SameOnAnyTeam) {
   for (size_t i = 0; i < w.size(); ++i) w[i] = Value(i, 6, 0.5f);
   std::vector<std::vector<float>> outs;
   for (int threads : {1, 2, 3}) {
-    auto conv = SmallOcConv::Make({src_md, dst_md, w.data(), {3, 20, 5, 5}, {2, 2}, {0, 0},
-                                   {2, 1}, {kTanh}, threads});
+    auto conv = SmallOcConv::Make(
+        {src_md, dst_md, w.data(), {3, 20, 5, 5}, {2, 2}, {0, 0}, {2, 1}, {kTanh}, threads});
     BOOST_REQUIRE(conv != nullptr);
     outs.emplace_back(2 * 15 * 16 * 8);
     conv->Run(x.data(), nullptr, outs.back().data());
@@ -247,16 +270,30 @@ BOOST_AUTO_TEST_CASE(OneDimensional) {
   };
   std::vector<std::vector<float>> outs;
   for (int threads : {1, 2, 3}) {
-    auto conv = SmallOcConv::Make({md({2, c, w}, tag::aBc8b), md({2, 1, ow}, tag::aBc8b),
-                                   wts.data(), {1, c, 7}, {1}, {0}, {3}, {kTanh}, threads});
+    auto conv = SmallOcConv::Make({md({2, c, w}, tag::aBc8b),
+                                   md({2, 1, ow}, tag::aBc8b),
+                                   wts.data(),
+                                   {1, c, 7},
+                                   {1},
+                                   {0},
+                                   {3},
+                                   {kTanh},
+                                   threads});
     BOOST_REQUIRE(conv != nullptr);
     outs.emplace_back(2 * ow * 8, -1.0f);
     conv->Run(x.data(), bias.data(), outs.back().data());
   }
   BOOST_TEST(outs[0] == outs[1]);
   BOOST_TEST(outs[0] == outs[2]);
-  auto two_d = SmallOcConv::Make({md({2, c, 1, w}, tag::aBcd8b), md({2, 1, 1, ow}, tag::aBcd8b),
-                                  wts.data(), {1, c, 1, 7}, {1, 1}, {0, 0}, {0, 3}, {kTanh}, 2});
+  auto two_d = SmallOcConv::Make({md({2, c, 1, w}, tag::aBcd8b),
+                                  md({2, 1, 1, ow}, tag::aBcd8b),
+                                  wts.data(),
+                                  {1, c, 1, 7},
+                                  {1, 1},
+                                  {0, 0},
+                                  {0, 3},
+                                  {kTanh},
+                                  2});
   BOOST_REQUIRE(two_d != nullptr);
   std::vector<float> want(2 * ow * 8, -2.0f);
   two_d->Run(x.data(), bias.data(), want.data());
@@ -271,8 +308,8 @@ BOOST_AUTO_TEST_CASE(OneDimensional) {
         for (int64_t j = 0; j < 7; ++j) {
           const int64_t i = o - 3 + j;
           if (i < 0 || i >= w) continue;
-          const double p = static_cast<double>(wts[ch * 7 + j]) *
-                           x[((n * cb + ch / 8) * w + i) * 8 + ch % 8];
+          const double p =
+              static_cast<double>(wts[ch * 7 + j]) * x[((n * cb + ch / 8) * w + i) * 8 + ch % 8];
           s += p, mag += std::fabs(p);
         }
       }
@@ -283,8 +320,15 @@ BOOST_AUTO_TEST_CASE(OneDimensional) {
   }
   BOOST_TEST(bad == 0);
   // Ranks that disagree.
-  BOOST_TEST(SmallOcConv::Make({md({2, c, w}, tag::aBc8b), md({2, 1, 1, ow}, tag::aBcd8b),
-                                nullptr, {1, c, 7}, {1}, {0}, {3}, {}, 1}) == nullptr);
+  BOOST_TEST(SmallOcConv::Make({md({2, c, w}, tag::aBc8b),
+                                md({2, 1, 1, ow}, tag::aBcd8b),
+                                nullptr,
+                                {1, c, 7},
+                                {1},
+                                {0},
+                                {3},
+                                {},
+                                1}) == nullptr);
 }
 
 // What Make leaves to oneDNN (nullptr), each next to an accepted twin.
@@ -301,19 +345,19 @@ BOOST_AUTO_TEST_CASE(DeclinesWhatItDoesNotRun) {
   BOOST_TEST(!make(blocked, memory::desc({1, 5, 16, 16}, memory::data_type::f32, tag::aBcd8b),
                    {5, 16, 3, 3}, one, dense));
   // Dilation, stride 3.
-  BOOST_TEST(!make(blocked, memory::desc({1, 3, 14, 14}, memory::data_type::f32, tag::aBcd8b),
-                   wd, one, {1, 1}));
+  BOOST_TEST(!make(blocked, memory::desc({1, 3, 14, 14}, memory::data_type::f32, tag::aBcd8b), wd,
+                   one, {1, 1}));
   BOOST_TEST(!make(blocked, memory::desc({1, 3, 6, 6}, memory::data_type::f32, tag::aBcd8b), wd,
                    {3, 3}, dense));
   // A plain or 16-blocked dst; a plain, nhwc or 16-blocked src; bf16.
   BOOST_TEST(!make(blocked, memory::desc({1, 3, 16, 16}, memory::data_type::f32, tag::abcd), wd,
                    one, dense));
-  BOOST_TEST(!make(blocked, memory::desc({1, 3, 16, 16}, memory::data_type::f32, tag::aBcd16b),
-                   wd, one, dense));
-  BOOST_TEST(!make(memory::desc({1, 16, 16, 16}, memory::data_type::f32, tag::abcd), out, wd,
+  BOOST_TEST(!make(blocked, memory::desc({1, 3, 16, 16}, memory::data_type::f32, tag::aBcd16b), wd,
                    one, dense));
-  BOOST_TEST(!make(memory::desc({1, 16, 16, 16}, memory::data_type::f32, tag::acdb), out, wd,
-                   one, dense));
+  BOOST_TEST(
+      !make(memory::desc({1, 16, 16, 16}, memory::data_type::f32, tag::abcd), out, wd, one, dense));
+  BOOST_TEST(
+      !make(memory::desc({1, 16, 16, 16}, memory::data_type::f32, tag::acdb), out, wd, one, dense));
   BOOST_TEST(!make(memory::desc({1, 16, 16, 16}, memory::data_type::f32, tag::aBcd16b), out, wd,
                    one, dense));
   BOOST_TEST(!make(memory::desc({1, 16, 16, 16}, memory::data_type::bf16, tag::aBcd8b), out, wd,
