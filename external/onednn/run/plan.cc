@@ -128,6 +128,9 @@ void RunStep(const Step& step, dnnl::stream& stream, const std::unordered_map<in
   } else if (step.small_conv != nullptr) {
     step.small_conv->Run(Data<const float>(kiln.src), Data<const float>(kiln.bias),
                          Data<float>(kiln.dst));
+  } else if (step.small_oc_conv != nullptr) {
+    step.small_oc_conv->Run(Data<const float>(kiln.src), Data<const float>(kiln.bias),
+                            Data<float>(kiln.dst));
   } else if (step.max_pool != nullptr) {
     step.max_pool->Run(Data<const float>(kiln.src), Data<float>(kiln.dst));
   } else if (step.channels != nullptr) {
@@ -144,8 +147,8 @@ void RunStep(const Step& step, dnnl::stream& stream, const std::unordered_map<in
 // The arguments of a step kiln runs, from its argument map (empty for oneDNN's steps).
 KilnStepArgs ResolveKilnArgs(const Step& step, const std::unordered_map<int, memory>& args) {
   KilnStepArgs kiln;
-  if (step.winograd == nullptr && step.small_conv == nullptr && step.max_pool == nullptr &&
-      step.channels == nullptr && step.depth_to_space == nullptr)
+  if (step.winograd == nullptr && step.small_conv == nullptr && step.small_oc_conv == nullptr &&
+      step.max_pool == nullptr && step.channels == nullptr && step.depth_to_space == nullptr)
     return kiln;
   auto find = [&](int arg) {
     auto it = args.find(arg);
@@ -158,7 +161,8 @@ KilnStepArgs ResolveKilnArgs(const Step& step, const std::unordered_map<int, mem
   }
   if (step.winograd != nullptr)
     kiln.bias = find(DNNL_ARG_BIAS), kiln.scratchpad = find(DNNL_ARG_SCRATCHPAD);
-  if (step.small_conv != nullptr) kiln.bias = find(DNNL_ARG_BIAS);
+  if (step.small_conv != nullptr || step.small_oc_conv != nullptr)
+    kiln.bias = find(DNNL_ARG_BIAS);
   return kiln;
 }
 
@@ -416,6 +420,7 @@ const std::vector<StepInfo>& Plan::Describe() {
       if (step.max_pool != nullptr) info_.back().impl = BlockedMaxPool::ImplName();
       if (step.winograd != nullptr) info_.back().impl = step.winograd->ImplName();
       if (step.small_conv != nullptr) info_.back().impl = step.small_conv->ImplName();
+      if (step.small_oc_conv != nullptr) info_.back().impl = step.small_oc_conv->ImplName();
       if (step.team > 1) info_.back().impl += " team of " + std::to_string(step.team);
       auto md = [&](int arg) {
         for (const auto& [a, slot] : step.args) {

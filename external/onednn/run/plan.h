@@ -19,6 +19,7 @@
 #include "external/onednn/run/depth_to_space.h"
 #include "external/onednn/run/runtime.h"
 #include "external/onednn/run/small_conv.h"
+#include "external/onednn/run/small_oc_conv.h"
 #include "external/onednn/run/winograd_conv.h"
 #include "oneapi/dnnl/dnnl.hpp"
 #include "base/status.h"
@@ -74,6 +75,8 @@ struct Step {
   /// When set, runs instead of `prim` (a convolution of 1-4 input channels measured slower
   /// than this; `prim` still describes the step) on the SRC, BIAS and DST arguments.
   std::shared_ptr<const SmallConv> small_conv;
+  /// The same for a convolution of 1-4 output channels (small_oc_conv.h).
+  std::shared_ptr<const SmallOcConv> small_oc_conv;
   /// When set, runs instead of `prim` (a copy of dst into itself, never run: it only stands
   /// for the step) on the MULTIPLE_SRC and DST arguments: a channel copy (kChannels).
   std::shared_ptr<const ChannelGather> channels;

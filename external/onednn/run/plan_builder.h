@@ -297,6 +297,9 @@ class Builder {
   /// convolution when it applies and measures faster; whether it did (plan_small_conv.cc).
   bool SmallIc(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
                const Window& win);
+  /// The same for kiln's small-output-channel convolution (plan_small_oc_conv.cc).
+  bool SmallOc(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
+               const Window& win);
   void DropOneDnnWeights();
   /// The tile limits_.tuned records for the op being built, if `allowed` has it; else -1.
   int RecordedTile(const std::vector<int>& allowed) const;

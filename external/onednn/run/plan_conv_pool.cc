@@ -376,7 +376,7 @@ Status Builder::Conv(const Op& op, bool plain) {
   }
   AddPrimitive(dnnl::convolution_forward(pd), pd.scratchpad_desc().get_size(), args);
   if (!pruned && !padded && op.group == 1 && d_.constant_data[w] != nullptr &&
-      !SmallIc(op, pd, win) && !plain)
+      !SmallIc(op, pd, win) && !SmallOc(op, pd, win) && !plain)
     Winograd(op, pd, win);
   return Status::Ok();
 }
