@@ -55,6 +55,13 @@ class ChoiceMemo {
   std::unordered_map<std::string, T> answers_;
 };
 
+/// How a kiln kernel that a timed trial guards is chosen, from its environment variable
+/// (KILN_ONEDNN_SMALL_IC, ..._SMALL_OC): unset, "" or "auto": the shapes its rule admits, then
+/// the trial decides; "0": never (oneDNN always); "force": wherever it applies, untimed (A/B
+/// runs and tests).
+enum class KernelMode { kTrial, kOff, kForce };
+KernelMode KernelModeFromEnv(const char* variable);
+
 /// Scratch for a timed trial (layout or implementation choice): at least `bytes` (rounded up to
 /// kAlign, 64-byte aligned) holding floats in [-0.75, 0.75] (speed does not depend on values;
 /// these avoid denormals), kept alive by `owned`. Throws std::bad_alloc.
@@ -295,6 +302,15 @@ class Builder {
                         const Window& win, std::vector<WinogradPostOp> post) const;
   /// Replaces the Conv step just added (`pd`, window `win`) with kiln's small-input-channel
   /// convolution when it applies and measures faster; whether it did (plan_small_conv.cc).
+  /// kiln's direct convolution `Conv` (SmallConv or SmallOcConv) for the Conv step just added
+  /// (`pd`, window `win`), made with the real weights when `mode` forces it, or when a timed
+  /// trial on zero weights (its answer kept in `memo` per shape and team) finds it no slower
+  /// than oneDNN's primitive; null otherwise, or when it does not apply (plan_small_conv.cc).
+  template <typename Conv>
+  std::shared_ptr<const Conv> TrialDirectConv(const Op& op,
+                                              const dnnl::convolution_forward::primitive_desc& pd,
+                                              const Window& win, KernelMode mode,
+                                              ChoiceMemo<bool>& memo);
   bool SmallIc(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
                const Window& win);
   /// The same for kiln's small-output-channel convolution (plan_small_oc_conv.cc).

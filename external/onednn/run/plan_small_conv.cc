@@ -15,19 +15,6 @@ namespace {
 
 using dnnl::memory;
 
-// What KILN_ONEDNN_SMALL_IC allows: unset, "" or "auto": MayWin's shapes, then the trial
-// decides; "0": never (oneDNN always); "force": wherever it applies, untimed (A/B runs and
-// tests).
-enum class Mode { kTrial, kOff, kForce };
-
-Mode ModeFromEnv() {
-  const char* env = std::getenv("KILN_ONEDNN_SMALL_IC");
-  const std::string v = env != nullptr ? env : "";
-  if (v == "0") return Mode::kOff;
-  if (v == "force") return Mode::kForce;
-  return Mode::kTrial;
-}
-
 // The trial's answers by shape (src and dst descriptors, kernel, strides, paddings, team
 // size), once per process (ChoiceMemo).
 ChoiceMemo<bool>& Memo() {
@@ -61,41 +48,63 @@ bool MayWin(const Dims& wd, const Window& win) {
 // still runs this trial, ~4 runs of each admitted first-layer convolution.
 bool Builder::SmallIc(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
                       const Window& win) {
-  const Mode mode = ModeFromEnv();
-  const int32_t w = op.inputs[1];
-  const Dims& wd = dims_[w];
-  if (mode == Mode::kOff || wd.size() != 4 || wd[1] > SmallConv::kMaxChannels) return false;
-  if (mode == Mode::kTrial && !MayWin(wd, win)) return false;
-  const float* weights = static_cast<const float*>(d_.constant_data[w]);
-  if (r_.tensors[w].dtype != DType::kF32 || weights == nullptr) return false;
-  std::vector<WinogradPostOp> post;
-  if (!WinogradPostOps(op, &post)) return false;
-  KilnConvSpec spec = ConvSpec(op, pd, win, std::move(post));
-  auto make = [&](const float* wts) {
-    spec.weights = wts;
-    return SmallConv::Make(spec);
-  };
-  std::shared_ptr<const SmallConv> timed = make(nullptr);
-  if (timed == nullptr) return false;
-  if (mode == Mode::kTrial) {
-    const std::string key = MdKey(pd.src_desc()) + MdKey(pd.dst_desc()) + DimsToString(wd) +
-                            DimsToString(win.strides) + DimsToString(win.pad_l) +
-                            DimsToString(win.pad_r) + "/" + std::to_string(spec.threads);
-    bool faster = false;
-    if (!Memo().Find(key, &faster)) {
-      ConvTrial trial = TimeOneDnnConv(pd);
-      faster = Fastest([&] { timed->Run(trial.src, trial.bias, trial.dst); }, 3) <
-               trial.onednn_seconds;
-      Memo().Record(key, faster);
-    }
-    if (!faster) return false;
-  }
-  timed.reset();
-  std::shared_ptr<const SmallConv> chosen = make(weights);
+  const KernelMode mode = KernelModeFromEnv("KILN_ONEDNN_SMALL_IC");
+  const Dims& wd = dims_[op.inputs[1]];
+  if (mode == KernelMode::kOff || wd.size() != 4 || wd[1] > SmallConv::kMaxChannels) return false;
+  if (mode == KernelMode::kTrial && !MayWin(wd, win)) return false;
+  std::shared_ptr<const SmallConv> chosen = TrialDirectConv<SmallConv>(op, pd, win, mode, Memo());
   if (chosen == nullptr) return false;
-  plan_->steps.back().small_conv = chosen;
+  plan_->steps.back().small_conv = std::move(chosen);
   DropOneDnnWeights();
   return true;
 }
+
+KernelMode KernelModeFromEnv(const char* variable) {
+  const char* env = std::getenv(variable);
+  const std::string v = env != nullptr ? env : "";
+  if (v == "0") return KernelMode::kOff;
+  if (v == "force") return KernelMode::kForce;
+  return KernelMode::kTrial;
+}
+
+template <typename Conv>
+std::shared_ptr<const Conv> Builder::TrialDirectConv(
+    const Op& op, const dnnl::convolution_forward::primitive_desc& pd, const Window& win,
+    KernelMode mode, ChoiceMemo<bool>& memo) {
+  const int32_t w = op.inputs[1];
+  const float* weights = static_cast<const float*>(d_.constant_data[w]);
+  if (r_.tensors[w].dtype != DType::kF32 || weights == nullptr) return nullptr;
+  std::vector<WinogradPostOp> post;
+  if (!WinogradPostOps(op, &post)) return nullptr;
+  KilnConvSpec spec = ConvSpec(op, pd, win, std::move(post));
+  auto make = [&](const float* wts) {
+    spec.weights = wts;
+    return Conv::Make(spec);
+  };
+  std::shared_ptr<const Conv> timed = make(nullptr);
+  if (timed == nullptr) return nullptr;
+  if (mode == KernelMode::kTrial) {
+    const std::string key = MdKey(pd.src_desc()) + MdKey(pd.dst_desc()) + DimsToString(dims_[w]) +
+                            DimsToString(win.strides) + DimsToString(win.pad_l) +
+                            DimsToString(win.pad_r) + "/" + std::to_string(spec.threads);
+    bool faster = false;
+    if (!memo.Find(key, &faster)) {
+      ConvTrial trial = TimeOneDnnConv(pd);
+      faster =
+          Fastest([&] { timed->Run(trial.src, trial.bias, trial.dst); }, 3) < trial.onednn_seconds;
+      memo.Record(key, faster);
+    }
+    if (!faster) return nullptr;
+  }
+  timed.reset();  // the zero weights' memory goes before the real ones are packed
+  return make(weights);
+}
+
+template std::shared_ptr<const SmallConv> Builder::TrialDirectConv<SmallConv>(
+    const Op&, const dnnl::convolution_forward::primitive_desc&, const Window&, KernelMode,
+    ChoiceMemo<bool>&);
+template std::shared_ptr<const SmallOcConv> Builder::TrialDirectConv<SmallOcConv>(
+    const Op&, const dnnl::convolution_forward::primitive_desc&, const Window&, KernelMode,
+    ChoiceMemo<bool>&);
 
 }  // namespace kiln::onednn::internal

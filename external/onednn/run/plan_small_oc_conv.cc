@@ -3,7 +3,6 @@
 // measured faster, then a timed trial on the real shape guards, once per shape and team size
 // in a process.
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,21 +12,6 @@
 
 namespace kiln::onednn::internal {
 namespace {
-
-using dnnl::memory;
-
-// What KILN_ONEDNN_SMALL_OC allows: unset, "" or "auto": MayWin's shapes, then the trial
-// decides; "0": never (oneDNN always); "force": wherever it applies, untimed (A/B runs and
-// tests).
-enum class Mode { kTrial, kOff, kForce };
-
-Mode ModeFromEnv() {
-  const char* env = std::getenv("KILN_ONEDNN_SMALL_OC");
-  const std::string v = env != nullptr ? env : "";
-  if (v == "0") return Mode::kOff;
-  if (v == "force") return Mode::kForce;
-  return Mode::kTrial;
-}
 
 // The trial's answers by shape (src and dst descriptors, kernel, strides, paddings, team
 // size), once per process (ChoiceMemo).
@@ -57,41 +41,16 @@ bool MayWin(const Dims& wd, const Window& win) {
 // output-layer convolution.
 bool Builder::SmallOc(const Op& op, const dnnl::convolution_forward::primitive_desc& pd,
                       const Window& win) {
-  const Mode mode = ModeFromEnv();
-  const int32_t w = op.inputs[1];
-  const Dims& wd = dims_[w];
-  if (mode == Mode::kOff || (wd.size() != 4 && wd.size() != 3) || wd[0] > SmallOcConv::kMaxOutputs)
+  const KernelMode mode = KernelModeFromEnv("KILN_ONEDNN_SMALL_OC");
+  const Dims& wd = dims_[op.inputs[1]];
+  if (mode == KernelMode::kOff || (wd.size() != 4 && wd.size() != 3) ||
+      wd[0] > SmallOcConv::kMaxOutputs)
     return false;
-  if (mode == Mode::kTrial && !MayWin(wd, win)) return false;
-  const float* weights = static_cast<const float*>(d_.constant_data[w]);
-  if (r_.tensors[w].dtype != DType::kF32 || weights == nullptr) return false;
-  std::vector<WinogradPostOp> post;
-  if (!WinogradPostOps(op, &post)) return false;
-  KilnConvSpec spec = ConvSpec(op, pd, win, std::move(post));
-  auto make = [&](const float* wts) {
-    spec.weights = wts;
-    return SmallOcConv::Make(spec);
-  };
-  std::shared_ptr<const SmallOcConv> timed = make(nullptr);
-  if (timed == nullptr) return false;
-  if (mode == Mode::kTrial) {
-    const std::string key = DimsToString(pd.src_desc().dims()) +
-                            DimsToString(pd.dst_desc().dims()) + DimsToString(wd) +
-                            DimsToString(win.strides) + DimsToString(win.pad_l) +
-                            DimsToString(win.pad_r) + "/" + std::to_string(spec.threads);
-    bool faster = false;
-    if (!Memo().Find(key, &faster)) {
-      ConvTrial trial = TimeOneDnnConv(pd);
-      faster =
-          Fastest([&] { timed->Run(trial.src, trial.bias, trial.dst); }, 3) < trial.onednn_seconds;
-      Memo().Record(key, faster);
-    }
-    if (!faster) return false;
-  }
-  timed.reset();
-  std::shared_ptr<const SmallOcConv> chosen = make(weights);
+  if (mode == KernelMode::kTrial && !MayWin(wd, win)) return false;
+  std::shared_ptr<const SmallOcConv> chosen =
+      TrialDirectConv<SmallOcConv>(op, pd, win, mode, Memo());
   if (chosen == nullptr) return false;
-  plan_->steps.back().small_oc_conv = chosen;
+  plan_->steps.back().small_oc_conv = std::move(chosen);
   DropOneDnnWeights();
   return true;
 }
