@@ -422,6 +422,7 @@ const std::vector<StepInfo>& Plan::Describe() {
       if (step.small_conv != nullptr) info_.back().impl = step.small_conv->ImplName();
       if (step.small_oc_conv != nullptr) info_.back().impl = step.small_oc_conv->ImplName();
       if (step.team > 1) info_.back().impl += " team of " + std::to_string(step.team);
+      if (step.fused_dw >= 0) info_.back().kind = "conv 1x1 + dw 3x3";
       auto md = [&](int arg) {
         for (const auto& [a, slot] : step.args) {
           if (a == arg) return MdString(&slots[slot].md.data);

@@ -91,6 +91,9 @@ struct Step {
   /// created for one thread and runs with OpenMP's team size at 1, on the calling thread.
   /// 0: it runs on the caller's team.
   int threads = 0;
+  /// >= 0: `prim` also computes this region op, a 3x3 depthwise Conv fused into the 1x1 Conv
+  /// `op` as a post-op (plan_dw_fuse.cc); profiles name both.
+  int fused_dw = -1;
 };
 
 /// The memory objects a step kiln runs itself (max pool, Winograd) reads and writes, found in

@@ -254,6 +254,15 @@ class Builder {
 
   // ---- Ops, by family ----
   Status Conv(const Op& op, bool plain);  // plan_conv_pool.cc
+  /// Builds the 1x1 Conv `op` and the 3x3 depthwise Conv after it (the next op, the only
+  /// reader of op's output) as one primitive, the depthwise a post-op of the 1x1, and skips
+  /// the next op; false, having changed nothing, when they do not fit, oneDNN declines or has
+  /// only reference code, KILN_ONEDNN_DW_FUSE is "0", or (unless it is "force") a timed trial
+  /// finds the fused primitive slower than the two (plan_dw_fuse.cc).
+  bool DwFused(const Op& op, bool plain);
+  bool FusionFaster(const Op& op, const Op& dw,
+                    const dnnl::convolution_forward::primitive_desc& fused, const Window& win,
+                    const Window& dw_win, const Dims& mid, const Dims& out);
   bool DepthwiseConv1d(const Op& op, bool plain);
   using MakeConv = std::function<dnnl::convolution_forward::primitive_desc(
       const dnnl::memory::desc& src, const dnnl::memory::desc& weights)>;

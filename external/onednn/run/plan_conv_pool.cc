@@ -289,7 +289,7 @@ bool Builder::DepthwiseConv1d(const Op& op, bool plain) {
 }
 
 Status Builder::Conv(const Op& op, bool plain) {
-  if (DepthwiseConv1d(op, plain)) return Status::Ok();
+  if (DepthwiseConv1d(op, plain) || DwFused(op, plain)) return Status::Ok();
   int32_t x = op.inputs[0], w = op.inputs[1];
   const Dims& xd = dims_[x];
   Dims wd = dims_[w];
