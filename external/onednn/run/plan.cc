@@ -422,13 +422,19 @@ const std::vector<StepInfo>& Plan::Describe() {
       if (step.small_conv != nullptr) info_.back().impl = step.small_conv->ImplName();
       if (step.small_oc_conv != nullptr) info_.back().impl = step.small_oc_conv->ImplName();
       if (step.team > 1) info_.back().impl += " team of " + std::to_string(step.team);
-      if (step.fused_dw >= 0) info_.back().kind = "conv 1x1 + dw 3x3";
       auto md = [&](int arg) {
         for (const auto& [a, slot] : step.args) {
           if (a == arg) return MdString(&slots[slot].md.data);
         }
         return std::string();
       };
+      if (step.fused_dw >= 0) {  // "src, 1x1 weights, dw weights -> dst"
+        StepInfo& info = info_.back();
+        info.kind = "conv 1x1 + dw 3x3";
+        const std::string dw = md(DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS);
+        const size_t arrow = info.shapes.find(" -> ");
+        if (!dw.empty() && arrow != std::string::npos) info.shapes.insert(arrow, ", " + dw);
+      }
       if (step.depth_to_space != nullptr) {
         StepInfo& info = info_.back();
         info.kind = "depth_to_space";

@@ -200,7 +200,10 @@ bool Builder::DwFused(const Op& op, bool plain) {
 
 // Times the fused primitive against the two it replaces (the 1x1 with its post-ops, then the
 // depthwise with its own on the 1x1's output layout, as Conv would build them), each on trial
-// buffers at the real shapes; true when the fused one is faster.
+// buffers at the real shapes; true when the fused one is more than 5% faster. Where it wins it
+// wins by more (mobilenet_v2's 16 -> 96 at 112x112 then a stride-2 depthwise, one thread:
+// 760-830 us fused, 925 us as two steps; `kiln profile --iters 30`, chrt -f 50); at 56x56x144
+// it measured 0.98-1.04 of the two steps, where a trial under load picks either way.
 bool Builder::FusionFaster(const Op& op, const Op& dw,
                            const dnnl::convolution_forward::primitive_desc& fused,
                            const Window& win, const Window& dw_win, const Dims& mid,
@@ -244,7 +247,7 @@ bool Builder::FusionFaster(const Op& op, const Op& dw,
       3);
   const double fused_seconds =
       Fastest([&] { both.prim.execute(stream, both.args), stream.wait(); }, 3);
-  return fused_seconds < apart;
+  return fused_seconds < 0.95 * apart;
 }
 
 }  // namespace kiln::onednn::internal
