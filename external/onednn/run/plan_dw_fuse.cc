@@ -183,11 +183,14 @@ bool Builder::DwFused(const Op& op, bool plain) {
   args.push_back({DNNL_ARG_WEIGHTS, Weights(w, PlainMd(wd), fused.weights_desc())});
   if (bias != nullptr) args.push_back({DNNL_ARG_BIAS, Plain(op.inputs[2])});
   {
-    const memory::desc want = fused.query_md(dnnl::query::exec_arg_md, kDwWeights);
-    const int index = op_index_;
-    op_index_ = static_cast<int>(next_index);  // the weight cache's entry of the depthwise
-    args.push_back({kDwWeights, Weights(dw_w, PlainMd({c, 1, 1, 3, 3}), want)});
-    op_index_ = index;
+    // The depthwise's weights under its own op in the weight cache (Weights files them under
+    // op_index_, the 1x1's).
+    Slot s{fused.query_md(dnnl::query::exec_arg_md, kDwWeights), Slot::Kind::kConst};
+    plan_->weights.push_back(weights_.Share(static_cast<int>(next_index),
+                                            PlainMd({c, 1, 1, 3, 3}), d_.constant_data[dw_w],
+                                            s.md, primitives_));
+    s.ptr = plan_->weights.back().get();
+    args.push_back({kDwWeights, AddSlot(s)});
   }
   if (dw_bias != nullptr) args.push_back({kDwBias, Plain(dw.inputs[2])});
   args.push_back({DNNL_ARG_DST, Define(dw.output, fused.dst_desc())});
