@@ -658,6 +658,26 @@ BOOST_AUTO_TEST_CASE(ConvTransposeAttributes) {
   CheckConvTranspose({{1, 2, 3, 70}, {2, 3, 1, 3}, 1, {1, 2}});  // rows past one tile
 }
 
+// Fewer than 4 output channels per group but many input channels (Conv-TasNet's decoder, 128 ->
+// 1 channels, kernel 16, stride 8) run as the tiled GEMM: the direct loops, meant for depthwise
+// layers, test every tap of every input channel per output and ran that decoder 30x slower.
+BOOST_AUTO_TEST_CASE(ConvTransposeFewOutputChannelsManyInputs) {
+  auto model = [](const std::string& x, const std::string& w, const std::string& attrs) {
+    return Model(13, "(float" + x + " x, float" + w + " w) => (y)",
+                 "y = ConvTranspose <" + attrs + "> (x, w)");
+  };
+  BOOST_TEST(LowersToGemm(model("[2, 32, 40]", "[32, 1, 16]", "strides = [8]")));
+  BOOST_TEST(LowersToGemm(model("[2, 32, 40]", "[32, 1, 8]", "strides = [8]")));
+  BOOST_TEST(LowersToGemm(model("[1, 32, 5, 6]", "[32, 3, 3, 3]", "strides = [2, 2], group = 2")));
+  // Depthwise (one input channel per group) stays direct.
+  BOOST_TEST(!LowersToGemm(model("[1, 32, 40]", "[32, 1, 4]", "strides = [2], group = 32")));
+
+  CheckConvTranspose({{2, 32, 40}, {32, 1, 16}, 1, {8}, {}, {}, {}, {}, "NOTSET", false});
+  CheckConvTranspose({{2, 32, 40}, {32, 1, 8}, 1, {8}});  // kernel = stride: one tap per output
+  CheckConvTranspose({{1, 32, 5, 6}, {32, 3, 3, 3}, 2, {2, 2}, {}, {1, 0, 1, 1}});
+  CheckConvTranspose({{1, 24, 7}, {24, 2, 5}, 1, {3}, {2}, {1, 2}});  // dilated, padded
+}
+
 // The same attribute combinations with enough output channels per group for the GEMM per
 // output phase (nn_conv_transpose.cc): strides with and without a common factor with the
 // dilation, kernels smaller and larger than the stride, phases that receive no tap, output
