@@ -99,8 +99,12 @@ class WorkEstimator {
 
   // Element operations one execution of `s` performs, in [1, kMaxWork].
   llvm::Value* Work(const StmtNode* s) {
-    llvm::Value* work = b_.getInt64(s->op == StmtOp::kSeq ? 0 : 1);
-    if (s->op == StmtOp::kStore) {
+    // A Let's reductions add to its body's work: a row kernel binds its statistics (Softmax's
+    // max, LayerNorm's mean and variance) before the loop that stores, and counting only that
+    // loop made them look a third of their size (serial on two threads).
+    const bool adds = s->op == StmtOp::kSeq || s->op == StmtOp::kLet;
+    llvm::Value* work = b_.getInt64(adds ? 0 : 1);
+    if (s->op == StmtOp::kStore || s->op == StmtOp::kLet) {
       std::vector<const ExprNode*> reduces;
       for (const Expr& e : s->exprs) CollectReduces(e, &reduces);
       for (const ExprNode* r : reduces) {
@@ -112,7 +116,7 @@ class WorkEstimator {
     const ExprNode* bound = BindScope(*s);
     for (const auto& child : s->body) {
       llvm::Value* w = Work(child.get());
-      work = s->op == StmtOp::kSeq ? Plus(work, w) : Smax(work, w);
+      work = adds ? Plus(work, w) : Smax(work, w);
     }
     if (bound) Unbind(bound);
     if (s->op == StmtOp::kFor) work = Times(work, Extent(s->exprs[1]));

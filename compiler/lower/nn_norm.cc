@@ -43,7 +43,9 @@ Stmt NormalizeSlices(const LowerContext& ctx, const std::set<int>& reduced, DTyp
       kept_extents.push_back(ctx.InputDim(0, d));
     }
   }
-  return ParallelNest(
+  // Every kept dim goes into the one parallel loop: with ParallelNest the innermost kept dim
+  // stayed a serial loop inside it, so LayerNorm over [1, L, C] (kept [1, L]) ran on one thread.
+  return ParallelFlat(
       kept_extents,
       [&](const std::vector<Expr>& kidx) {
         SliceStats st;
@@ -80,8 +82,7 @@ Stmt NormalizeSlices(const LowerContext& ctx, const std::set<int>& reduced, DTyp
         });
         if (after) body = jit::Seq({body, after(st)});
         return Let(mean, jit::Div(sum, n), Let(inv, inv_std_of(var), body));
-      },
-      ForKind::kSerial);
+      });
 }
 
 std::function<Expr(const Expr&)> InvStd(DType acc, double epsilon) {

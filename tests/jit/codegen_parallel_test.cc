@@ -191,5 +191,35 @@ BOOST_AUTO_TEST_CASE(extent_bound_by_the_parallel_index) {
   }
 }
 
+// out[r, j] = x[r, j] - mean_r - var_r, LayerNorm's shape: per row two Lets of a sum over the
+// row, then the loop that stores. The Lets' sums count as work: 2048 rows of 128 are ~790k
+// operations and fork; counted as the store loop alone (~260k) they stayed serial, and so did
+// every LayerNorm and Softmax over a [1, L, C] tensor.
+BOOST_AUTO_TEST_CASE(reductions_bound_by_lets_count_as_work) {
+  Buffer x = Buffer::Param("x", DType::kF32, 2), out = Buffer::Param("out", DType::kF32, 2);
+  Expr n = DimOf(x, 1);
+  Var r("r"), j("j"), k1("k1"), k2("k2"), mean("mean", DType::kF32), var("var", DType::kF32);
+  Stmt row = Let(mean, Sum({{k1, n}}, Load(x, {r, k1})),
+                 Let(var, Sum({{k2, n}}, Load(x, {r, k2}) * Load(x, {r, k2})),
+                     For(j, n, ForKind::kSerial, Store(out, {r, j}, Load(x, {r, j}) - mean - var))));
+  RecordingJit jit(Kernel{"rows", {x, out}, {}, For(r, DimOf(x, 0), ForKind::kParallel, row)});
+  for (int64_t rows : {64, 2048}) {
+    TestBuffer in(DType::kF32, {rows, 128}), res(DType::kF32, {rows, 128});
+    for (int64_t e = 0; e < rows * 128; ++e) in.SetDouble(e, (e % 3) - 1);
+    forks.clear();
+    Call(jit.fn(), {&in, &res});
+    for (int64_t q = 0; q < rows; q += 7) {
+      double sum = 0, squares = 0;
+      for (int64_t c = 0; c < 128; ++c) {
+        sum += in.At(q * 128 + c);
+        squares += in.At(q * 128 + c) * in.At(q * 128 + c);
+      }
+      BOOST_TEST(res.At(q * 128 + 5) == in.At(q * 128 + 5) - sum - squares, "row " << q);
+    }
+    BOOST_REQUIRE_EQUAL(forks.size(), 1u);
+    BOOST_TEST(forks[0].parallel() == (rows == 2048), "rows " << rows << " grain " << forks[0].grain);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::jit

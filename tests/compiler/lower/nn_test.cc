@@ -1098,6 +1098,31 @@ void CheckLayerNorm(std::vector<int64_t> dims, int axis, bool bias, bool stats,
   }
 }
 
+// The outermost parallel loop of `s`, or null.
+const jit::StmtNode* FirstParallelLoop(const jit::StmtNode* s) {
+  if (!s) return nullptr;
+  if (s->op == jit::StmtOp::kFor && s->for_kind == jit::ForKind::kParallel) return s;
+  for (const auto& child : s->body)
+    if (const jit::StmtNode* p = FirstParallelLoop(child.get())) return p;
+  return nullptr;
+}
+
+// LayerNorm over [1, L, C] (perceiver_like's norm_kv, every sequence-major transformer at batch
+// 1): the L rows are iterations of the parallel loop. With the innermost kept dim left a serial
+// loop inside it, the parallel loop ran over the batch dim alone, one iteration.
+BOOST_AUTO_TEST_CASE(layer_norm_rows_are_parallel_iterations) {
+  StatusOr<Graph> g = testing::InferText(Model(
+      17, "(float[1, L, 24] x, float[24] s, float[24] b) => (y)", "y = LayerNormalization(x, s, b)"));
+  BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
+  StatusOr<LoweredNode> lowered = LowerNode(*g, 0, false, Table());
+  BOOST_REQUIRE_MESSAGE(lowered.ok(), lowered.status().ToString());
+  BOOST_REQUIRE(lowered->kernel.has_value());
+  const jit::StmtNode* loop = FirstParallelLoop(lowered->kernel->body.get());
+  BOOST_REQUIRE(loop != nullptr);
+  BOOST_TEST(static_cast<int>(loop->exprs[1]->op) != static_cast<int>(jit::ExprOp::kIntImm),
+             "the parallel loop has a constant extent (the batch dim alone)");
+}
+
 BOOST_AUTO_TEST_CASE(LayerNorm) {
   CheckLayerNorm({4, 70}, -1, true, false);
   CheckLayerNorm({2, 3, 33}, -1, false, true);

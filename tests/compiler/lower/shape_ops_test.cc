@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -273,30 +274,38 @@ BOOST_AUTO_TEST_CASE(transpose_every_perm_rank_2_to_5) {
   }
 }
 
-// The code generator's own IR (before LLVM's passes) for one Transpose: its full tiles of 4-byte
-// elements go through one 8 x 8 register block (24 shuffles, jit/codegen_vector.cc), other
-// widths keep the loop. Without the block, LLVM's loop vectorizer made 8 strided loads (gathers
-// or scalar loads) of every 8 elements stored, at half the speed.
-size_t TransposeShuffles(const std::string& type, const std::string& dims,
-                         const std::string& perm) {
-  StatusOr<Graph> g = testing::InferText(Model(13, type + "[" + dims + "] x", "y",
-                                               "y = Transpose<perm = [" + perm + "]>(x)"));
+// The LLVM IR of the kernel one-node model `text` lowers to: the code generator's own (before
+// LLVM's passes) or, with `optimize`, what the JIT runs.
+std::string KernelIr(const std::string& text, bool optimize) {
+  StatusOr<Graph> g = testing::InferText(text);
   BOOST_REQUIRE_MESSAGE(g.ok(), g.status().ToString());
   StatusOr<LoweredNode> lowered = LowerNode(*g, 0, false, Table());
   BOOST_REQUIRE_MESSAGE(lowered.ok(), lowered.status().ToString());
   BOOST_REQUIRE(lowered->kernel.has_value());
   StatusOr<jit::TargetInfo> target = jit::DetectHostTarget();
   BOOST_REQUIRE_MESSAGE(target.ok(), target.status().ToString());
-  jit::CodegenOptions raw;
-  raw.optimize = false;
-  StatusOr<jit::KernelModule> module = jit::GenerateModule(*lowered->kernel, "k", *target, raw);
+  jit::CodegenOptions options;
+  options.optimize = optimize;
+  StatusOr<jit::KernelModule> module = jit::GenerateModule(*lowered->kernel, "k", *target, options);
   BOOST_REQUIRE_MESSAGE(module.ok(), module.status().ToString());
-  const std::string ir = jit::ModuleText(*module);
+  return jit::ModuleText(*module);
+}
+
+size_t Occurrences(const std::string& text, const std::string& what) {
   size_t count = 0;
-  for (size_t at = ir.find("shufflevector"); at != std::string::npos;
-       at = ir.find("shufflevector", at + 1))
-    ++count;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
   return count;
+}
+
+// The code generator's own IR for one Transpose: its full tiles of 4-byte elements go through
+// one 8 x 8 register block (24 shuffles, jit/codegen_vector.cc), other widths keep the loop.
+// Without the block, LLVM's loop vectorizer made 8 strided loads (gathers or scalar loads) of
+// every 8 elements stored, at half the speed.
+size_t TransposeShuffles(const std::string& type, const std::string& dims,
+                         const std::string& perm) {
+  std::string text = Model(13, type + "[" + dims + "] x", "y",
+                           "y = Transpose<perm = [" + perm + "]>(x)");
+  return Occurrences(KernelIr(text, false), "shufflevector");
 }
 
 BOOST_AUTO_TEST_CASE(transpose_full_tiles_use_register_blocks) {
@@ -516,6 +525,34 @@ BOOST_AUTO_TEST_CASE(slice_runtime_bounds_and_axes) {
     TensorDataRef xs = RandomTensor(DType::kF32, {n, 4}, -1, 1, 12);
     Expect(Run(sym, {xs, I64({1}, {1}), I64({1}, {-1})})[0], DType::kF32,
            SliceRef(ToNd(xs), {1}, {-1}, {0}, {}));
+  }
+}
+
+// A slice whose rows are contiguous runs of the input (innermost dim whole, or step 1) copies
+// them with vector loads: with the index clamped per element (the general nest), each element
+// was a scalar load inserted into a vector (27 `load float`, no vector load of floats).
+// perceiver_like's k / v split is the first case ([L, B, 256] -> [L, B, 128]).
+BOOST_AUTO_TEST_CASE(slice_contiguous_rows_are_vector_copies) {
+  // Bounds as initializers, so that node 0 is the Slice.
+  auto vector_loads = [](const std::string& dims, const std::string& inits) {
+    std::string ir = KernelIr(
+        Model(13, "float[" + dims + "] x", "y", "y = Slice(x, s, e, a)", inits), true);
+    static const std::regex vector_load("load <[0-9]+ x float>");
+    return std::distance(std::sregex_iterator(ir.begin(), ir.end(), vector_load),
+                         std::sregex_iterator());
+  };
+  BOOST_TEST(vector_loads("L, B, 256", "int64[1] s = {128}, int64[1] e = {256}, int64[1] a = {2}") >
+             0);
+  BOOST_TEST(vector_loads("L, 64", "int64[1] s = {3}, int64[1] e = {-1}, int64[1] a = {0}") > 0);
+  // The slice itself right at the edges, symbolic rows at two sizes.
+  std::string text = Model(13, "float[L, 2, 37] x", "y",
+                           "s = Constant<value = int64[2] {1, 36}>()\n"
+                           "e = Constant<value = int64[2] {2, 37}>()\n"
+                           "a = Constant<value = int64[2] {1, 2}>()\n"
+                           "y = Slice(x, s, e, a)");
+  for (int64_t l : {1, 9}) {
+    TensorDataRef x = RandomTensor(DType::kF32, {l, 2, 37}, -1, 1, 13);
+    Expect(Run(text, {x})[0], DType::kF32, SliceRef(ToNd(x), {1, 36}, {2, 37}, {1, 2}, {}));
   }
 }
 
