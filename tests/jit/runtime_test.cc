@@ -1,5 +1,6 @@
 // kiln_parallel_for: every iteration exactly once, pieces skipped once the run's deadline passed,
-// and kiln_index_error reports reaching the calling thread's KernelErrorScope from the team;
+// kiln_index_error reports reaching the calling thread's KernelErrorScope from the team, a
+// running thread taking the pieces a blocked one has not begun;
 // kiln_parallel_team: every member once, barriers that order phases, one thread inside a
 // parallel region, and a deadline that stops the whole team at the same barrier.
 #define BOOST_TEST_MODULE runtime_test
@@ -8,7 +9,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -132,6 +135,100 @@ BOOST_AUTO_TEST_CASE(index_errors_without_a_scope_are_dropped) {
   BOOST_TEST(!errors.failed());
 }
 
+// ---- Balance: threads take the pieces others have not begun ----
+
+// Thread 1's first piece blocks until every other iteration has run, so the loop finishes only
+// if thread 0 takes the rest of thread 1's share. The wait is bounded: a split that leaves
+// pieces to the blocked thread fails the test instead of hanging it.
+struct Blocking {
+  explicit Blocking(int n) : hits(n) {}
+  std::vector<std::atomic<int>> hits;
+  std::atomic<int64_t> done{0};
+  std::atomic<bool> blocked_once{false}, gave_up{false};
+  std::atomic<int64_t> blocked_piece{0};
+};
+
+void BlockingBody(int64_t begin, int64_t end, void* ctx) {
+  auto* b = static_cast<Blocking*>(ctx);
+  const int64_t n = static_cast<int64_t>(b->hits.size());
+  if (omp_get_thread_num() == 1 && !b->blocked_once.exchange(true)) {
+    b->blocked_piece = end - begin;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (b->done.load() < n - (end - begin)) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        b->gave_up = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  for (int64_t i = begin; i < end; ++i) ++b->hits[i];
+  b->done += end - begin;
+}
+
+void CheckTheOthersTookOver(bool with_deadline) {
+  BOOST_REQUIRE_EQUAL(omp_get_max_threads(), 2);
+  Blocking b(1000);
+  {
+    ScopedDeadline deadline(with_deadline ? Clock::now() + std::chrono::hours(1)
+                                          : Clock::time_point::max());
+    kiln_parallel_for(0, 1000, 10, &BlockingBody, &b);
+  }
+  BOOST_TEST(!b.gave_up.load());
+  for (const auto& h : b.hits) BOOST_REQUIRE_EQUAL(h.load(), 1);
+  // Thread 1 either blocked in a piece shorter than its half, or started after thread 0 had
+  // taken every piece.
+  if (b.blocked_once) BOOST_TEST(b.blocked_piece.load() < 500);
+}
+
+BOOST_AUTO_TEST_CASE(a_running_thread_takes_the_pieces_a_blocked_one_has_not_begun) {
+  CheckTheOthersTookOver(false);
+}
+
+BOOST_AUTO_TEST_CASE(a_running_thread_takes_the_pieces_a_blocked_one_has_not_begun_by_deadline) {
+  CheckTheOthersTookOver(true);
+}
+
+struct Pieces {
+  Pieces(int64_t first, int64_t n) : first(first), hits(n) {}
+  const int64_t first;  // the iteration counted in hits[0]
+  std::vector<std::atomic<int>> hits;
+  std::atomic<int64_t> shortest{INT64_MAX};
+};
+
+void PiecesBody(int64_t begin, int64_t end, void* ctx) {
+  auto* p = static_cast<Pieces*>(ctx);
+  for (int64_t i = begin; i < end; ++i) ++p->hits[i - p->first];
+  int64_t seen = p->shortest.load();
+  while (end - begin < seen && !p->shortest.compare_exchange_weak(seen, end - begin)) {
+  }
+}
+
+// Random ranges, grains and team sizes (more threads than cores too), with and without a
+// deadline: every iteration once, and no piece shorter than a grain (or the whole range).
+BOOST_AUTO_TEST_CASE(every_iteration_once_for_random_ranges_grains_and_teams) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 300; ++round) {
+      const int64_t n = std::uniform_int_distribution<int64_t>(0, 3000)(rng);
+    const int64_t grain = std::uniform_int_distribution<int64_t>(0, 400)(rng);
+    const int64_t begin = std::uniform_int_distribution<int64_t>(-50, 50)(rng);
+    const int threads = std::uniform_int_distribution<int>(1, 5)(rng);
+    const bool with_deadline = round % 2 == 1;
+    BOOST_TEST_CONTEXT("n " << n << " grain " << grain << " begin " << begin << " threads "
+                            << threads << " deadline " << with_deadline) {
+      omp_set_num_threads(threads);
+      Pieces p(begin, n);
+      {
+        ScopedDeadline deadline(with_deadline ? Clock::now() + std::chrono::hours(1)
+                                              : Clock::time_point::max());
+        kiln_parallel_for(begin, begin + n, grain, &PiecesBody, &p);
+      }
+      for (const auto& h : p.hits) BOOST_REQUIRE_EQUAL(h.load(), 1);
+      if (n > 0) BOOST_TEST(p.shortest.load() >= std::min(std::max<int64_t>(grain, 1), n));
+    }
+  }
+  omp_set_num_threads(2);
+}
 
 // ---- Teams ----
 
