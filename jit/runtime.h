@@ -20,10 +20,12 @@ typedef void (*KilnParallelBody)(int64_t begin, int64_t end, void* ctx);
 /// when the run has a deadline), each thread first running those of its own share of the range
 /// (the static split's), then taking the pieces other threads have not begun, so a thread that
 /// starts late or runs on a busy core leaves its work to the others. Runs serially, in the
-/// calling thread, when the range is below two grains, when OpenMP offers one thread, or when
-/// called from inside a parallel region. Every iteration runs exactly once, by the same body
-/// whatever the split; returns after all have finished. Thread-safe. An empty range calls
-/// nothing.
+/// calling thread, when the range is below two grains, when OpenMP offers one thread, when
+/// called from inside a parallel region, and for the next 256 calls after 2 of the last 8 whose
+/// team had a thread start more than 250 us late (a loaded host, where the team waits for time
+/// slices; measured on the deadline clock, base/deadline.h). Every iteration runs exactly once,
+/// by the same body whatever the split; returns after all have finished. Thread-safe. An empty
+/// range calls nothing.
 /// Deadlines: when the calling thread's VM run has one (base/deadline.h), each thread checks it
 /// before each piece (a serial range is cut into up to 8 pieces of at least `grain`) and skips
 /// the pieces left once it has passed; the VM then fails the run with DeadlineExceeded, so the
@@ -74,6 +76,10 @@ void* ParallelForAddress();
 void* ParallelTeamAddress();
 void* TeamSizeAddress();
 void* TeamBarrierAddress();
+/// Test hook: forgets the late team starts kiln_parallel_for has counted and ends a run of
+/// serial calls, so that its next calls use a team again. Thread-safe.
+void ForgetLateLoopsForTesting();
+
 /// Address of kiln_index_error, likewise.
 void* IndexErrorAddress();
 /// Address of kiln_range_error, likewise.

@@ -1,6 +1,7 @@
 // kiln_parallel_for: every iteration exactly once, pieces skipped once the run's deadline passed,
 // kiln_index_error reports reaching the calling thread's KernelErrorScope from the team, a
-// running thread taking the pieces a blocked one has not begun;
+// running thread taking the pieces a blocked one has not begun, and serial loops after late
+// teams;
 // kiln_parallel_team: every member once, barriers that order phases, one thread inside a
 // parallel region, and a deadline that stops the whole team at the same barrier.
 #define BOOST_TEST_MODULE runtime_test
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -167,6 +169,7 @@ void BlockingBody(int64_t begin, int64_t end, void* ctx) {
 }
 
 void CheckTheOthersTookOver(bool with_deadline) {
+  ForgetLateLoopsForTesting();
   BOOST_REQUIRE_EQUAL(omp_get_max_threads(), 2);
   Blocking b(1000);
   {
@@ -209,7 +212,8 @@ void PiecesBody(int64_t begin, int64_t end, void* ctx) {
 BOOST_AUTO_TEST_CASE(every_iteration_once_for_random_ranges_grains_and_teams) {
   std::mt19937 rng(7);
   for (int round = 0; round < 300; ++round) {
-      const int64_t n = std::uniform_int_distribution<int64_t>(0, 3000)(rng);
+    ForgetLateLoopsForTesting();
+    const int64_t n = std::uniform_int_distribution<int64_t>(0, 3000)(rng);
     const int64_t grain = std::uniform_int_distribution<int64_t>(0, 400)(rng);
     const int64_t begin = std::uniform_int_distribution<int64_t>(-50, 50)(rng);
     const int threads = std::uniform_int_distribution<int>(1, 5)(rng);
@@ -229,6 +233,51 @@ BOOST_AUTO_TEST_CASE(every_iteration_once_for_random_ranges_grains_and_teams) {
   }
   omp_set_num_threads(2);
 }
+
+// A clock that jumps 1 ms at every reading: each thread of a team enters "late".
+std::atomic<int64_t> jumping_ms{0};
+Clock::time_point JumpingNow() {
+  return Clock::time_point(std::chrono::milliseconds(jumping_ms.fetch_add(1)));
+}
+
+void ThreadsBody(int64_t, int64_t, void* ctx) {
+  auto* ids = static_cast<std::vector<std::thread::id>*>(ctx);
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  ids->push_back(std::this_thread::get_id());
+}
+
+bool OnlyTheCaller(const std::vector<std::thread::id>& ids) {
+  for (const auto& id : ids) {
+    if (id != std::this_thread::get_id()) return false;
+  }
+  return true;
+}
+
+// Two loops whose team starts late make the next 256 run on the calling thread (in one call
+// each, as a serial loop), after which a team is tried again.
+BOOST_AUTO_TEST_CASE(late_teams_make_the_next_loops_serial_for_a_while) {
+  ForgetLateLoopsForTesting();
+  {
+    ScopedDeadlineClockForTesting clock(&JumpingNow);
+    for (int i = 0; i < 2; ++i) {
+      std::vector<std::thread::id> ids;
+      kiln_parallel_for(0, 1000, 10, &ThreadsBody, &ids);
+      BOOST_TEST(ids.size() > 1u);
+    }
+  }
+  for (int i = 0; i < 256; ++i) {
+    std::vector<std::thread::id> ids;
+    kiln_parallel_for(0, 1000, 10, &ThreadsBody, &ids);
+    BOOST_REQUIRE_EQUAL(ids.size(), 1u);
+    BOOST_REQUIRE(OnlyTheCaller(ids));
+  }
+  std::vector<std::thread::id> ids;
+  kiln_parallel_for(0, 1000, 10, &ThreadsBody, &ids);
+  BOOST_TEST(ids.size() > 1u);
+  ForgetLateLoopsForTesting();
+}
+
 
 // ---- Teams ----
 
