@@ -81,19 +81,23 @@ class Pieces {
 
   // Runs pieces as thread `t` of the team, its own block first, until none is left or until
   // `deadline` has passed. The blocks of threads OpenMP did not start are taken like any other.
-  void Run(int64_t t, Clock::time_point deadline, KilnParallelBody body, void* ctx) {
+  // Returns how many it ran.
+  int64_t Run(int64_t t, Clock::time_point deadline, KilnParallelBody body, void* ctx) {
     const int64_t blocks = static_cast<int64_t>(blocks_.size());
+    int64_t ran = 0;
     for (int64_t i = 0; i < blocks; ++i) {
       const int64_t b = (t + i) % blocks;
       Block& block = blocks_[b];
       while (block.next.load(std::memory_order_relaxed) < block.end) {
-        if (deadline != Clock::time_point::max() && kiln::DeadlineNow() >= deadline) return;
+        if (deadline != Clock::time_point::max() && kiln::DeadlineNow() >= deadline) return ran;
         const int64_t p = block.next.fetch_add(1, std::memory_order_relaxed);
         if (p >= block.end) break;
         const int64_t lo = begin_ + p * size_ + std::min(p, extra_);
         body(lo, lo + size_ + (p < extra_ ? 1 : 0), ctx);
+        ++ran;
       }
     }
+    return ran;
   }
 
  private:
@@ -110,10 +114,12 @@ class Pieces {
 // a team only once every thread of the last one is back in its pool, makes the calling thread
 // wait); meanwhile OpenMP's waiting threads poll (GOMP_SPINCOUNT) on the cores the late one
 // needs. masked_encoder at --threads 2 beside a busy loop on one of 2 cores: 5-19 ms, against
-// 2.2 ms on one thread. A loop whose last thread entered more than kLateStartNs after the call
-// (a futex wake-up on an idle core takes tens of microseconds) is late; when kLateLoops of the
-// last 8 parallel loops were, the next kSoloLoops loops run on their calling thread, after which
-// a team is tried again.
+// 2.2 ms on one thread. A loop is late when one of its threads entered more than kLateStartNs
+// after the call (a futex wake-up on an idle core takes tens of microseconds) and found every
+// piece taken: the team cost a wait and bought nothing. (A late thread that still found work
+// paid for itself: gpt_tiny's 8000-wide projection at load 13-30 ran 2-3x slower on the
+// calling thread alone.) When kLateLoops of the last 8 parallel loops were late, the next
+// kSoloLoops loops run on their calling thread, after which a team is tried again.
 constexpr int64_t kLateStartNs = 250'000;
 constexpr int kLateLoops = 2;
 constexpr int64_t kSoloLoops = 256;
@@ -130,7 +136,7 @@ bool LoopTeamsPay() {
   return true;
 }
 
-void NoteLoopStart(bool late) {
+void NoteLoop(bool late) {
   uint32_t history = late_loops.load(std::memory_order_relaxed), next;
   do {
     next = (history << 1 | (late ? 1u : 0u)) & 0xffu;
@@ -338,18 +344,16 @@ extern "C" void kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, Kil
       deadline == Clock::time_point::max() ? kBalancePiecesPerThread : kPiecesPerThread;
   Pieces pieces(begin, n, std::min(threads * per_thread, n / grain), threads);
   const int64_t start = NowNs();
-  std::atomic<int64_t> last_entry{start};
+  std::atomic<bool> late{false};
 #pragma omp parallel num_threads(static_cast <int>(threads))
   {
-    const int64_t entry = NowNs();
-    int64_t seen = last_entry.load(std::memory_order_relaxed);
-    while (seen < entry &&
-           !last_entry.compare_exchange_weak(seen, entry, std::memory_order_relaxed)) {
-    }
+    const bool entered_late = NowNs() - start > kLateStartNs;
     AdoptScope adopt(scope);
-    pieces.Run(omp_get_thread_num(), deadline, body, ctx);
+    if (pieces.Run(omp_get_thread_num(), deadline, body, ctx) == 0 && entered_late) {
+      late.store(true, std::memory_order_relaxed);
+    }
   }
-  NoteLoopStart(last_entry.load(std::memory_order_relaxed) - start > kLateStartNs);
+  NoteLoop(late.load(std::memory_order_relaxed));
 }
 
 extern "C" void kiln_index_error(int64_t index, int64_t bound, int32_t site) {

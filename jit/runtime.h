@@ -21,11 +21,11 @@ typedef void (*KilnParallelBody)(int64_t begin, int64_t end, void* ctx);
 /// (the static split's), then taking the pieces other threads have not begun, so a thread that
 /// starts late or runs on a busy core leaves its work to the others. Runs serially, in the
 /// calling thread, when the range is below two grains, when OpenMP offers one thread, when
-/// called from inside a parallel region, and for the next 256 calls after 2 of the last 8 whose
-/// team had a thread start more than 250 us late (a loaded host, where the team waits for time
-/// slices; measured on the deadline clock, base/deadline.h). Every iteration runs exactly once,
-/// by the same body whatever the split; returns after all have finished. Thread-safe. An empty
-/// range calls nothing.
+/// called from inside a parallel region, and for the next 256 calls after 2 of the last 8 in
+/// which a thread of the team entered more than 250 us late (on the deadline clock,
+/// base/deadline.h) and found every piece taken: a loaded host, where the team waits for time
+/// slices and buys nothing. Every iteration runs exactly once, by the same body whatever the
+/// split; returns after all have finished. Thread-safe. An empty range calls nothing.
 /// Deadlines: when the calling thread's VM run has one (base/deadline.h), each thread checks it
 /// before each piece (a serial range is cut into up to 8 pieces of at least `grain`) and skips
 /// the pieces left once it has passed; the VM then fails the run with DeadlineExceeded, so the

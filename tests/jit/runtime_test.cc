@@ -232,12 +232,62 @@ BOOST_AUTO_TEST_CASE(every_iteration_once_for_random_ranges_grains_and_teams) {
     }
   }
   omp_set_num_threads(2);
+  ForgetLateLoopsForTesting();
 }
 
-// A clock that jumps 1 ms at every reading: each thread of a team enters "late".
+// A clock that jumps 1 ms at every reading, on which a team thread other than the caller
+// enters only once the caller has run every piece: the thread comes late and finds nothing left.
+// The wait is bounded, so a loop that leaves it pieces fails the test instead of hanging.
+struct LateTeam {
+  std::atomic<int64_t> ms{0};
+  std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int64_t> left{0};
+  std::atomic<bool> gave_up{false};
+};
+LateTeam* late_team = nullptr;
+
+Clock::time_point LateTeamNow() {
+  if (std::this_thread::get_id() != late_team->caller) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (late_team->left.load() > 0) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        late_team->gave_up = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  return Clock::time_point(std::chrono::milliseconds(late_team->ms.fetch_add(1)));
+}
+
+void LateTeamBody(int64_t begin, int64_t end, void*) { late_team->left -= end - begin; }
+
+// A clock that jumps 1 ms at every reading: every thread of a team enters late.
 std::atomic<int64_t> jumping_ms{0};
 Clock::time_point JumpingNow() {
   return Clock::time_point(std::chrono::milliseconds(jumping_ms.fetch_add(1)));
+}
+
+// Each thread's first piece waits (bounded) until both threads of the team have begun one:
+// however late either enters, each runs a piece.
+struct Shared {
+  static inline std::atomic<int> loops{0};
+  const int loop = ++loops;
+  std::atomic<int> begun{0};
+  std::atomic<bool> gave_up{false};
+};
+
+void SharedBody(int64_t, int64_t, void* ctx) {
+  auto* s = static_cast<Shared*>(ctx);
+  thread_local int first_in = 0;  // the last loop in which this thread ran a piece
+  if (first_in == s->loop) return;
+  first_in = s->loop;
+  ++s->begun;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (s->begun.load() < 2 && !s->gave_up) {
+    if (std::chrono::steady_clock::now() > give_up) s->gave_up = true;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
 }
 
 void ThreadsBody(int64_t, int64_t, void* ctx) {
@@ -254,17 +304,23 @@ bool OnlyTheCaller(const std::vector<std::thread::id>& ids) {
   return true;
 }
 
-// Two loops whose team starts late make the next 256 run on the calling thread (in one call
-// each, as a serial loop), after which a team is tried again.
-BOOST_AUTO_TEST_CASE(late_teams_make_the_next_loops_serial_for_a_while) {
+// Two loops in which a thread of the team came late and found every piece taken make the next
+// 256 run on the calling thread (in one call each, as a serial loop), after which a team is
+// tried again.
+BOOST_AUTO_TEST_CASE(loops_whose_late_threads_find_nothing_run_serially_for_a_while) {
   ForgetLateLoopsForTesting();
+  BOOST_REQUIRE_EQUAL(omp_get_max_threads(), 2);
   {
-    ScopedDeadlineClockForTesting clock(&JumpingNow);
+    LateTeam team;
+    late_team = &team;
+    ScopedDeadlineClockForTesting clock(&LateTeamNow);
     for (int i = 0; i < 2; ++i) {
-      std::vector<std::thread::id> ids;
-      kiln_parallel_for(0, 1000, 10, &ThreadsBody, &ids);
-      BOOST_TEST(ids.size() > 1u);
+      team.left = 1000;
+      kiln_parallel_for(0, 1000, 10, &LateTeamBody, nullptr);
+      BOOST_TEST(team.left.load() == 0);
     }
+    BOOST_TEST(!team.gave_up.load());
+    late_team = nullptr;
   }
   for (int i = 0; i < 256; ++i) {
     std::vector<std::thread::id> ids;
@@ -274,10 +330,26 @@ BOOST_AUTO_TEST_CASE(late_teams_make_the_next_loops_serial_for_a_while) {
   }
   std::vector<std::thread::id> ids;
   kiln_parallel_for(0, 1000, 10, &ThreadsBody, &ids);
-  BOOST_TEST(ids.size() > 1u);
+  BOOST_TEST(ids.size() > 1u);  // cut into pieces again, whichever threads ran them
   ForgetLateLoopsForTesting();
 }
 
+// A late thread that still finds pieces to run paid for itself: the team stays.
+BOOST_AUTO_TEST_CASE(loops_whose_late_threads_find_work_keep_their_team) {
+  ForgetLateLoopsForTesting();
+  BOOST_REQUIRE_EQUAL(omp_get_max_threads(), 2);
+  {
+    ScopedDeadlineClockForTesting clock(&JumpingNow);
+    for (int i = 0; i < 8; ++i) {
+      Shared shared;
+      kiln_parallel_for(0, 1000, 10, &SharedBody, &shared);
+      BOOST_REQUIRE(!shared.gave_up.load());
+    }
+  }
+  std::vector<std::thread::id> ids;
+  kiln_parallel_for(0, 1000, 10, &ThreadsBody, &ids);
+  BOOST_TEST(ids.size() > 1u);
+}
 
 // ---- Teams ----
 
@@ -337,7 +409,9 @@ BOOST_AUTO_TEST_CASE(a_team_of_at_most_one_or_inside_a_parallel_region_is_the_ca
   kiln_parallel_team(100, 0, &PhaseBody, &none);
   BOOST_TEST(none.members.load() == 0);
   // From every chunk of a parallel loop: a team of one on that thread (no barrier across the
-  // chunks, which would hang if chunks ran one after another).
+  // chunks, which would hang if chunks ran one after another). The loop must get a team, though
+  // the tests before may have made loops serial for a while.
+  ForgetLateLoopsForTesting();
   std::atomic<int> sizes{0}, calls{0};
   struct Outer {
     std::atomic<int>* sizes;
