@@ -1,6 +1,6 @@
-// kiln_parallel_for on OpenMP, stopping between pieces of work once the run's deadline passes;
-// teams with a barrier (kiln_parallel_team); kiln_index_error and the thread-local
-// KernelErrorScope it reports to.
+// kiln_parallel_for on OpenMP, balanced by threads taking the pieces others have not begun and
+// stopping between pieces once the run's deadline passes; teams with a barrier
+// (kiln_parallel_team); kiln_index_error and the thread-local KernelErrorScope it reports to.
 #include "jit/runtime.h"
 
 #include <linux/futex.h>
@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
+#include <vector>
 
 #include "base/deadline.h"
 
@@ -31,8 +33,8 @@ class AdoptScope {
 };
 
 // Pieces a range is cut into when the run has a deadline, so a long kernel notices it: up to
-// this many per thread, each at least one grain. Without a deadline a thread runs its range in
-// one call, as before.
+// this many per thread, each at least one grain. A serial range without a deadline runs in one
+// call.
 constexpr int64_t kPiecesPerThread = 8;
 
 // Runs [lo, hi) in pieces of at least `grain`, skipping the rest once `deadline` has passed.
@@ -53,6 +55,103 @@ void RunPieces(int64_t lo, int64_t hi, int64_t grain, Clock::time_point deadline
     body(start, end, ctx);
     start = end;
   }
+}
+
+// Pieces per thread kiln_parallel_for cuts a range into without a deadline, when the range
+// holds that many grains: enough that a thread which finishes its own can take over the part of
+// a descheduled or slowed team-mate's range it has not begun.
+constexpr int64_t kBalancePiecesPerThread = 4;
+
+// [begin, begin + n) cut into `count` balanced pieces (the first n % count one iteration
+// longer), dealt to `threads` threads in contiguous blocks as the static split dealt its ranges.
+// Each thread runs its own block in order (the same memory as that static split on an idle
+// host), then claims the pieces left in the others' blocks: a thread that OpenMP started late,
+// that runs on a core shared with another process, or that OpenMP never gave, leaves its
+// unclaimed pieces to the running ones. A piece is claimed by one fetch_add on its block's
+// counter, so each runs exactly once.
+class Pieces {
+ public:
+  Pieces(int64_t begin, int64_t n, int64_t count, int64_t threads)
+      : begin_(begin), size_(n / count), extra_(n % count), blocks_(threads) {
+    for (int64_t t = 0; t < threads; ++t) {
+      blocks_[t].next.store(count * t / threads, std::memory_order_relaxed);
+      blocks_[t].end = count * (t + 1) / threads;
+    }
+  }
+
+  // Runs pieces as thread `t` of the team, its own block first, until none is left or until
+  // `deadline` has passed. The blocks of threads OpenMP did not start are taken like any other.
+  // Returns how many it ran.
+  int64_t Run(int64_t t, Clock::time_point deadline, KilnParallelBody body, void* ctx) {
+    const int64_t blocks = static_cast<int64_t>(blocks_.size());
+    int64_t ran = 0;
+    for (int64_t i = 0; i < blocks; ++i) {
+      const int64_t b = (t + i) % blocks;
+      Block& block = blocks_[b];
+      while (block.next.load(std::memory_order_relaxed) < block.end) {
+        if (deadline != Clock::time_point::max() && kiln::DeadlineNow() >= deadline) return ran;
+        const int64_t p = block.next.fetch_add(1, std::memory_order_relaxed);
+        if (p >= block.end) break;
+        const int64_t lo = begin_ + p * size_ + std::min(p, extra_);
+        body(lo, lo + size_ + (p < extra_ ? 1 : 0), ctx);
+        ++ran;
+      }
+    }
+    return ran;
+  }
+
+ private:
+  struct alignas(64) Block {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
+  const int64_t begin_, size_, extra_;
+  std::vector<Block> blocks_;
+};
+
+// Loops whose team keeps starting late cost more than they save. On a host with more runnable
+// threads than cores a team-mate waits for a time slice before it starts (or, as libgomp starts
+// a team only once every thread of the last one is back in its pool, makes the calling thread
+// wait); meanwhile OpenMP's waiting threads poll (GOMP_SPINCOUNT) on the cores the late one
+// needs. masked_encoder at --threads 2 beside a busy loop on one of 2 cores: 5-19 ms, against
+// 2.2 ms on one thread. A loop is late when one of its threads entered more than kLateStartNs
+// after the call (a futex wake-up on an idle core takes tens of microseconds) and found every
+// piece taken: the team cost a wait and bought nothing. (A late thread that still found work
+// paid for itself: gpt_tiny's 8000-wide projection at load 13-30 ran 2-3x slower on the
+// calling thread alone.) When kLateLoops of the last 8 parallel loops were late, the next
+// kSoloLoops loops run on their calling thread, after which a team is tried again.
+constexpr int64_t kLateStartNs = 250'000;
+constexpr int kLateLoops = 2;
+constexpr int64_t kSoloLoops = 256;
+std::atomic<uint32_t> late_loops{0};  // one bit per parallel loop, the latest lowest
+std::atomic<int64_t> solo_loops_left{0};
+
+bool LoopTeamsPay() {
+  int64_t left = solo_loops_left.load(std::memory_order_relaxed);
+  while (left > 0) {
+    if (solo_loops_left.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void NoteLoop(bool late) {
+  uint32_t history = late_loops.load(std::memory_order_relaxed), next;
+  do {
+    next = (history << 1 | (late ? 1u : 0u)) & 0xffu;
+  } while (!late_loops.compare_exchange_weak(history, next, std::memory_order_relaxed));
+  if (late && __builtin_popcount(next) >= kLateLoops) {
+    late_loops.store(0, std::memory_order_relaxed);
+    solo_loops_left.store(kSoloLoops, std::memory_order_relaxed);
+  }
+}
+
+// On the deadline clock, so that a test can make a team late.
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             kiln::DeadlineNow().time_since_epoch())
+      .count();
 }
 
 // A team of kiln_parallel_team: a generation-counting barrier whose last arriver decides,
@@ -236,24 +335,25 @@ extern "C" void kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, Kil
   // Read on the calling thread: the team's threads do not share its thread-locals.
   const Clock::time_point deadline = kiln::CurrentDeadline();
   KernelErrorScope* const scope = KernelErrorScope::Current();
-  int64_t max_chunks = std::min<int64_t>(omp_get_max_threads(), n / grain);
-  if (max_chunks < 2 || omp_in_parallel()) {
+  int64_t threads = std::min<int64_t>(omp_get_max_threads(), n / grain);
+  if (threads < 2 || omp_in_parallel() || !LoopTeamsPay()) {
     RunPieces(begin, end, grain, deadline, body, ctx);
     return;
   }
-#pragma omp parallel num_threads(static_cast <int>(max_chunks))
+  const int64_t per_thread =
+      deadline == Clock::time_point::max() ? kBalancePiecesPerThread : kPiecesPerThread;
+  Pieces pieces(begin, n, std::min(threads * per_thread, n / grain), threads);
+  const int64_t start = NowNs();
+  std::atomic<bool> late{false};
+#pragma omp parallel num_threads(static_cast <int>(threads))
   {
-    // Static, balanced split: the first n % k chunks get one extra iteration.
-    int64_t k = omp_get_num_threads();
-    int64_t t = omp_get_thread_num();
-    int64_t size = n / k, extra = n % k;
-    int64_t lo = begin + t * size + std::min(t, extra);
-    int64_t hi = lo + size + (t < extra ? 1 : 0);
-    if (lo < hi) {
-      AdoptScope adopt(scope);
-      RunPieces(lo, hi, grain, deadline, body, ctx);
+    const bool entered_late = NowNs() - start > kLateStartNs;
+    AdoptScope adopt(scope);
+    if (pieces.Run(omp_get_thread_num(), deadline, body, ctx) == 0 && entered_late) {
+      late.store(true, std::memory_order_relaxed);
     }
   }
+  NoteLoop(late.load(std::memory_order_relaxed));
 }
 
 extern "C" void kiln_index_error(int64_t index, int64_t bound, int32_t site) {
@@ -271,6 +371,11 @@ void* ParallelForAddress() { return reinterpret_cast<void*>(&kiln_parallel_for);
 void* ParallelTeamAddress() { return reinterpret_cast<void*>(&kiln_parallel_team); }
 void* TeamSizeAddress() { return reinterpret_cast<void*>(&kiln_team_size); }
 void* TeamBarrierAddress() { return reinterpret_cast<void*>(&kiln_team_barrier); }
+void ForgetLateLoopsForTesting() {
+  late_loops.store(0, std::memory_order_relaxed);
+  solo_loops_left.store(0, std::memory_order_relaxed);
+}
+
 void* IndexErrorAddress() { return reinterpret_cast<void*>(&kiln_index_error); }
 void* RangeErrorAddress() { return reinterpret_cast<void*>(&kiln_range_error); }
 

@@ -15,14 +15,21 @@ extern "C" {
 /// Body of an outlined parallel loop: runs iterations [begin, end) with its captured context.
 typedef void (*KilnParallelBody)(int64_t begin, int64_t end, void* ctx);
 
-/// Runs `body` over [begin, end) split into contiguous chunks of at least `grain` iterations,
-/// one per thread of the OpenMP team (the pool oneDNN shares, so threads are not oversubscribed).
-/// Runs serially, in the calling thread, when the range is below two grains, when OpenMP offers
-/// one thread, or when called from inside a parallel region. Every iteration runs exactly once;
-/// returns after all have finished. Thread-safe. An empty range calls nothing.
-/// Deadlines: when the calling thread's VM run has one (base/deadline.h), each thread runs its
-/// chunk in up to 8 pieces of at least `grain` and skips the pieces left once it has passed; the
-/// VM then fails the run with DeadlineExceeded, so the partial output is never seen.
+/// Runs `body` over [begin, end) on the OpenMP team (the pool oneDNN shares, so threads are not
+/// oversubscribed), in contiguous pieces of at least `grain` iterations: up to 4 per thread (8
+/// when the run has a deadline), each thread first running those of its own share of the range
+/// (the static split's), then taking the pieces other threads have not begun, so a thread that
+/// starts late or runs on a busy core leaves its work to the others. Runs serially, in the
+/// calling thread, when the range is below two grains, when OpenMP offers one thread, when
+/// called from inside a parallel region, and for the next 256 calls after 2 of the last 8 in
+/// which a thread of the team entered more than 250 us late (on the deadline clock,
+/// base/deadline.h) and found every piece taken: a loaded host, where the team waits for time
+/// slices and buys nothing. Every iteration runs exactly once, by the same body whatever the
+/// split; returns after all have finished. Thread-safe. An empty range calls nothing.
+/// Deadlines: when the calling thread's VM run has one (base/deadline.h), each thread checks it
+/// before each piece (a serial range is cut into up to 8 pieces of at least `grain`) and skips
+/// the pieces left once it has passed; the VM then fails the run with DeadlineExceeded, so the
+/// partial output is never seen.
 /// The threads of the team run inside the calling thread's KernelErrorScope.
 void kiln_parallel_for(int64_t begin, int64_t end, int64_t grain, KilnParallelBody body, void* ctx);
 
@@ -69,6 +76,10 @@ void* ParallelForAddress();
 void* ParallelTeamAddress();
 void* TeamSizeAddress();
 void* TeamBarrierAddress();
+/// Test hook: forgets the late team starts kiln_parallel_for has counted and ends a run of
+/// serial calls, so that its next calls use a team again. Thread-safe.
+void ForgetLateLoopsForTesting();
+
 /// Address of kiln_index_error, likewise.
 void* IndexErrorAddress();
 /// Address of kiln_range_error, likewise.

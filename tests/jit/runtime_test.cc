@@ -1,5 +1,7 @@
 // kiln_parallel_for: every iteration exactly once, pieces skipped once the run's deadline passed,
-// and kiln_index_error reports reaching the calling thread's KernelErrorScope from the team;
+// kiln_index_error reports reaching the calling thread's KernelErrorScope from the team, a
+// running thread taking the pieces a blocked one has not begun, and serial loops after late
+// teams;
 // kiln_parallel_team: every member once, barriers that order phases, one thread inside a
 // parallel region, and a deadline that stops the whole team at the same barrier.
 #define BOOST_TEST_MODULE runtime_test
@@ -8,7 +10,10 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
+#include <mutex>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -132,6 +137,219 @@ BOOST_AUTO_TEST_CASE(index_errors_without_a_scope_are_dropped) {
   BOOST_TEST(!errors.failed());
 }
 
+// ---- Balance: threads take the pieces others have not begun ----
+
+// Thread 1's first piece blocks until every other iteration has run, so the loop finishes only
+// if thread 0 takes the rest of thread 1's share. The wait is bounded: a split that leaves
+// pieces to the blocked thread fails the test instead of hanging it.
+struct Blocking {
+  explicit Blocking(int n) : hits(n) {}
+  std::vector<std::atomic<int>> hits;
+  std::atomic<int64_t> done{0};
+  std::atomic<bool> blocked_once{false}, gave_up{false};
+  std::atomic<int64_t> blocked_piece{0};
+};
+
+void BlockingBody(int64_t begin, int64_t end, void* ctx) {
+  auto* b = static_cast<Blocking*>(ctx);
+  const int64_t n = static_cast<int64_t>(b->hits.size());
+  if (omp_get_thread_num() == 1 && !b->blocked_once.exchange(true)) {
+    b->blocked_piece = end - begin;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (b->done.load() < n - (end - begin)) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        b->gave_up = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  for (int64_t i = begin; i < end; ++i) ++b->hits[i];
+  b->done += end - begin;
+}
+
+void CheckTheOthersTookOver(bool with_deadline) {
+  ForgetLateLoopsForTesting();
+  BOOST_REQUIRE_EQUAL(omp_get_max_threads(), 2);
+  Blocking b(1000);
+  {
+    ScopedDeadline deadline(with_deadline ? Clock::now() + std::chrono::hours(1)
+                                          : Clock::time_point::max());
+    kiln_parallel_for(0, 1000, 10, &BlockingBody, &b);
+  }
+  BOOST_TEST(!b.gave_up.load());
+  for (const auto& h : b.hits) BOOST_REQUIRE_EQUAL(h.load(), 1);
+  // Thread 1 either blocked in a piece shorter than its half, or started after thread 0 had
+  // taken every piece.
+  if (b.blocked_once) BOOST_TEST(b.blocked_piece.load() < 500);
+}
+
+BOOST_AUTO_TEST_CASE(a_running_thread_takes_the_pieces_a_blocked_one_has_not_begun) {
+  CheckTheOthersTookOver(false);
+}
+
+BOOST_AUTO_TEST_CASE(a_running_thread_takes_the_pieces_a_blocked_one_has_not_begun_by_deadline) {
+  CheckTheOthersTookOver(true);
+}
+
+struct Pieces {
+  Pieces(int64_t first, int64_t n) : first(first), hits(n) {}
+  const int64_t first;  // the iteration counted in hits[0]
+  std::vector<std::atomic<int>> hits;
+  std::atomic<int64_t> shortest{INT64_MAX};
+};
+
+void PiecesBody(int64_t begin, int64_t end, void* ctx) {
+  auto* p = static_cast<Pieces*>(ctx);
+  for (int64_t i = begin; i < end; ++i) ++p->hits[i - p->first];
+  int64_t seen = p->shortest.load();
+  while (end - begin < seen && !p->shortest.compare_exchange_weak(seen, end - begin)) {
+  }
+}
+
+// Random ranges, grains and team sizes (more threads than cores too), with and without a
+// deadline: every iteration once, and no piece shorter than a grain (or the whole range).
+BOOST_AUTO_TEST_CASE(every_iteration_once_for_random_ranges_grains_and_teams) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 300; ++round) {
+    ForgetLateLoopsForTesting();
+    const int64_t n = std::uniform_int_distribution<int64_t>(0, 3000)(rng);
+    const int64_t grain = std::uniform_int_distribution<int64_t>(0, 400)(rng);
+    const int64_t begin = std::uniform_int_distribution<int64_t>(-50, 50)(rng);
+    const int threads = std::uniform_int_distribution<int>(1, 5)(rng);
+    const bool with_deadline = round % 2 == 1;
+    BOOST_TEST_CONTEXT("n " << n << " grain " << grain << " begin " << begin << " threads "
+                            << threads << " deadline " << with_deadline) {
+      omp_set_num_threads(threads);
+      Pieces p(begin, n);
+      {
+        ScopedDeadline deadline(with_deadline ? Clock::now() + std::chrono::hours(1)
+                                              : Clock::time_point::max());
+        kiln_parallel_for(begin, begin + n, grain, &PiecesBody, &p);
+      }
+      for (const auto& h : p.hits) BOOST_REQUIRE_EQUAL(h.load(), 1);
+      if (n > 0) BOOST_TEST(p.shortest.load() >= std::min(std::max<int64_t>(grain, 1), n));
+    }
+  }
+  omp_set_num_threads(2);
+  ForgetLateLoopsForTesting();
+}
+
+// A clock that jumps 1 ms at every reading, on which a team thread other than the caller
+// enters only once the caller has run every piece: the thread comes late and finds nothing left.
+// The wait is bounded, so a loop that leaves it pieces fails the test instead of hanging.
+struct LateTeam {
+  std::atomic<int64_t> ms{0};
+  std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int64_t> left{0};
+  std::atomic<bool> gave_up{false};
+};
+LateTeam* late_team = nullptr;
+
+Clock::time_point LateTeamNow() {
+  if (std::this_thread::get_id() != late_team->caller) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (late_team->left.load() > 0) {
+      if (std::chrono::steady_clock::now() > give_up) {
+        late_team->gave_up = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  return Clock::time_point(std::chrono::milliseconds(late_team->ms.fetch_add(1)));
+}
+
+void LateTeamBody(int64_t begin, int64_t end, void*) { late_team->left -= end - begin; }
+
+// A clock that jumps 1 ms at every reading: every thread of a team enters late.
+std::atomic<int64_t> jumping_ms{0};
+Clock::time_point JumpingNow() {
+  return Clock::time_point(std::chrono::milliseconds(jumping_ms.fetch_add(1)));
+}
+
+// Each thread's first piece waits (bounded) until both threads of the team have begun one:
+// however late either enters, each runs a piece.
+struct Shared {
+  static inline std::atomic<int> loops{0};
+  const int loop = ++loops;
+  std::atomic<int> begun{0};
+  std::atomic<bool> gave_up{false};
+};
+
+void SharedBody(int64_t, int64_t, void* ctx) {
+  auto* s = static_cast<Shared*>(ctx);
+  thread_local int first_in = 0;  // the last loop in which this thread ran a piece
+  if (first_in == s->loop) return;
+  first_in = s->loop;
+  ++s->begun;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (s->begun.load() < 2 && !s->gave_up) {
+    if (std::chrono::steady_clock::now() > give_up) s->gave_up = true;
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+void ThreadsBody(int64_t, int64_t, void* ctx) {
+  auto* ids = static_cast<std::vector<std::thread::id>*>(ctx);
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  ids->push_back(std::this_thread::get_id());
+}
+
+bool OnlyTheCaller(const std::vector<std::thread::id>& ids) {
+  for (const auto& id : ids) {
+    if (id != std::this_thread::get_id()) return false;
+  }
+  return true;
+}
+
+// Two loops in which a thread of the team came late and found every piece taken make the next
+// 256 run on the calling thread (in one call each, as a serial loop), after which a team is
+// tried again.
+BOOST_AUTO_TEST_CASE(loops_whose_late_threads_find_nothing_run_serially_for_a_while) {
+  ForgetLateLoopsForTesting();
+  BOOST_REQUIRE_EQUAL(omp_get_max_threads(), 2);
+  {
+    LateTeam team;
+    late_team = &team;
+    ScopedDeadlineClockForTesting clock(&LateTeamNow);
+    for (int i = 0; i < 2; ++i) {
+      team.left = 1000;
+      kiln_parallel_for(0, 1000, 10, &LateTeamBody, nullptr);
+      BOOST_TEST(team.left.load() == 0);
+    }
+    BOOST_TEST(!team.gave_up.load());
+    late_team = nullptr;
+  }
+  for (int i = 0; i < 256; ++i) {
+    std::vector<std::thread::id> ids;
+    kiln_parallel_for(0, 1000, 10, &ThreadsBody, &ids);
+    BOOST_REQUIRE_EQUAL(ids.size(), 1u);
+    BOOST_REQUIRE(OnlyTheCaller(ids));
+  }
+  std::vector<std::thread::id> ids;
+  kiln_parallel_for(0, 1000, 10, &ThreadsBody, &ids);
+  BOOST_TEST(ids.size() > 1u);  // cut into pieces again, whichever threads ran them
+  ForgetLateLoopsForTesting();
+}
+
+// A late thread that still finds pieces to run paid for itself: the team stays.
+BOOST_AUTO_TEST_CASE(loops_whose_late_threads_find_work_keep_their_team) {
+  ForgetLateLoopsForTesting();
+  BOOST_REQUIRE_EQUAL(omp_get_max_threads(), 2);
+  {
+    ScopedDeadlineClockForTesting clock(&JumpingNow);
+    for (int i = 0; i < 8; ++i) {
+      Shared shared;
+      kiln_parallel_for(0, 1000, 10, &SharedBody, &shared);
+      BOOST_REQUIRE(!shared.gave_up.load());
+    }
+  }
+  std::vector<std::thread::id> ids;
+  kiln_parallel_for(0, 1000, 10, &ThreadsBody, &ids);
+  BOOST_TEST(ids.size() > 1u);
+}
 
 // ---- Teams ----
 
@@ -191,7 +409,9 @@ BOOST_AUTO_TEST_CASE(a_team_of_at_most_one_or_inside_a_parallel_region_is_the_ca
   kiln_parallel_team(100, 0, &PhaseBody, &none);
   BOOST_TEST(none.members.load() == 0);
   // From every chunk of a parallel loop: a team of one on that thread (no barrier across the
-  // chunks, which would hang if chunks ran one after another).
+  // chunks, which would hang if chunks ran one after another). The loop must get a team, though
+  // the tests before may have made loops serial for a while.
+  ForgetLateLoopsForTesting();
   std::atomic<int> sizes{0}, calls{0};
   struct Outer {
     std::atomic<int>* sizes;
