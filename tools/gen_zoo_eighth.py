@@ -796,6 +796,16 @@ ZOO = {
 }
 
 
+# The QDQ model's check (tools/zoo.py reads both from zoo.json): its float64 fake-quantized
+# reference and any float32 implementation disagree on rounding ties, each tie moves a uint8 code
+# one step (1/255 of that activation's range) and 20 layers compound the steps; ONNX Runtime is
+# 0.65% of the output's scale off, kiln 0.7% (oneDNN int8) and 1.0% (the JIT's float path). 2%
+# is three times ORT's error: what a wrong scale, zero point or rounding mode would exceed.
+QDQ_ATOL_SCALE = 2e-2
+QDQ_TOLERANCE_WHY = ("int8 QDQ: float32 and the float64 reference round ties apart, moving "
+                     "uint8 codes a step that 20 layers compound (ORT: 0.65% of scale)")
+
+
 def export(name, out_dir):
     """gen_zoo_third's export, except for the QDQ model: its reference is its fake-quantized
     float64 forward, and its graph is rewritten into ORT's QDQ form after export."""
@@ -818,7 +828,8 @@ def export(name, out_dir):
           f"  ops: {' '.join(ops)}", flush=True)
     return dict(onnx=name + ".onnx", input=in_name, input_shape=shape,
                 input_dtype=str(x.numpy().dtype), dynamic_axes={str(k): v for k, v in dyn.items()},
-                output_shape=list(y.shape), opset=gz.OPSET, nodes=len(m.graph.node), ops=ops)
+                output_shape=list(y.shape), opset=gz.OPSET, nodes=len(m.graph.node), ops=ops,
+                atol_scale=QDQ_ATOL_SCALE, tolerance_why=QDQ_TOLERANCE_WHY)
 
 
 def main():

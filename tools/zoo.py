@@ -12,7 +12,11 @@ NODE_PATH /tmp/ort/node_modules), and a built CLI (bazel build //tools:kiln).
 
 Correctness: each back end's output must match the reference within rtol 1e-3 and atol 1e-4
 times the reference's largest magnitude (the zoo README's rule), with no NaN or Inf where the
-reference is finite. Timing: per round, `kiln bench` p50 for each back end and ORT's median,
+reference is finite. A zoo.json entry may widen atol with `atol_scale` (a fraction of that
+magnitude) and must then say why in `tolerance_why`: an int8 QDQ model's float32 sums land on
+the other side of a rounding tie than its float64 reference, each such tie moves a uint8 code
+by a step, and the steps compound over its layers (ONNX Runtime itself is 0.65% off on
+gen_zoo_eighth's resnet18_qdq); the row then prints the wider rule. Timing: per round, `kiln bench` p50 for each back end and ORT's median,
 alternating, over at least 20 iterations and enough for about half a second (a pilot run sets
 the count); the table shows medians over the rounds and kiln(default) / ORT. Prints the CPU
 (lscpu model name and whether AVX-512 is present) so every figure says where it comes from.
@@ -60,7 +64,7 @@ def dims_flag(kiln):
     return "--dim" if "--dim" in out + err else "--shape"
 
 
-def compare(got_path, ref_path):
+def compare(got_path, ref_path, atol_scale=1e-4):
     """(ok, max abs error, reference scale, why)."""
     got, ref = np.load(got_path), np.load(ref_path)
     if got.shape != ref.shape:
@@ -71,11 +75,11 @@ def compare(got_path, ref_path):
         return False, float("nan"), scale, "NaN or Inf where the reference is finite"
     err = float(np.abs(got.astype(np.float64) - ref.astype(np.float64))[finite].max()) \
         if finite.any() else 0.0
-    ok = np.allclose(got[finite], ref[finite], rtol=1e-3, atol=1e-4 * max(scale, 1e-30))
-    return ok, err, scale, "" if ok else "outside rtol 1e-3 / atol 1e-4 x scale"
+    ok = np.allclose(got[finite], ref[finite], rtol=1e-3, atol=atol_scale * max(scale, 1e-30))
+    return ok, err, scale, "" if ok else f"outside rtol 1e-3 / atol {atol_scale:g} x scale"
 
 
-def checked(kiln, kfile, in_path, ref_path, out_dir):
+def checked(kiln, kfile, in_path, ref_path, out_dir, atol_scale=1e-4):
     """(ok, max abs error, why) of kfile's output 0 on in_path against ref_path."""
     d = os.path.join(out_dir, os.path.basename(kfile) + ".out")
     os.makedirs(d, exist_ok=True)
@@ -85,7 +89,7 @@ def checked(kiln, kfile, in_path, ref_path, out_dir):
     outs = sorted(f for f in os.listdir(d) if f.endswith(".npy"))
     if not outs:
         return False, float("nan"), "no output written"
-    ok, e, _, why = compare(os.path.join(d, outs[0]), ref_path)
+    ok, e, _, why = compare(os.path.join(d, outs[0]), ref_path, atol_scale)
     return ok, e, why
 
 
@@ -284,7 +288,11 @@ def main():
                     result[backend] = (False, float("nan"), "compile failed: " +
                                        err.strip().splitlines()[-1][:200])
                     continue
-                result[backend] = checked(a.kiln, kfile, in_path, ref_path, a.out)
+                if "atol_scale" in info and backend == "default":
+                    print(f"  {name}: atol {info['atol_scale']:g} x scale: "
+                          f"{info.get('tolerance_why', '(no reason given)')}")
+                result[backend] = checked(a.kiln, kfile, in_path, ref_path, a.out,
+                                          float(info.get("atol_scale", 1e-4)))
             work = os.path.join(a.out, name + ".probes")
             os.makedirs(work, exist_ok=True)
             input_name = info.get("input") or info.get("input_name") or "input"
