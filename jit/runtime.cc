@@ -126,15 +126,17 @@ constexpr int64_t kSoloLoops = 256;
 std::atomic<uint32_t> late_loops{0};  // one bit per parallel loop, the latest lowest
 std::atomic<int64_t> solo_loops_left{0};
 
-bool LoopTeamsPay() {
-  int64_t left = solo_loops_left.load(std::memory_order_relaxed);
+// Whether a team may run now: false (taking one of its turns) while `solo_left`, the calls left
+// to run on their calling thread after teams kept costing more than they saved, is positive.
+bool TeamsPayNow(std::atomic<int64_t>& solo_left) {
+  int64_t left = solo_left.load(std::memory_order_relaxed);
   while (left > 0) {
-    if (solo_loops_left.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
-      return false;
-    }
+    if (solo_left.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) return false;
   }
   return true;
 }
+
+bool LoopTeamsPay() { return TeamsPayNow(solo_loops_left); }
 
 void NoteLoop(bool late) {
   uint32_t history = late_loops.load(std::memory_order_relaxed), next;
@@ -177,15 +179,7 @@ struct Team {
 constexpr int64_t kSoloCalls = 64;
 std::atomic<int64_t> solo_calls_left{0};
 
-bool TeamsPay() {
-  int64_t left = solo_calls_left.load(std::memory_order_relaxed);
-  while (left > 0) {
-    if (solo_calls_left.compare_exchange_weak(left, left - 1, std::memory_order_relaxed)) {
-      return false;
-    }
-  }
-  return true;
-}
+bool TeamsPay() { return TeamsPayNow(solo_calls_left); }
 
 void NoteTeam(const Team& team) {
   const int64_t barriers = team.barriers.load(std::memory_order_relaxed);

@@ -41,27 +41,8 @@ struct Threads {
 };
 
 // Sets KILN_ONEDNN_DW_FUSE for one scope (null: unset), restoring it after.
-class ScopedMode {
- public:
-  explicit ScopedMode(const char* mode) {
-    const char* env = std::getenv(kVar);
-    had_ = env != nullptr;
-    if (had_) saved_ = env;
-    Set(mode);
-  }
-  ~ScopedMode() { Set(had_ ? saved_.c_str() : nullptr); }
-
- private:
-  static constexpr const char* kVar = "KILN_ONEDNN_DW_FUSE";
-  static void Set(const char* v) {
-    if (v != nullptr) {
-      setenv(kVar, v, 1);
-    } else {
-      unsetenv(kVar);
-    }
-  }
-  bool had_ = false;
-  std::string saved_;
+struct ScopedMode : ScopedEnv {
+  explicit ScopedMode(const char* mode) : ScopedEnv("KILN_ONEDNN_DW_FUSE", mode) {}
 };
 
 struct Kinds : RegionProfiler {

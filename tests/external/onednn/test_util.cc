@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <random>
 #include <stdexcept>
@@ -284,6 +285,25 @@ bool Close(const Floats& got, const Floats& want, double atol, double rtol) {
   std::printf("%zu of %zu elements differ; first at %zu: got %.7g, want %.7g (error ratio %.3g)\n",
               bad, got.size(), at, got[at], want[at], ratio_at);
   return false;
+}
+
+ScopedEnv::ScopedEnv(const char* var, const char* value) : var_(var) {
+  const char* env = std::getenv(var);
+  had_ = env != nullptr;
+  if (had_) saved_ = env;
+  if (value != nullptr) {
+    setenv(var, value, 1);
+  } else {
+    unsetenv(var);
+  }
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (had_) {
+    setenv(var_.c_str(), saved_.c_str(), 1);
+  } else {
+    unsetenv(var_.c_str());
+  }
 }
 
 }  // namespace kiln::onednn::testing

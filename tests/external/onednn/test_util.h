@@ -92,6 +92,20 @@ float RefGelu(float x);
 /// the first mismatch on failure.
 bool Close(const Floats& got, const Floats& want, double atol, double rtol);
 
+/// Sets environment variable `var` to `value` (null: unsets it) for one scope, restoring what it
+/// was after: the kernels' `KILN_ONEDNN_*` switches, which plans read when they are built.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* var, const char* value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string var_, saved_;
+  bool had_ = false;
+};
+
 }  // namespace kiln::onednn::testing
 
 #endif  // KILN_TESTS_EXTERNAL_ONEDNN_TEST_UTIL_H_

@@ -94,26 +94,8 @@ struct Impls : RegionProfiler {
 };
 
 // Sets KILN_ONEDNN_WINOGRAD for one scope (null: unset), restoring it after.
-class ScopedMode {
- public:
-  explicit ScopedMode(const char* mode) {
-    const char* env = std::getenv("KILN_ONEDNN_WINOGRAD");
-    had_ = env != nullptr;
-    if (had_) saved_ = env;
-    Set(mode);
-  }
-  ~ScopedMode() { Set(had_ ? saved_.c_str() : nullptr); }
-
- private:
-  static void Set(const char* v) {
-    if (v != nullptr) {
-      setenv("KILN_ONEDNN_WINOGRAD", v, 1);
-    } else {
-      unsetenv("KILN_ONEDNN_WINOGRAD");
-    }
-  }
-  bool had_ = false;
-  std::string saved_;
+struct ScopedMode : ScopedEnv {
+  explicit ScopedMode(const char* mode) : ScopedEnv("KILN_ONEDNN_WINOGRAD", mode) {}
 };
 
 bool HasWinograd() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
